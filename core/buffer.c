@@ -1,0 +1,150 @@
+/* buffer.c: typed host buffers, seeded fills, poison, checksums */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kwb.h"
+#include "rng.h"
+
+struct kwb_buffer {
+    kwb_dtype dtype;
+    uint64_t n;
+    void *data;
+};
+
+kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n) {
+    if ((unsigned)t >= KWB_DTYPE_COUNT) { kwb_fail(KWB_EINVAL, "unknown dtype %d", (int)t); return NULL; }
+    size_t es = kwb_dtype_size(t);
+    if (n > SIZE_MAX / es) { kwb_fail(KWB_ENOMEM, "buffer of %llu elements is too large", (unsigned long long)n); return NULL; }
+    kwb_buffer *b = calloc(1, sizeof *b);
+    if (!b) { kwb_fail(KWB_ENOMEM, "out of memory"); return NULL; }
+    /* 64-byte alignment so vectorised kernels see aligned rows */
+    size_t bytes = n * es, padded = (bytes + 63) / 64 * 64;
+    b->data = aligned_alloc(64, padded ? padded : 64);
+    if (!b->data) {
+        free(b);
+        kwb_fail(KWB_ENOMEM, "out of memory allocating %zu bytes", bytes);
+        return NULL;
+    }
+    memset(b->data, 0, padded ? padded : 64);
+    b->dtype = t;
+    b->n = n;
+    return b;
+}
+
+void kwb_buffer_free(kwb_buffer *b) {
+    if (!b) return;
+    free(b->data);
+    free(b);
+}
+
+void *kwb_buffer_data(const kwb_buffer *b) { return b->data; }
+uint64_t kwb_buffer_len(const kwb_buffer *b) { return b->n; }
+kwb_dtype kwb_buffer_dtype(const kwb_buffer *b) { return b->dtype; }
+size_t kwb_buffer_bytes(const kwb_buffer *b) { return (size_t)b->n * kwb_dtype_size(b->dtype); }
+
+double kwb_buffer_get(const kwb_buffer *b, uint64_t i) {
+    const void *p = b->data;
+    switch (b->dtype) {
+    case KWB_F32: return ((const float *)p)[i];
+    case KWB_F64: return ((const double *)p)[i];
+    case KWB_F16: return kwb_f16_to_f32(((const uint16_t *)p)[i]);
+    case KWB_BF16: return kwb_bf16_to_f32(((const uint16_t *)p)[i]);
+    case KWB_I8: return ((const int8_t *)p)[i];
+    case KWB_I32: return ((const int32_t *)p)[i];
+    case KWB_I64: return (double)((const int64_t *)p)[i];
+    case KWB_U8: return ((const uint8_t *)p)[i];
+    case KWB_U32: return ((const uint32_t *)p)[i];
+    case KWB_U64: return (double)((const uint64_t *)p)[i];
+    default: return NAN;
+    }
+}
+
+/* Integers are converted with saturation so an out-of-range value never
+ * becomes undefined behaviour. */
+static double clampd(double v, double lo, double hi) {
+    if (isnan(v)) return 0;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+void kwb_buffer_set(kwb_buffer *b, uint64_t i, double v) {
+    void *p = b->data;
+    switch (b->dtype) {
+    case KWB_F32: ((float *)p)[i] = (float)v; break;
+    case KWB_F64: ((double *)p)[i] = v; break;
+    case KWB_F16: ((uint16_t *)p)[i] = kwb_f32_to_f16((float)v); break;
+    case KWB_BF16: ((uint16_t *)p)[i] = kwb_f32_to_bf16((float)v); break;
+    case KWB_I8: ((int8_t *)p)[i] = (int8_t)clampd(v, INT8_MIN, INT8_MAX); break;
+    case KWB_I32: ((int32_t *)p)[i] = (int32_t)clampd(v, INT32_MIN, INT32_MAX); break;
+    case KWB_I64: ((int64_t *)p)[i] = (int64_t)clampd(v, -9223372036854775808.0, 9223372036854774784.0); break;
+    case KWB_U8: ((uint8_t *)p)[i] = (uint8_t)clampd(v, 0, UINT8_MAX); break;
+    case KWB_U32: ((uint32_t *)p)[i] = (uint32_t)clampd(v, 0, UINT32_MAX); break;
+    case KWB_U64: ((uint64_t *)p)[i] = (uint64_t)clampd(v, 0, 18446744073709549568.0); break;
+    default: break;
+    }
+}
+
+int kwb_buffer_fill_uniform(kwb_buffer *b, uint64_t seed, double lo, double hi) {
+    if (!(lo <= hi)) return kwb_fail(KWB_EINVAL, "uniform fill needs lo <= hi (got %g, %g)", lo, hi);
+    int is_float = kwb_dtype_is_float(b->dtype);
+    double ilo = ceil(lo), span = floor(hi) - ceil(lo) + 1;
+    if (!is_float && span < 1) return kwb_fail(KWB_EINVAL, "no integer lies in [%g, %g]", lo, hi);
+    for (uint64_t i = 0; i < b->n; i++) {
+        double u = kwb_rng_u01(seed, i);
+        if (is_float) kwb_buffer_set(b, i, lo + (hi - lo) * u);
+        else kwb_buffer_set(b, i, ilo + floor(u * span));
+    }
+    return 0;
+}
+
+int kwb_buffer_fill_normal(kwb_buffer *b, uint64_t seed, double mean, double stdev) {
+    if (!(stdev >= 0)) return kwb_fail(KWB_EINVAL, "normal fill needs stdev >= 0 (got %g)", stdev);
+    for (uint64_t i = 0; i < b->n; i++)
+        kwb_buffer_set(b, i, mean + stdev * kwb_rng_normal(seed, i));
+    return 0;
+}
+
+void kwb_buffer_fill_value(kwb_buffer *b, double v) {
+    for (uint64_t i = 0; i < b->n; i++) kwb_buffer_set(b, i, v);
+}
+
+/* The poison bit patterns: signalling NaNs with a recognisable payload, which
+ * no arithmetic produces (arithmetic on NaN yields quiet NaNs). */
+static uint64_t poison_bits(kwb_dtype t) {
+    switch (t) {
+    case KWB_F32: return 0x7fa5a5a5u;
+    case KWB_F64: return 0x7ff4a5a5a5a5a5a5ull;
+    case KWB_F16: return 0x7d5au;
+    case KWB_BF16: return 0x7fa5u;
+    default: return 0xa5a5a5a5a5a5a5a5ull;
+    }
+}
+
+void kwb_buffer_poison(kwb_buffer *b) {
+    size_t es = kwb_dtype_size(b->dtype);
+    uint64_t bits = poison_bits(b->dtype);
+    unsigned char *p = b->data;
+    for (uint64_t i = 0; i < b->n; i++) memcpy(p + i * es, &bits, es); /* little-endian */
+}
+
+int kwb_buffer_is_poison(const kwb_buffer *b, uint64_t i) {
+    size_t es = kwb_dtype_size(b->dtype);
+    uint64_t bits = poison_bits(b->dtype), v = 0;
+    memcpy(&v, (const unsigned char *)b->data + i * es, es);
+    uint64_t mask = es == 8 ? ~0ull : (1ull << (8 * es)) - 1;
+    return v == (bits & mask);
+}
+
+int kwb_buffer_copy(kwb_buffer *dst, const kwb_buffer *src) {
+    if (dst->dtype != src->dtype || dst->n != src->n)
+        return kwb_fail(KWB_EINVAL, "copy needs equal buffers (%s[%llu] from %s[%llu])",
+                        kwb_dtype_name(dst->dtype), (unsigned long long)dst->n,
+                        kwb_dtype_name(src->dtype), (unsigned long long)src->n);
+    memcpy(dst->data, src->data, kwb_buffer_bytes(src));
+    return 0;
+}
+
+int kwb_buffer_checksum(const kwb_buffer *b, char *out) {
+    return kwb_sha256_hex(b->data, kwb_buffer_bytes(b), out);
+}

@@ -1,0 +1,291 @@
+/* host.c: the host backend: C sources compiled with the system compiler into
+ * shared objects (content-addressed), functions called through libffi */
+#include <dlfcn.h>
+#include <errno.h>
+#include <ffi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "kwb.h"
+#include "proc.h"
+#include "timing.h"
+#include "util.h"
+
+struct kwb_host_module {
+    void *handle;
+    char hash[65];
+    char *path;
+    char *log;      /* compiler warnings of a fresh build, "" when cached */
+    int cached;
+};
+
+struct kwb_host_fn {
+    kwb_host_module *module;
+    void *sym;
+    ffi_cif cif;
+    kwb_ctype ret;
+    uint32_t nargs;
+    kwb_ctype *args;
+    ffi_type **ftypes;
+};
+
+/* ---- toolchain identity (part of every build hash) -------------------- */
+
+static pthread_mutex_t cc_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { char cc[256]; char *version; } cc_seen[8];
+
+/* `cc --version`, remembered per compiler for the life of the process. */
+static int cc_identity(const char *cc, const char **out) {
+    pthread_mutex_lock(&cc_lock);
+    for (int i = 0; i < 8; i++)
+        if (cc_seen[i].version && strcmp(cc_seen[i].cc, cc) == 0) {
+            *out = cc_seen[i].version;
+            pthread_mutex_unlock(&cc_lock);
+            return 0;
+        }
+    pthread_mutex_unlock(&cc_lock);
+    char *v = NULL;
+    const char *argv[] = {cc, "--version", NULL};
+    int rc = kwb_proc_run(argv, &v, 1 << 16);
+    if (rc != 0) {
+        free(v);
+        return rc < 0 ? rc : kwb_fail(KWB_EIO, "compiler %s failed to report its version", cc);
+    }
+    pthread_mutex_lock(&cc_lock);
+    int slot = 0;
+    for (int i = 0; i < 8; i++)
+        if (!cc_seen[i].version) { slot = i; break; }
+    free(cc_seen[slot].version);
+    snprintf(cc_seen[slot].cc, sizeof cc_seen[slot].cc, "%s", cc);
+    cc_seen[slot].version = v;
+    *out = v;   /* kept for the life of the process */
+    pthread_mutex_unlock(&cc_lock);
+    return 0;
+}
+
+/* ---- compile ----------------------------------------------------------- */
+
+static size_t strv_len(const char *const *v) {
+    size_t n = 0;
+    while (v && v[n]) n++;
+    return n;
+}
+
+static int module_open(const char *path, const char *hash, int cached, char *log,
+                       kwb_host_module **out) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        free(log);
+        return kwb_fail(KWB_EIO, "cannot load %s: %s", path, dlerror());
+    }
+    kwb_host_module *m = calloc(1, sizeof *m);
+    if (!m) { dlclose(h); free(log); return kwb_fail(KWB_ENOMEM, "out of memory"); }
+    m->handle = h;
+    memcpy(m->hash, hash, 65);
+    m->path = strdup(path);
+    m->log = log ? log : strdup("");
+    m->cached = cached;
+    *out = m;
+    return 0;
+}
+
+int kwb_host_compile(const kwb_host_build *b, kwb_host_module **out, char **log) {
+    *out = NULL;
+    if (log) *log = NULL;
+    if (!b->source) return kwb_fail(KWB_EINVAL, "host compile needs a source");
+    const char *cc = b->cc ? b->cc : getenv("CC");
+    if (!cc || !*cc) cc = "cc";
+    const char *dir = b->build_dir ? b->build_dir : "cache/host";
+    const char *name = b->name ? b->name : "kernel.c";
+    const char *ident = NULL;
+    int rc = cc_identity(cc, &ident);
+    if (rc) return rc;
+
+    /* The hash covers everything that determines the shared object. */
+    kwb_strbuf key = {0};
+    kwb_strbuf_addf(&key, "kwb-host-1\ncc=%s\n%s\n", cc, ident);
+    for (size_t i = 0; i < strv_len(b->flags); i++) kwb_strbuf_addf(&key, "flag=%s\n", b->flags[i]);
+    for (size_t i = 0; i < strv_len(b->defines); i++) kwb_strbuf_addf(&key, "define=%s\n", b->defines[i]);
+    kwb_strbuf_addf(&key, "source=%s\n", name);
+    kwb_strbuf_add(&key, b->source, strlen(b->source));
+    if (key.oom) { free(key.s); return kwb_fail(KWB_ENOMEM, "out of memory"); }
+    char hash[65];
+    rc = kwb_sha256_hex(key.s, key.len, hash);
+    free(key.s);
+    if (rc) return rc;
+
+    char so[4096], tmp_c[4096], tmp_so[4096];
+    snprintf(so, sizeof so, "%s/%s.so", dir, hash);
+    if (access(so, R_OK) == 0) return module_open(so, hash, 1, NULL, out);
+
+    if (kwb_mkdirs(dir) != 0) return kwb_fail(KWB_EIO, "cannot create %s: %s", dir, strerror(errno));
+    /* Private temporary names, then an atomic rename: concurrent builders of
+     * the same source never see a half-written object. */
+    snprintf(tmp_c, sizeof tmp_c, "%s/%s.%ld.%lx.c", dir, hash, (long)getpid(), (unsigned long)pthread_self());
+    snprintf(tmp_so, sizeof tmp_so, "%s/%s.%ld.%lx.so", dir, hash, (long)getpid(), (unsigned long)pthread_self());
+    FILE *f = fopen(tmp_c, "w");
+    if (!f) return kwb_fail(KWB_EIO, "cannot write %s: %s", tmp_c, strerror(errno));
+    fprintf(f, "#line 1 \"%s\"\n%s\n", name, b->source);
+    if (fclose(f) != 0) { unlink(tmp_c); return kwb_fail(KWB_EIO, "cannot write %s", tmp_c); }
+
+    size_t nf = strv_len(b->flags), nd = strv_len(b->defines);
+    const char **argv = calloc(nf + nd + 12, sizeof *argv);
+    char **dflags = calloc(nd + 1, sizeof *dflags);
+    if (!argv || !dflags) { free(argv); free(dflags); unlink(tmp_c); return kwb_fail(KWB_ENOMEM, "out of memory"); }
+    size_t a = 0;
+    argv[a++] = cc;
+    argv[a++] = "-std=c11";
+    argv[a++] = "-O2";
+    argv[a++] = "-fPIC";
+    argv[a++] = "-shared";
+    for (size_t i = 0; i < nd; i++) {
+        size_t l = strlen(b->defines[i]) + 3;
+        dflags[i] = malloc(l);
+        if (dflags[i]) snprintf(dflags[i], l, "-D%s", b->defines[i]);
+        argv[a++] = dflags[i] ? dflags[i] : "-D_KWB_OOM";
+    }
+    for (size_t i = 0; i < nf; i++) argv[a++] = b->flags[i];
+    argv[a++] = "-o";
+    argv[a++] = tmp_so;
+    argv[a++] = tmp_c;
+    argv[a] = NULL;
+    char *output = NULL;
+    rc = kwb_proc_run(argv, &output, 1 << 20);
+    for (size_t i = 0; i < nd; i++) free(dflags[i]);
+    free(dflags);
+    free(argv);
+    unlink(tmp_c);
+    if (rc != 0) {
+        unlink(tmp_so);
+        if (rc < 0) { free(output); return rc; }
+        if (log) *log = output;
+        else free(output);
+        return kwb_fail(KWB_ECOMPILE, "%s failed to compile %s (exit status %d)", cc, name, rc);
+    }
+    if (rename(tmp_so, so) != 0) {
+        unlink(tmp_so);
+        free(output);
+        return kwb_fail(KWB_EIO, "cannot rename into %s: %s", so, strerror(errno));
+    }
+    return module_open(so, hash, 0, output, out);
+}
+
+const char *kwb_host_module_hash(const kwb_host_module *m) { return m->hash; }
+const char *kwb_host_module_path(const kwb_host_module *m) { return m->path; }
+const char *kwb_host_module_log(const kwb_host_module *m) { return m->log; }
+int kwb_host_module_cached(const kwb_host_module *m) { return m->cached; }
+
+void kwb_host_module_free(kwb_host_module *m) {
+    if (!m) return;
+    if (m->handle) dlclose(m->handle);
+    free(m->path);
+    free(m->log);
+    free(m);
+}
+
+/* ---- functions and calls ----------------------------------------------- */
+
+static ffi_type *ffi_of(kwb_ctype t) {
+    switch (t) {
+    case KWB_C_VOID: return &ffi_type_void;
+    case KWB_C_I32: return &ffi_type_sint32;
+    case KWB_C_U32: return &ffi_type_uint32;
+    case KWB_C_I64: return &ffi_type_sint64;
+    case KWB_C_U64: return &ffi_type_uint64;
+    case KWB_C_F32: return &ffi_type_float;
+    case KWB_C_F64: return &ffi_type_double;
+    case KWB_C_PTR: return &ffi_type_pointer;
+    }
+    return NULL;
+}
+
+kwb_host_fn *kwb_host_fn_new(kwb_host_module *m, const char *name, kwb_ctype ret,
+                             const kwb_ctype *args, uint32_t nargs) {
+    dlerror();
+    void *sym = dlsym(m->handle, name);
+    if (!sym) { kwb_fail(KWB_ENOSYM, "no function %s in module %.12s", name, m->hash); return NULL; }
+    if (!ffi_of(ret)) { kwb_fail(KWB_EINVAL, "bad return type %d", (int)ret); return NULL; }
+    kwb_host_fn *f = calloc(1, sizeof *f);
+    if (!f) { kwb_fail(KWB_ENOMEM, "out of memory"); return NULL; }
+    f->args = calloc(nargs + 1, sizeof *f->args);
+    f->ftypes = calloc(nargs + 1, sizeof *f->ftypes);
+    if (!f->args || !f->ftypes) { kwb_host_fn_free(f); kwb_fail(KWB_ENOMEM, "out of memory"); return NULL; }
+    for (uint32_t i = 0; i < nargs; i++) {
+        if (args[i] == KWB_C_VOID || !ffi_of(args[i])) {
+            kwb_host_fn_free(f);
+            kwb_fail(KWB_EINVAL, "argument %u of %s has no value type", i + 1, name);
+            return NULL;
+        }
+        f->args[i] = args[i];
+        f->ftypes[i] = ffi_of(args[i]);
+    }
+    f->module = m;
+    f->sym = sym;
+    f->ret = ret;
+    f->nargs = nargs;
+    if (ffi_prep_cif(&f->cif, FFI_DEFAULT_ABI, nargs, ffi_of(ret), f->ftypes) != FFI_OK) {
+        kwb_host_fn_free(f);
+        kwb_fail(KWB_EINVAL, "libffi cannot describe %s", name);
+        return NULL;
+    }
+    return f;
+}
+
+void kwb_host_fn_free(kwb_host_fn *f) {
+    if (!f) return;
+    free(f->args);
+    free(f->ftypes);
+    free(f);
+}
+
+uint32_t kwb_host_fn_nargs(const kwb_host_fn *f) { return f->nargs; }
+kwb_ctype kwb_host_fn_arg(const kwb_host_fn *f, uint32_t i) { return f->args[i]; }
+kwb_ctype kwb_host_fn_ret(const kwb_host_fn *f) { return f->ret; }
+
+/* libffi wants pointers to each argument value and, for integral returns
+ * narrower than a register, an ffi_arg-sized slot. */
+static void call_once(kwb_host_fn *f, void **values, kwb_value *ret) {
+    ffi_arg wide = 0;
+    kwb_value r = {0};
+    switch (f->ret) {
+    case KWB_C_I32: ffi_call(&f->cif, FFI_FN(f->sym), &wide, values); r.i32 = (int32_t)wide; break;
+    case KWB_C_U32: ffi_call(&f->cif, FFI_FN(f->sym), &wide, values); r.u32 = (uint32_t)wide; break;
+    default: ffi_call(&f->cif, FFI_FN(f->sym), &r, values); break;
+    }
+    if (ret) *ret = r;
+}
+
+int kwb_host_fn_call(kwb_host_fn *f, const kwb_value *args, kwb_value *ret) {
+    void **values = calloc(f->nargs + 1, sizeof *values);
+    if (!values) return kwb_fail(KWB_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < f->nargs; i++) values[i] = (void *)&args[i];
+    call_once(f, values, ret);
+    free(values);
+    return 0;
+}
+
+typedef struct { kwb_host_fn *f; void **values; } time_ctx;
+
+static int sample_host(void *ctx, uint32_t batch, double *seconds) {
+    time_ctx *c = ctx;
+    double t0 = kwb_now();
+    for (uint32_t i = 0; i < batch; i++) call_once(c->f, c->values, NULL);
+    *seconds = kwb_now() - t0;
+    return 0;
+}
+
+int kwb_host_fn_time(kwb_host_fn *f, const kwb_value *args, const kwb_time_opts *o,
+                     kwb_stats *st) {
+    void **values = calloc(f->nargs + 1, sizeof *values);
+    if (!values) return kwb_fail(KWB_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < f->nargs; i++) values[i] = (void *)&args[i];
+    time_ctx c = {f, values};
+    int rc = kwb_time_loop(sample_host, &c, o, st);
+    free(values);
+    return rc;
+}

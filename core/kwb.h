@@ -1,0 +1,170 @@
+/* kwb.h: the public C API of kwb.
+ *
+ * FFI-clean on purpose: opaque types, <stdint.h> types, enums, plain result
+ * structs and prototypes, no macros beyond the include guard, so LuaJIT's
+ * ffi.cdef (or any other FFI) can read the declarations between the guard as
+ * they are.  Every function that can fail returns 0 on success and a negative
+ * kwb_status otherwise; kwb_last_error() gives the sentence for the calling
+ * thread. */
+#ifndef KWB_H
+#define KWB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum kwb_status {
+    KWB_OK = 0,
+    KWB_EINVAL = -1,      /* bad argument */
+    KWB_ENOMEM = -2,      /* out of memory */
+    KWB_ECOMPILE = -3,    /* the compiler rejected the source */
+    KWB_ENOSYM = -4,      /* no such function in a module */
+    KWB_EIO = -5,         /* file or process failure */
+    KWB_ERUN = -6         /* a kernel or timing run failed */
+} kwb_status;
+
+const char *kwb_last_error(void);
+const char *kwb_version(void);
+
+/* ---- element types ---------------------------------------------------- */
+
+typedef enum kwb_dtype {
+    KWB_F32, KWB_F64, KWB_F16, KWB_BF16,
+    KWB_I8, KWB_I32, KWB_I64, KWB_U8, KWB_U32, KWB_U64,
+    KWB_DTYPE_COUNT
+} kwb_dtype;
+
+const char *kwb_dtype_name(kwb_dtype t);
+int kwb_dtype_from_name(const char *name);     /* -1 if unknown */
+size_t kwb_dtype_size(kwb_dtype t);
+int kwb_dtype_is_float(kwb_dtype t);
+uint16_t kwb_f32_to_f16(float x);              /* round to nearest even */
+float kwb_f16_to_f32(uint16_t h);
+uint16_t kwb_f32_to_bf16(float x);             /* round to nearest even */
+float kwb_bf16_to_f32(uint16_t h);
+
+/* ---- host buffers ------------------------------------------------------ */
+
+typedef struct kwb_buffer kwb_buffer;
+
+kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n);   /* NULL on failure */
+void kwb_buffer_free(kwb_buffer *b);
+void *kwb_buffer_data(const kwb_buffer *b);
+uint64_t kwb_buffer_len(const kwb_buffer *b);
+kwb_dtype kwb_buffer_dtype(const kwb_buffer *b);
+size_t kwb_buffer_bytes(const kwb_buffer *b);
+double kwb_buffer_get(const kwb_buffer *b, uint64_t i);
+void kwb_buffer_set(kwb_buffer *b, uint64_t i, double v);
+/* Seeded fills. Element i is a pure function of (seed, i), so a device fill can
+ * reproduce the host's values exactly. Integer types draw uniformly from the
+ * integers in [lo, hi]. */
+int kwb_buffer_fill_uniform(kwb_buffer *b, uint64_t seed, double lo, double hi);
+int kwb_buffer_fill_normal(kwb_buffer *b, uint64_t seed, double mean, double stdev);
+void kwb_buffer_fill_value(kwb_buffer *b, double v);
+/* Poison: every element set to the dtype's poison bit pattern (a signalling
+ * NaN for floats, 0xA5 bytes for integers). */
+void kwb_buffer_poison(kwb_buffer *b);
+int kwb_buffer_is_poison(const kwb_buffer *b, uint64_t i);
+int kwb_buffer_copy(kwb_buffer *dst, const kwb_buffer *src);
+/* SHA-256 of the bytes, as 64 hex digits into out[65]. */
+int kwb_buffer_checksum(const kwb_buffer *b, char *out);
+
+/* ---- verification ------------------------------------------------------ */
+
+typedef struct kwb_diff {
+    double max_abs;        /* max |out - ref| over finite, written elements */
+    double max_rel;        /* max |out - ref| / |ref| where ref != 0 */
+    double rel_l2;         /* ||out - ref||_2 / ||ref||_2 (absolute if ref is all zero) */
+    uint64_t n;            /* elements compared */
+    uint64_t nan;          /* NaN in out (poison not counted) */
+    uint64_t inf;          /* +-Inf in out */
+    uint64_t poison;       /* elements of out still holding the poison pattern */
+    uint64_t ref_nonfinite;/* NaN or Inf in the reference itself */
+    uint64_t bad;          /* elements outside atol + rtol * |ref| (poison, NaN and Inf count as bad) */
+    int64_t first_bad;     /* index of the first bad element, -1 if none */
+    int64_t worst;         /* index of the largest |out - ref|, -1 if none */
+} kwb_diff;
+
+int kwb_compare(const kwb_buffer *out, const kwb_buffer *ref, double atol, double rtol,
+                kwb_diff *d);
+
+/* ---- hashing ----------------------------------------------------------- */
+
+/* SHA-256 of data, as 64 hex digits into out[65]. */
+int kwb_sha256_hex(const void *data, size_t len, char *out);
+
+/* ---- timing ------------------------------------------------------------ */
+
+typedef struct kwb_time_opts {
+    double warmup_s;       /* run at least this long before sampling */
+    uint32_t warmup_min;   /* and at least this many calls */
+    uint32_t min_samples;  /* never stop before this many samples */
+    uint32_t max_samples;  /* hard bound on samples */
+    double cap_s;          /* time cap for sampling */
+    double target_ci;      /* stop when the 95% CI of the median is within +-target_ci (0.005) */
+    double min_sample_s;   /* batch calls so one sample lasts at least this long */
+} kwb_time_opts;
+
+typedef struct kwb_stats {
+    double median, min, max, mean, p10, p90;
+    double spread;         /* stdev / mean */
+    double ci_lo, ci_hi;   /* 95% confidence interval of the median */
+    uint32_t n;            /* samples */
+    uint32_t batch;        /* calls per sample (times are per call) */
+    uint32_t warmup;       /* warm-up calls */
+    int capped;            /* 1 if the time cap or max_samples ended sampling */
+} kwb_stats;
+
+void kwb_time_opts_default(kwb_time_opts *o);
+/* Summary statistics of n per-call times (sorted in place). */
+void kwb_stats_compute(double *samples, uint32_t n, kwb_stats *st);
+/* The stop rule: 1 when the 95% CI of the median of the sorted samples lies
+ * within +-rel of the median. */
+int kwb_stats_converged(const double *sorted, uint32_t n, double rel);
+double kwb_now(void);  /* monotonic seconds */
+
+/* ---- host backend ------------------------------------------------------ */
+
+typedef struct kwb_host_module kwb_host_module;
+typedef struct kwb_host_fn kwb_host_fn;
+
+/* Argument and return types of a host kernel. */
+typedef enum kwb_ctype {
+    KWB_C_VOID, KWB_C_I32, KWB_C_U32, KWB_C_I64, KWB_C_U64,
+    KWB_C_F32, KWB_C_F64, KWB_C_PTR
+} kwb_ctype;
+
+typedef union kwb_value {
+    int32_t i32; uint32_t u32; int64_t i64; uint64_t u64;
+    float f32; double f64; void *ptr;
+} kwb_value;
+
+typedef struct kwb_host_build {
+    const char *source;     /* C source text */
+    const char *name;       /* file name shown in diagnostics ("kernel.c") */
+    const char *cc;         /* compiler, NULL for $CC or "cc" */
+    const char *const *flags;    /* NULL-terminated extra flags, or NULL */
+    const char *const *defines;  /* NULL-terminated "NAME=VALUE" strings, or NULL */
+    const char *build_dir;  /* where shared objects are kept */
+} kwb_host_build;
+
+/* Compile (or find in build_dir) a shared object. On KWB_ECOMPILE *log holds
+ * the compiler's output (free with kwb_free). */
+int kwb_host_compile(const kwb_host_build *b, kwb_host_module **out, char **log);
+const char *kwb_host_module_hash(const kwb_host_module *m);
+const char *kwb_host_module_path(const kwb_host_module *m);
+const char *kwb_host_module_log(const kwb_host_module *m);
+int kwb_host_module_cached(const kwb_host_module *m);
+void kwb_host_module_free(kwb_host_module *m);
+kwb_host_fn *kwb_host_fn_new(kwb_host_module *m, const char *name, kwb_ctype ret,
+                             const kwb_ctype *args, uint32_t nargs);
+void kwb_host_fn_free(kwb_host_fn *f);
+uint32_t kwb_host_fn_nargs(const kwb_host_fn *f);
+kwb_ctype kwb_host_fn_arg(const kwb_host_fn *f, uint32_t i);
+kwb_ctype kwb_host_fn_ret(const kwb_host_fn *f);
+int kwb_host_fn_call(kwb_host_fn *f, const kwb_value *args, kwb_value *ret);
+int kwb_host_fn_time(kwb_host_fn *f, const kwb_value *args, const kwb_time_opts *o,
+                     kwb_stats *st);
+
+void kwb_free(void *p);
+
+#endif

@@ -1,0 +1,142 @@
+/* lua_core.c: the kwb.core module: the C primitives as plain Lua functions.
+ * Bundled Lua modules (lua/kwb/) wrap them into the public kwb API. */
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "bundle.h"
+#include "kwb.h"
+#include "luastate.h"
+
+int kwb_lua_fail(lua_State *L, const char *code, const char *msg) {
+    lua_pushnil(L);
+    lua_pushstring(L, msg);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, code);
+    lua_setfield(L, -2, "code");
+    return 3;
+}
+
+static void setnum(lua_State *L, const char *k, double v) {
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void setint(lua_State *L, const char *k, lua_Integer v) {
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+void kwb_lua_push_stats(lua_State *L, const kwb_stats *st) {
+    lua_createtable(L, 0, 14);
+    setnum(L, "median", st->median);
+    setnum(L, "min", st->min);
+    setnum(L, "max", st->max);
+    setnum(L, "mean", st->mean);
+    setnum(L, "p10", st->p10);
+    setnum(L, "p90", st->p90);
+    setnum(L, "spread", st->spread);
+    setnum(L, "ci_lo", st->ci_lo);
+    setnum(L, "ci_hi", st->ci_hi);
+    setint(L, "n", st->n);
+    setint(L, "batch", st->batch);
+    setint(L, "warmup", st->warmup);
+    lua_pushboolean(L, st->capped);
+    lua_setfield(L, -2, "capped");
+}
+
+static double optfield(lua_State *L, int idx, const char *k, double def) {
+    lua_getfield(L, idx, k);
+    double v = def;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isnumber(L, -1)) luaL_error(L, "timing option '%s' must be a number", k);
+        v = lua_tonumber(L, -1);
+        if (!(v >= 0)) luaL_error(L, "timing option '%s' must be >= 0 (got %f)", k, v);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+void kwb_lua_check_time_opts(lua_State *L, int idx, kwb_time_opts *o) {
+    kwb_time_opts_default(o);
+    if (lua_isnoneornil(L, idx)) return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    static const char *known[] = {"warmup", "warmup_min", "min_samples", "max_samples", "cap",
+                                  "target", "min_sample", NULL};
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        int ok = 0;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (int i = 0; known[i]; i++) ok |= strcmp(known[i], lua_tostring(L, -1)) == 0;
+        if (!ok) luaL_error(L, "unknown timing option '%s' (known: warmup, warmup_min, min_samples, "
+                               "max_samples, cap, target, min_sample)", luaL_tolstring(L, -1, NULL));
+    }
+    o->warmup_s = optfield(L, idx, "warmup", o->warmup_s);
+    o->warmup_min = (uint32_t)optfield(L, idx, "warmup_min", o->warmup_min);
+    o->min_samples = (uint32_t)optfield(L, idx, "min_samples", o->min_samples);
+    o->max_samples = (uint32_t)optfield(L, idx, "max_samples", o->max_samples);
+    o->cap_s = optfield(L, idx, "cap", o->cap_s);
+    o->target_ci = optfield(L, idx, "target", o->target_ci);
+    o->min_sample_s = optfield(L, idx, "min_sample", o->min_sample_s);
+    if (o->max_samples < 1) luaL_error(L, "timing option 'max_samples' must be >= 1");
+    if (o->min_samples > o->max_samples) luaL_error(L, "timing option 'min_samples' exceeds 'max_samples'");
+}
+
+static int l_sha256(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    char hex[65];
+    if (kwb_sha256_hex(s, len, hex) != 0) return luaL_error(L, "%s", kwb_last_error());
+    lua_pushstring(L, hex);
+    return 1;
+}
+
+static int l_now(lua_State *L) {
+    lua_pushnumber(L, kwb_now());
+    return 1;
+}
+
+static int l_bundled(lua_State *L) {
+    lua_newtable(L);
+    for (int i = 0; kwb_bundle[i].module; i++) {
+        lua_pushstring(L, kwb_bundle[i].module);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int l_stats(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 1);
+    if (n < 1 || n > UINT32_MAX) return luaL_argerror(L, 1, "needs at least one sample");
+    double *s = lua_newuserdatauv(L, sizeof *s * (size_t)n, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 1, i);
+        if (!lua_isnumber(L, -1)) return luaL_error(L, "sample %d is not a number", (int)i);
+        s[i - 1] = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    kwb_stats st = {.batch = 1};
+    kwb_stats_compute(s, (uint32_t)n, &st);
+    kwb_lua_push_stats(L, &st);
+    lua_pushboolean(L, kwb_stats_converged(s, (uint32_t)n, luaL_optnumber(L, 2, 0.005)));
+    lua_setfield(L, -2, "converged");
+    return 1;
+}
+
+int luaopen_kwb_core(lua_State *L) {
+    static const luaL_Reg fns[] = {
+        {"sha256", l_sha256}, {"now", l_now}, {"bundled", l_bundled}, {"stats", l_stats},
+        {NULL, NULL},
+    };
+    luaL_newlib(L, fns);
+    lua_pushstring(L, kwb_version());
+    lua_setfield(L, -2, "version");
+    lua_getfield(L, LUA_REGISTRYINDEX, "kwb.cache_path");
+    lua_setfield(L, -2, "cache_path");
+    kwb_lua_open_buffer(L);
+    kwb_lua_open_host(L);
+    return 1;
+}

@@ -1,0 +1,213 @@
+/* lua_host.c: the host backend's Lua bindings: modules and callable kernels */
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "kwb.h"
+#include "luastate.h"
+
+#define MODULE_MT "kwb.host.module"
+#define FN_MT "kwb.host.fn"
+
+kwb_buffer *kwb_lua_checkbuffer(lua_State *L, int idx);
+
+typedef struct { kwb_host_module *m; } lmodule;
+typedef struct { kwb_host_fn *f; } lfn;
+
+static const char *const ctype_names[] = {"void", "i32", "u32", "i64", "u64", "f32", "f64", "ptr", NULL};
+
+/* Fill a NULL-terminated string array from the array table at idx (nil: empty).
+ * The strings stay owned by the table, which the caller keeps on the stack. */
+static const char **check_strv(lua_State *L, int idx, const char *what) {
+    if (lua_isnoneornil(L, idx)) return NULL;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, idx);
+    const char **v = lua_newuserdatauv(L, sizeof *v * (size_t)(n + 1), 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, idx, i);
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s[%d] must be a string", what, (int)i);
+        v[i - 1] = lua_tostring(L, -1);
+        lua_pop(L, 1);   /* still referenced by the table */
+    }
+    v[n] = NULL;
+    return v;
+}
+
+static int l_compile(lua_State *L) {
+    kwb_host_build b = {0};
+    b.source = luaL_checkstring(L, 1);
+    b.name = luaL_optstring(L, 2, "kernel.c");
+    b.cc = luaL_optstring(L, 3, NULL);
+    b.flags = check_strv(L, 4, "flags");
+    b.defines = check_strv(L, 5, "defines");
+    b.build_dir = luaL_checkstring(L, 6);
+    lmodule *u = lua_newuserdatauv(L, sizeof *u, 0);   /* closed until compiled */
+    u->m = NULL;
+    luaL_setmetatable(L, MODULE_MT);
+    char *log = NULL;
+    int rc = kwb_host_compile(&b, &u->m, &log);
+    if (rc == 0) return 1;
+    if (rc == KWB_ECOMPILE) {
+        kwb_lua_fail(L, "compile-error", kwb_last_error());
+        lua_pushstring(L, log ? log : "");
+        lua_setfield(L, -2, "log");
+        free(log);
+        return 3;
+    }
+    free(log);
+    return kwb_lua_fail(L, "build-failed", kwb_last_error());
+}
+
+static kwb_host_module *check_module(lua_State *L, int idx) {
+    lmodule *u = luaL_checkudata(L, idx, MODULE_MT);
+    if (!u->m) luaL_error(L, "host module is closed");
+    return u->m;
+}
+
+static int l_module_index(lua_State *L) {
+    kwb_host_module *m = check_module(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "hash") == 0) lua_pushstring(L, kwb_host_module_hash(m));
+    else if (strcmp(k, "path") == 0) lua_pushstring(L, kwb_host_module_path(m));
+    else if (strcmp(k, "log") == 0) lua_pushstring(L, kwb_host_module_log(m));
+    else if (strcmp(k, "cached") == 0) lua_pushboolean(L, kwb_host_module_cached(m));
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int l_module_gc(lua_State *L) {
+    lmodule *u = luaL_checkudata(L, 1, MODULE_MT);
+    kwb_host_module_free(u->m);
+    u->m = NULL;
+    return 0;
+}
+
+static int l_module_tostring(lua_State *L) {
+    lmodule *u = luaL_checkudata(L, 1, MODULE_MT);
+    if (!u->m) lua_pushliteral(L, "kwb.host.module (closed)");
+    else lua_pushfstring(L, "kwb.host.module %s", kwb_host_module_path(u->m));
+    return 1;
+}
+
+/* core.host_fn(module, name, ret, {args}) */
+static int l_fn(lua_State *L) {
+    kwb_host_module *m = check_module(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    kwb_ctype ret = (kwb_ctype)luaL_checkoption(L, 3, NULL, ctype_names);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 4);
+    if (n > 64) return luaL_error(L, "%s: more than 64 arguments", name);
+    kwb_ctype args[64];
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 4, i);
+        args[i - 1] = (kwb_ctype)luaL_checkoption(L, -1, NULL, ctype_names);
+        lua_pop(L, 1);
+    }
+    lfn *u = lua_newuserdatauv(L, sizeof *u, 1);
+    u->f = NULL;
+    luaL_setmetatable(L, FN_MT);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);   /* the module lives as long as its functions */
+    u->f = kwb_host_fn_new(m, name, ret, args, (uint32_t)n);
+    if (!u->f) return kwb_lua_fail(L, "no-symbol", kwb_last_error());
+    return 1;
+}
+
+static kwb_host_fn *check_fn(lua_State *L, int idx) {
+    lfn *u = luaL_checkudata(L, idx, FN_MT);
+    if (!u->f) luaL_error(L, "host function is closed");
+    return u->f;
+}
+
+/* Convert the Lua values from index first on into the function's argument types. */
+static void check_args(lua_State *L, kwb_host_fn *f, int first, kwb_value *v) {
+    uint32_t n = kwb_host_fn_nargs(f);
+    int given = lua_gettop(L) - first + 1;
+    if (given != (int)n) luaL_error(L, "kernel takes %d arguments, got %d", (int)n, given);
+    for (uint32_t i = 0; i < n; i++) {
+        int idx = first + (int)i;
+        switch (kwb_host_fn_arg(f, i)) {
+        case KWB_C_I32: v[i].i32 = (int32_t)luaL_checkinteger(L, idx); break;
+        case KWB_C_U32: v[i].u32 = (uint32_t)luaL_checkinteger(L, idx); break;
+        case KWB_C_I64: v[i].i64 = (int64_t)luaL_checkinteger(L, idx); break;
+        case KWB_C_U64: v[i].u64 = (uint64_t)luaL_checkinteger(L, idx); break;
+        case KWB_C_F32: v[i].f32 = (float)luaL_checknumber(L, idx); break;
+        case KWB_C_F64: v[i].f64 = luaL_checknumber(L, idx); break;
+        case KWB_C_PTR:
+            if (lua_isnil(L, idx)) v[i].ptr = NULL;
+            else if (lua_islightuserdata(L, idx)) v[i].ptr = lua_touserdata(L, idx);
+            else v[i].ptr = kwb_buffer_data(kwb_lua_checkbuffer(L, idx));
+            break;
+        case KWB_C_VOID: break;
+        }
+    }
+}
+
+static int l_fn_call(lua_State *L) {
+    kwb_host_fn *f = check_fn(L, 1);
+    kwb_value args[64], ret;
+    check_args(L, f, 2, args);
+    kwb_host_fn_call(f, args, &ret);
+    switch (kwb_host_fn_ret(f)) {
+    case KWB_C_VOID: return 0;
+    case KWB_C_I32: lua_pushinteger(L, ret.i32); break;
+    case KWB_C_U32: lua_pushinteger(L, ret.u32); break;
+    case KWB_C_I64: lua_pushinteger(L, ret.i64); break;
+    case KWB_C_U64: lua_pushinteger(L, (lua_Integer)ret.u64); break;
+    case KWB_C_F32: lua_pushnumber(L, ret.f32); break;
+    case KWB_C_F64: lua_pushnumber(L, ret.f64); break;
+    case KWB_C_PTR: lua_pushlightuserdata(L, ret.ptr); break;
+    }
+    return 1;
+}
+
+/* fn:time(opts, args...) -> stats */
+static int l_fn_time(lua_State *L) {
+    kwb_host_fn *f = check_fn(L, 1);
+    kwb_time_opts o;
+    kwb_lua_check_time_opts(L, 2, &o);
+    kwb_value args[64];
+    check_args(L, f, 3, args);
+    kwb_stats st;
+    if (kwb_host_fn_time(f, args, &o, &st)) return kwb_lua_fail(L, "timing-failed", kwb_last_error());
+    kwb_lua_push_stats(L, &st);
+    return 1;
+}
+
+static int l_fn_gc(lua_State *L) {
+    lfn *u = luaL_checkudata(L, 1, FN_MT);
+    kwb_host_fn_free(u->f);
+    u->f = NULL;
+    return 0;
+}
+
+static int l_fn_tostring(lua_State *L) {
+    lfn *u = luaL_checkudata(L, 1, FN_MT);
+    lua_pushfstring(L, "kwb.host.fn (%d arguments)", u->f ? (int)kwb_host_fn_nargs(u->f) : -1);
+    return 1;
+}
+
+void kwb_lua_open_host(lua_State *L) {
+    static const luaL_Reg module_meta[] = {
+        {"__index", l_module_index}, {"__gc", l_module_gc}, {"__close", l_module_gc},
+        {"__tostring", l_module_tostring}, {NULL, NULL},
+    };
+    static const luaL_Reg fn_meta[] = {
+        {"__call", l_fn_call}, {"__gc", l_fn_gc}, {"__tostring", l_fn_tostring}, {NULL, NULL},
+    };
+    static const luaL_Reg fn_methods[] = {{"time", l_fn_time}, {NULL, NULL}};
+    if (luaL_newmetatable(L, MODULE_MT)) luaL_setfuncs(L, module_meta, 0);
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, FN_MT)) {
+        luaL_setfuncs(L, fn_meta, 0);
+        luaL_newlib(L, fn_methods);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_compile);
+    lua_setfield(L, -2, "host_compile");
+    lua_pushcfunction(L, l_fn);
+    lua_setfield(L, -2, "host_fn");
+}

@@ -1,0 +1,9 @@
+/* matmul_naive.c: the textbook triple loop, i-j-k order, float accumulation. */
+void matmul(int n, const float *a, const float *b, float *c) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0;
+            for (int k = 0; k < n; k++) acc += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = acc;
+        }
+}

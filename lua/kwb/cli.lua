@@ -1,0 +1,67 @@
+-- kwb/cli.lua: what the command line runs: subcommands, script files, stdin.
+local M = {}
+
+-- Subcommands: words in the first position. A file of the same name is still
+-- reachable as ./NAME.
+M.commands = {
+  { name = "demo", module = "kwb.demo",
+    summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo" },
+}
+
+function M.help()
+  local lines = {
+    "usage: kwb [options] [FILE.lua | - | COMMAND] [args...]",
+    "",
+    "Runs FILE.lua with the kwb API loaded; the words after it reach the script",
+    "as `arg` and `...`. With no file kwb starts the REPL on a terminal, or runs",
+    "stdin as a script otherwise.",
+    "",
+    "options:",
+    "  -e CODE        run CODE (repeatable; no REPL afterwards unless a file follows)",
+    "  --cache PATH   the candidate cache (default cache/kwb.db, or $KWB_CACHE)",
+    "  -              run stdin as the script",
+    "  --version      print the version",
+    "  --help         print this help",
+    "",
+    "commands:",
+  }
+  for _, c in ipairs(M.commands) do
+    lines[#lines + 1] = string.format("  %-14s %s", c.name, c.summary)
+  end
+  for _, l in ipairs {
+    "",
+    "environment:",
+    "  KWB_LUA_PATH   directories searched before the bundled kwb modules (try: lua)",
+    "  KWB_CACHE      the candidate cache path",
+    "  KWB_HISTORY    the REPL history file (default ~/.kwb_history)",
+    "",
+    "exit status: 0 success, 1 a Lua or run error, 2 a usage error",
+  } do lines[#lines + 1] = l end
+  return table.concat(lines, "\n") .. "\n"
+end
+
+-- Run a script file (nil or "-": stdin) with args as `...`. Returns the exit
+-- status; an error inside the script propagates with its traceback.
+function M.run_file(path, ...)
+  if path == "-" then path = nil end
+  local chunk, err = loadfile(path)
+  if not chunk then
+    io.stderr:write("kwb: ", err, "\n")
+    return 1
+  end
+  if path then
+    local dir = path:match("^(.*)/[^/]*$") or "."
+    package.path = dir .. "/?.lua;" .. dir .. "/?/init.lua;" .. package.path
+  end
+  chunk(...)
+  return 0
+end
+
+function M.main(word, ...)
+  for _, c in ipairs(M.commands) do
+    if c.name == word then return require(c.module).main(...) or 0 end
+  end
+  return M.run_file(word, ...)
+end
+
+return M

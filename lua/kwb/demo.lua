@@ -1,0 +1,42 @@
+-- kwb/demo.lua: `kwb demo`, the main demo behind `make run`: the flagship GPU
+-- recipe where a CUDA device is present and that recipe exists, else the CPU demo.
+local cli = require "kwb.cli"
+
+local M = {}
+
+M.gpu_recipe = "recipes/nvfp4_moe.lua"
+M.cpu_recipe = "recipes/host_demo.lua"
+
+local function exists(path)
+  local f = io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- nil when the GPU recipe can run, else the reason it cannot.
+function M.gpu_unavailable()
+  if not package.preload["kwb.cuda"] then return "this build has no CUDA backend yet" end
+  local cuda = require "kwb.cuda"
+  local n, err = cuda.device_count()
+  if not n then return err end
+  if n == 0 then return "no CUDA device is visible" end
+  if not exists(M.gpu_recipe) then return "a CUDA device is present, but " .. M.gpu_recipe .. " does not exist yet" end
+  return nil
+end
+
+function M.main(...)
+  local reason = M.gpu_unavailable()
+  local recipe = reason and M.cpu_recipe or M.gpu_recipe
+  if not exists(recipe) then
+    io.stderr:write("kwb demo: ", recipe, " not found: run it from the top of the kwb source tree\n")
+    return 1
+  end
+  if reason then
+    print(string.format("kwb demo: the CPU demo %s, because %s", recipe, reason))
+  else
+    print(string.format("kwb demo: the GPU recipe %s", recipe))
+  end
+  return cli.run_file(recipe, ...)
+end
+
+return M

@@ -1,0 +1,20 @@
+#!/bin/sh
+# deps.sh: install the Debian packages kwb builds against, printing what it
+# installs (nothing when all are present).
+set -e
+pkgs="build-essential pkg-config liblua5.4-dev lua-lpeg-dev lua-cjson-dev libzstd-dev
+libcurl4-openssl-dev libsqlite3-dev libedit-dev libffi-dev libssl-dev"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    echo "deps: all packages present"
+    exit 0
+fi
+echo "deps: installing$missing"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+echo "deps: installed$missing"

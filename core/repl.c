@@ -37,22 +37,27 @@ static int call_repl(lua_State *L, const char *fn, int narg, int nres) {
     return kwb_lua_docall(L, narg, nres);
 }
 
-/* Completion: kwb.repl.complete(word) returns the candidates in a table. */
+/* Completion: kwb.repl.complete(word) returns the candidates in a table,
+ * kept on the stack above whatever the reader holds until the last one is
+ * handed out. */
 static char *complete_gen(const char *text, int state) {
-    static int idx, n;
+    static int base, idx, n;
     lua_State *L = repl_L;
     if (state == 0) {
-        lua_settop(L, 0);
+        base = lua_gettop(L);
         lua_pushstring(L, text);
         if (call_repl(L, "complete", 1, 1) != LUA_OK || !lua_istable(L, -1)) {
-            lua_settop(L, 0);
+            lua_settop(L, base);
             return NULL;
         }
         idx = 0;
         n = (int)luaL_len(L, -1);
     }
-    if (lua_gettop(L) < 1 || idx >= n) return NULL;
-    lua_rawgeti(L, 1, ++idx);
+    if (idx >= n) {
+        lua_settop(L, base);
+        return NULL;
+    }
+    lua_rawgeti(L, base + 1, ++idx);
     char *s = strdup(lua_tostring(L, -1));
     lua_pop(L, 1);
     return s;
@@ -62,6 +67,7 @@ static char **complete(const char *text, int start, int end) {
     (void)start;
     (void)end;
     rl_attempted_completion_over = 1;   /* never fall back to file names */
+    rl_completion_append_character = '\0';
     return rl_completion_matches(text, complete_gen);
 }
 

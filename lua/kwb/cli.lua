@@ -6,6 +6,8 @@ local M = {}
 M.commands = {
   { name = "demo", module = "kwb.demo",
     summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo" },
+  { name = "doctor", module = "kwb.doctor",
+    summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings" },
 }
 
 function M.help()

@@ -35,7 +35,7 @@ enum {
     CU_FUNC_ATTRIBUTE_NUM_REGS = 4, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
     CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
 };
-enum { CU_STREAM_NON_BLOCKING = 1, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
+enum { CU_STREAM_NON_BLOCKING = 1, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1, CU_EVENT_RECORD_EXTERNAL = 1 };
 enum { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 };
 
 typedef struct CUlaunchAttribute {
@@ -90,6 +90,7 @@ typedef struct kwb_cu_api {
     CUresult (*EventCreate)(CUevent *, unsigned);
     CUresult (*EventDestroy)(CUevent);
     CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventRecordWithFlags)(CUevent, CUstream, unsigned);   /* may be NULL */
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
     CUresult (*StreamBeginCapture)(CUstream, int);
     CUresult (*StreamEndCapture)(CUstream, CUgraph *);

@@ -83,6 +83,7 @@ static void cu_load(void) {
     LOAD(t, EventCreate, "cuEventCreate", 1);
     LOAD(t, EventDestroy, "cuEventDestroy_v2", 1);
     LOAD(t, EventRecord, "cuEventRecord", 1);
+    LOAD(t, EventRecordWithFlags, "cuEventRecordWithFlags", 0);
     LOAD(t, EventElapsedTime, "cuEventElapsedTime_v2\0cuEventElapsedTime", 1);
     LOAD(t, StreamBeginCapture, "cuStreamBeginCapture_v2", 1);
     LOAD(t, StreamEndCapture, "cuStreamEndCapture", 1);

@@ -278,10 +278,20 @@ typedef struct step {
 struct kwb_cuda_plan {
     step *steps;
     uint32_t n, cap;
-    CUgraphExec exec;      /* built on first timed run */
-    CUevent *ev;           /* event pairs for samples */
+    /* Graph replay: [L2 flush when cold] -> start event -> the steps -> end
+     * event, the events recorded by nodes inside the graph, so the time
+     * covers the steps alone; built on first use, [0] hot and [1] cold. */
+    CUgraphExec exec[2];
+    CUevent *ev;           /* event pairs for samples; the graphs use the first */
     uint32_t nev;
 };
+
+static void plan_drop_graphs(kwb_cuda_plan *p) {
+    for (int i = 0; i < 2; i++) {
+        if (p->exec[i] && ctx_ready) ctx.cu->GraphExecDestroy(p->exec[i]);
+        p->exec[i] = NULL;
+    }
+}
 
 kwb_cuda_plan *kwb_cuda_plan_new(void) {
     kwb_cuda_plan *p = calloc(1, sizeof *p);
@@ -297,7 +307,7 @@ void kwb_cuda_plan_free(kwb_cuda_plan *p) {
         free(p->steps[i].argv);
     }
     if (ctx_ready && kwb_cuda_ctx_get()) {
-        if (p->exec) ctx.cu->GraphExecDestroy(p->exec);
+        plan_drop_graphs(p);
         for (uint32_t i = 0; i < p->nev; i++) ctx.cu->EventDestroy(p->ev[i]);
     }
     free(p->ev);
@@ -336,7 +346,7 @@ int kwb_cuda_plan_add(kwb_cuda_plan *p, const kwb_cuda_launch *l) {
     s->l.params = s->params;
     s->l.offsets = s->offsets;
     p->n++;
-    if (p->exec && ctx_ready) { ctx.cu->GraphExecDestroy(p->exec); p->exec = NULL; }
+    plan_drop_graphs(p);
     return 0;
 }
 
@@ -440,23 +450,42 @@ typedef struct {
 
 #define EVENT_PAIRS 64
 
+static int enqueue_flush(time_ctx *t) {
+    void *args[] = {&t->flush, &t->flush_n, &t->flush};
+    return kwb_cu_check(t->c->cu->LaunchKernel(t->flush_fn, t->flush_grid, 1, 1, 512, 1, 1, 0, t->c->stream, args, NULL),
+                        "reading the L2 flush buffer");
+}
+
+/* Graph replay: one launch and one wait a sample, since the graph's own
+ * events are overwritten by its next replay. */
+static int sample_graph(time_ctx *t, uint32_t batch, double *seconds) {
+    kwb_cuda_ctx *c = t->c;
+    CUgraphExec exec = t->p->exec[t->flush ? 1 : 0];
+    double total = 0;
+    for (uint32_t j = 0; j < batch; j++) {
+        float ms = 0;
+        int rc = kwb_cu_check(c->cu->GraphLaunch(exec, c->stream), "cuGraphLaunch");
+        if (!rc) rc = kwb_cu_check(c->cu->StreamSynchronize(c->stream), "running the plan");
+        if (!rc) rc = kwb_cu_check(c->cu->EventElapsedTime(&ms, t->p->ev[0], t->p->ev[1]), "cuEventElapsedTime");
+        if (rc) return rc;
+        total += ms * 1e-3;
+    }
+    *seconds = total;
+    return 0;
+}
+
 static int sample(void *vctx, uint32_t batch, double *seconds) {
     time_ctx *t = vctx;
     kwb_cuda_ctx *c = t->c;
+    if (t->graph) return sample_graph(t, batch, seconds);
     double total = 0;
     uint32_t done = 0;
     while (done < batch) {
         uint32_t k = batch - done < EVENT_PAIRS ? batch - done : EVENT_PAIRS;
         for (uint32_t j = 0; j < k; j++) {
-            int rc = 0;
-            if (t->flush) {
-                void *args[] = {&t->flush, &t->flush_n, &t->flush};
-                rc = kwb_cu_check(c->cu->LaunchKernel(t->flush_fn, t->flush_grid, 1, 1, 512, 1, 1, 0, c->stream, args, NULL),
-                                  "reading the L2 flush buffer");
-            }
+            int rc = t->flush ? enqueue_flush(t) : 0;
             if (!rc) rc = kwb_cu_check(c->cu->EventRecord(t->p->ev[2 * j], c->stream), "cuEventRecord");
-            if (!rc) rc = t->graph ? kwb_cu_check(c->cu->GraphLaunch(t->p->exec, c->stream), "cuGraphLaunch")
-                                   : plan_enqueue(t->p, c);
+            if (!rc) rc = plan_enqueue(t->p, c);
             if (!rc) rc = kwb_cu_check(c->cu->EventRecord(t->p->ev[2 * j + 1], c->stream), "cuEventRecord");
             if (rc) return rc;
         }
@@ -472,6 +501,26 @@ static int sample(void *vctx, uint32_t batch, double *seconds) {
     }
     *seconds = total;
     return 0;
+}
+
+/* Capture [flush] -> start event -> steps -> end event into a graph. */
+static int build_graph(kwb_cuda_plan *p, time_ctx *t, CUgraphExec *out) {
+    kwb_cuda_ctx *c = t->c;
+    if (!c->cu->EventRecordWithFlags)
+        return kwb_fail(KWB_ERUN, "graph timing needs cuEventRecordWithFlags (a CUDA 11.1 driver or newer)");
+    CUgraph g = NULL;
+    int rc = kwb_cu_check(c->cu->StreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+    if (rc) return rc;
+    int erc = t->flush ? enqueue_flush(t) : 0;
+    if (!erc) erc = kwb_cu_check(c->cu->EventRecordWithFlags(p->ev[0], c->stream, CU_EVENT_RECORD_EXTERNAL), "recording the start event in the graph");
+    if (!erc) erc = plan_enqueue(p, c);
+    if (!erc) erc = kwb_cu_check(c->cu->EventRecordWithFlags(p->ev[1], c->stream, CU_EVENT_RECORD_EXTERNAL), "recording the end event in the graph");
+    rc = kwb_cu_check(c->cu->StreamEndCapture(c->stream, &g), "capturing the plan into a graph");
+    if (erc || rc) { if (g) c->cu->GraphDestroy(g); return erc ? erc : rc; }
+    rc = kwb_cu_check(c->cu->GraphInstantiate(out, g, 0), "cuGraphInstantiate");
+    c->cu->GraphDestroy(g);
+    if (rc) *out = NULL;
+    return rc;
 }
 
 static CUdeviceptr flush_buf;
@@ -491,17 +540,6 @@ int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int g
     }
     /* one correctness run first: a failing plan fails here with its step */
     if ((rc = kwb_cuda_plan_run(p))) return rc;
-    if (graph && !p->exec) {
-        CUgraph g = NULL;
-        rc = kwb_cu_check(c->cu->StreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
-        if (rc) return rc;
-        int erc = plan_enqueue(p, c);
-        rc = kwb_cu_check(c->cu->StreamEndCapture(c->stream, &g), "capturing the plan into a graph");
-        if (erc || rc) { if (g) c->cu->GraphDestroy(g); return erc ? erc : rc; }
-        rc = kwb_cu_check(c->cu->GraphInstantiate(&p->exec, g, 0), "cuGraphInstantiate");
-        c->cu->GraphDestroy(g);
-        if (rc) { p->exec = NULL; return rc; }
-    }
     time_ctx t = {.p = p, .c = c, .graph = graph};
     if (cold) {
         size_t want = 2 * (size_t)(c->info.l2_bytes > 0 ? c->info.l2_bytes : 64 << 20);
@@ -519,6 +557,7 @@ int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int g
         t.flush_n = flush_bytes / 8;
         t.flush_grid = (unsigned)(c->info.sms > 0 ? c->info.sms : 80) * 4;
     }
+    if (graph && !p->exec[cold ? 1 : 0] && (rc = build_graph(p, &t, &p->exec[cold ? 1 : 0]))) return rc;
     kwb_cuda_clocks k = {0};
     if (kwb_cuda_clocks_read(&k.sm_mhz_before, &k.temp_before, NULL) == 0) k.valid = 1;
     rc = kwb_time_loop(sample, &t, o, st);

@@ -17,3 +17,8 @@ extern "C" __global__ void cluster_rank(int *out) {
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
     if (threadIdx.x == 0) out[blockIdx.x] = (int)rank;
 }
+
+// Writes through a null pointer: the launch fails with an illegal address.
+extern "C" __global__ void fault(int *p) {
+    p[threadIdx.x] = 1;
+}

@@ -209,6 +209,23 @@ t.test("parallel_nvrtc_compiles_scale", function()
   t.truthy(again[1].cached, "second build of the same spec comes from the build cache")
 end)
 
+t.test("plan_misuse_raises", function()
+  t.raises(function() cuda.plan { { copy4, grid = 1, block = 32, args = { x, y } } } end, "kernel takes 3 arguments, got 2")
+  t.raises(function() cuda.plan { { axpb, grid = 1, block = 32, args = { x, y, 1.0, 2.0, "n" } } } end, "argument 5 must be an integer")
+  t.raises(function() cuda.plan { { copy4, grid = 0, block = 32, args = { x, y, 1 } } } end, "grid must be >= 1")
+end)
+
+-- last: a fault leaves the context unusable, as it would a worker's
+t.test("faulting_kernel_reports_launch_failed", function()
+  local m = assert(cuda.compile { file = "kernels/cuda/gpu_tests.cu" })
+  local k = assert(m:kernel "fault")
+  local ok, msg, info = cuda.plan { { k, grid = 1, block = 32, args = { n = 1 } } }:run()   -- a null pointer
+  t.eq(ok, nil, "run result")
+  t.eq(info.code, "launch-failed", "code")
+  t.truthy(msg:find("CUDA_ERROR_ILLEGAL_ADDRESS", 1, true), "message: " .. msg)
+  print("fault message: " .. msg)
+end)
+
 if arg and arg[1] then
   local f = assert(io.open(arg[1], "w"))
   f:write(require("cjson").encode(figures), "\n")

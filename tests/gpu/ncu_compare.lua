@@ -21,6 +21,10 @@ for name, key in pairs { axpb = "axpb_64MiB_median_us", copy4 = "copy_kernel_med
     local ncu, mine = median(times[name]), tonumber(fig[key])
     local diff = (mine - ncu) / ncu
     print(string.format("figure ncu_vs_kwb_%s = ncu %.3f us, kwb %.3f us, %+.2f%%", name, ncu, mine, 100 * diff))
+    local plain = tonumber(fig[key:gsub("_median_us", "_nograph_median_us")])
+    if plain then
+      print(string.format("figure ncu_vs_kwb_%s_plain_launches = kwb %.3f us, %+.2f%%", name, plain, 100 * (plain - ncu) / ncu))
+    end
     t.truthy(math.abs(diff) <= 0.03, string.format("%s: kwb %.3f us vs ncu %.3f us", name, mine, ncu))
   end)
 end

@@ -183,6 +183,42 @@ static void add_opt(const char ***v, size_t *n, size_t *cap, const char *s) {
     (*v)[(*n)++] = s;
 }
 
+/* Add the headers that text includes ("x" or <x>) and that live in one of
+ * the include directories, recursively, so an edited header under kernels/
+ * changes the key. Headers found nowhere there (the CUDA toolkit's) are
+ * covered by the compiler's version. */
+static void key_headers(kwb_strbuf *key, const char *text, const char *const *dirs, int depth,
+                        char seen[][512], int *nseen) {
+    if (depth > 8) return;
+    for (const char *p = text; (p = strstr(p, "#include")); p += 8) {
+        const char *q = p + 8;
+        while (*q == ' ' || *q == '\t') q++;
+        char close = *q == '"' ? '"' : *q == '<' ? '>' : 0;
+        if (!close) continue;
+        const char *e = strchr(q + 1, close);
+        const char *nl = strchr(q + 1, '\n');
+        if (!e || (nl && nl < e) || e - q - 1 >= 256) continue;
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(e - q - 1), q + 1);
+        for (size_t i = 0; i < strv_len(dirs); i++) {
+            char path[512];
+            if (snprintf(path, sizeof path, "%s/%s", dirs[i], name) >= (int)sizeof path) continue;
+            char *content = kwb_read_file(path, NULL);
+            if (!content) continue;
+            int dup = 0;
+            for (int k = 0; k < *nseen; k++) dup |= strcmp(seen[k], path) == 0;
+            if (!dup && *nseen < 64) {
+                snprintf(seen[(*nseen)++], 512, "%s", path);
+                kwb_strbuf_addf(key, "header=%s\n", path);
+                kwb_strbuf_add(key, content, strlen(content));
+                key_headers(key, content, dirs, depth + 1, seen, nseen);
+            }
+            free(content);
+            break;
+        }
+    }
+}
+
 /* Key text common to both compilers: everything that determines the output. */
 static void key_common(kwb_strbuf *key, const kwb_cuda_build *b, const char *arch) {
     kwb_strbuf_addf(key, "arch=%s\nlineinfo=%d\n", arch, b->lineinfo);
@@ -191,6 +227,11 @@ static void key_common(kwb_strbuf *key, const kwb_cuda_build *b, const char *arc
     for (size_t i = 0; i < strv_len(b->include_dirs); i++) kwb_strbuf_addf(key, "include=%s\n", b->include_dirs[i]);
     kwb_strbuf_addf(key, "source=%s\n", b->name ? b->name : "kernel.cu");
     kwb_strbuf_add(key, b->source, strlen(b->source));
+    char (*seen)[512] = malloc(64 * 512);
+    int nseen = 0;
+    if (seen) key_headers(key, b->source, b->include_dirs, 0, seen, &nseen);
+    else key->oom = 1;
+    free(seen);
 }
 
 static int load_cached(kwb_cuda_module *m, const char *dir) {
@@ -465,7 +506,8 @@ static void *many_worker(void *p) {
     for (;;) {
         uint32_t i = atomic_fetch_add(&c->next, 1);
         if (i >= c->n) break;
-        c->rcs[i] = kwb_cuda_compile(&c->builds[i], &c->mods[i], &c->logs[i]);
+        const kwb_cuda_build *b = &c->builds[i];
+        c->rcs[i] = b->nvcc ? kwb_cuda_nvcc(b, &c->mods[i], &c->logs[i]) : kwb_cuda_compile(b, &c->mods[i], &c->logs[i]);
         c->msgs[i] = c->rcs[i] ? strdup(kwb_last_error()) : NULL;   /* errors are per thread */
     }
     return NULL;
@@ -473,7 +515,9 @@ static void *many_worker(void *p) {
 
 int kwb_cuda_compile_many(const kwb_cuda_build *builds, uint32_t n, uint32_t threads,
                           kwb_cuda_module **mods, int *rcs, char **msgs, char **logs) {
-    if (!kwb_nvrtc()) return KWB_EIO;
+    int need_nvrtc = 0;
+    for (uint32_t i = 0; i < n; i++) need_nvrtc |= !builds[i].nvcc;
+    if (need_nvrtc && !kwb_nvrtc()) return KWB_EIO;
     many_ctx c = {.builds = builds, .n = n, .mods = mods, .rcs = rcs, .msgs = msgs, .logs = logs};
     atomic_init(&c.next, 0);
     for (uint32_t i = 0; i < n; i++) { mods[i] = NULL; msgs[i] = logs[i] = NULL; rcs[i] = 0; }

@@ -204,6 +204,7 @@ typedef struct kwb_cuda_build {
     const char *const *include_dirs;  /* NULL-terminated; the CUDA headers are added */
     const char *build_dir;     /* <cache dir>/build/cuda */
     int lineinfo;
+    int nvcc;                  /* kwb_cuda_compile_many: build this one with nvcc */
 } kwb_cuda_build;
 
 /* One kernel's resources, from ptxas's report. max_threads is derived from
@@ -214,11 +215,12 @@ typedef struct kwb_cuda_kernel_info {
 } kwb_cuda_kernel_info;
 
 /* NVRTC (device-only source -> cubin) and nvcc (.cu module with extern "C"
- * host launchers -> shared object). On KWB_ECOMPILE *log holds the
+ * host launchers -> shared object). The content key covers the headers the
+ * source includes from include_dirs. On KWB_ECOMPILE *log holds the
  * compiler's output (free with kwb_free). */
 int kwb_cuda_compile(const kwb_cuda_build *b, kwb_cuda_module **out, char **log);
 int kwb_cuda_nvcc(const kwb_cuda_build *b, kwb_cuda_module **out, char **log);
-/* n NVRTC builds on up to `threads` threads; per build rcs[i], mods[i],
+/* n builds (NVRTC, or nvcc where .nvcc is set) on up to `threads` threads; per build rcs[i], mods[i],
  * msgs[i] (error sentence) and logs[i] (compiler output), freed by the caller. */
 int kwb_cuda_compile_many(const kwb_cuda_build *builds, uint32_t n, uint32_t threads,
                           kwb_cuda_module **mods, int *rcs, char **msgs, char **logs);

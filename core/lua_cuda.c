@@ -116,6 +116,9 @@ static void check_build(lua_State *L, int idx, kwb_cuda_build *b) {
     lua_getfield(L, idx, "lineinfo");
     b->lineinfo = lua_toboolean(L, -1);
     lua_pop(L, 1);
+    lua_getfield(L, idx, "nvcc");
+    b->nvcc = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     b->defines = field_strv(L, idx, "defines");
     b->flags = field_strv(L, idx, "flags");
     b->include_dirs = field_strv(L, idx, "include_dirs");
@@ -141,11 +144,12 @@ static int push_compile_failure(lua_State *L, int rc, char *log) {
     return 3;
 }
 
-/* core.cuda_compile(spec [, nvcc]) */
+/* core.cuda_compile(spec): spec.nvcc picks nvcc */
 static int l_compile(lua_State *L) {
     kwb_cuda_build b;
+    lua_settop(L, 1);
     check_build(L, 1, &b);
-    int nvcc = lua_toboolean(L, 2);
+    int nvcc = b.nvcc;
     lmodule *u = new_module_ud(L);
     char *log = NULL;
     int rc = nvcc ? kwb_cuda_nvcc(&b, &u->m, &log) : kwb_cuda_compile(&b, &u->m, &log);
@@ -183,7 +187,9 @@ static int l_compile_many(lua_State *L) {
             lua_createtable(L, 0, 3);
             lua_pushstring(L, msgs[i] ? msgs[i] : "compile failed");
             lua_setfield(L, -2, "error");
-            lua_pushstring(L, rcs[i] == KWB_ECOMPILE ? "compile-error" : "build-failed");
+            const char *code = rcs[i] == KWB_ECOMPILE ? "compile-error" : "build-failed";
+            if (msgs[i] && strncmp(msgs[i], "no nvcc", 7) == 0) code = "no-nvcc";
+            lua_pushstring(L, code);
             lua_setfield(L, -2, "code");
             lua_pushstring(L, logs[i] ? logs[i] : "");
             lua_setfield(L, -2, "log");

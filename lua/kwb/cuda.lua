@@ -76,7 +76,7 @@ local function build_spec(spec, level)
   return {
     source = source, name = name or "kernel.cu", arch = spec.arch,
     defines = host.define_list(spec.defines), flags = spec.flags, include_dirs = include,
-    build_dir = M.build_dir(), lineinfo = spec.lineinfo ~= false,
+    build_dir = M.build_dir(), lineinfo = spec.lineinfo ~= false, nvcc = spec.nvcc and true or false,
   }
 end
 
@@ -95,13 +95,13 @@ end
 function M.compile(spec)
   local s, msg, info = build_spec(spec, 3)
   if not s then return nil, msg, info end
-  local ud, m, i = core.cuda_compile(s, type(spec) == "table" and spec.nvcc)
+  local ud, m, i = core.cuda_compile(s)
   if not ud then return nil, m, i end
   return wrap(ud, s.name)
 end
 
 -- compile_all({ spec, ... } [, threads]) -> { module | { error =, code =, log = }, ... }
--- NVRTC builds on `threads` threads (default 8).
+-- builds on `threads` threads (default 8); specs with nvcc = true use nvcc.
 function M.compile_all(specs, threads)
   local list = {}
   for i, spec in ipairs(specs) do

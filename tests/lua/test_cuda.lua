@@ -106,6 +106,45 @@ extern "C" __global__ void heavy(float *x) {
     end
   end)
 
+  t.test("an_edited_header_changes_the_key", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    local function header(k)
+      local f = assert(io.open(dir .. "/scale.cuh", "w"))
+      f:write("#define SCALE ", k, "\n")
+      f:close()
+    end
+    local spec = { source = '#include "scale.cuh"\nextern "C" __global__ void s(float *x) { x[0] *= SCALE; }\n',
+                   arch = "sm_90", include = { dir } }
+    header(2)
+    local a = assert(cuda.compile(spec))
+    header(3)
+    local b = assert(cuda.compile(spec))
+    t.truthy(a.hash ~= b.hash, "header content is part of the key")
+    t.eq(b.cached, false, "edited header rebuilds")
+    header(2)
+    local c = assert(cuda.compile(spec))
+    t.eq(c.hash, a.hash, "same header, same key")
+    t.eq(c.cached, true, "and a cache hit")
+    os.execute("rm -rf " .. dir)
+  end)
+
+  t.test("nvcc_module_builds_in_compile_all_or_says_no_nvcc", function()
+    local out = cuda.compile_all({ { file = "kernels/cuda/axpb_module.cu", arch = "sm_90", nvcc = true },
+                                   { file = "kernels/cuda/copy.cu", arch = "sm_90" } }, 2)
+    t.eq(out[2].kind, "nvrtc", "the NVRTC spec")
+    if out[1].kind then   -- nvcc ran (from $CUDA_HOME/bin or PATH)
+      t.eq(out[1].kind, "nvcc", "the nvcc spec")
+      local found
+      for name in pairs(out[1].resources) do found = found or name:find("axpb_kernel", 1, true) end
+      t.truthy(found, "ptxas report of the module's kernel")
+    else
+      t.eq(out[1].code, "no-nvcc", "code without nvcc")
+      t.truthy(out[1].error:find("^no nvcc: "), "message " .. out[1].error)
+    end
+  end)
+
   t.test("sample_kernels_compile", function()
     for _, f in ipairs { "kernels/cuda/copy.cu", "kernels/cuda/gpu_tests.cu" } do
       local m, msg = cuda.compile { file = f, arch = "sm_90" }

@@ -230,7 +230,7 @@ const char kwb_cuda_builtin_source[] =
 
 /* The tensor-core probe needs the CUDA headers (mma.h), so it is a module
  * of its own, built only when cuBLAS is missing. */
-static const char wmma_source[] =
+const char kwb_cuda_wmma_source[] =
     "#include <mma.h>\n"
     "using namespace nvcuda;\n"
     "extern \"C\" __global__ void kwb_wmma_bf16(float *out, int iters) {\n"
@@ -438,13 +438,13 @@ int kwb_cuda_measure_fma(double *flops_per_s) {
     return 0;
 }
 
-int kwb_cuda_measure_bf16(uint32_t n, double *flops_per_s, const char **via) {
+int kwb_cuda_measure_bf16(uint32_t n, int own, double *flops_per_s, const char **via) {
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     if (!c) return KWB_ERUN;
-    const kwb_cublas_api *cb = kwb_cublas();
+    const kwb_cublas_api *cb = own ? NULL : kwb_cublas();
     if (!cb) {
         *via = "kwb-wmma";
-        CUfunction f = get_fn(&wmma_mod, wmma_source, "kwb_wmma.cu", "kwb_wmma_bf16");
+        CUfunction f = get_fn(&wmma_mod, kwb_cuda_wmma_source, "kwb_wmma.cu", "kwb_wmma_bf16");
         if (!f) return KWB_ERUN;
         CUdeviceptr out = scratch(c);
         int iters = 8192;

@@ -10,7 +10,7 @@ kwb doctor
   driver                 no CUDA driver: libcuda.so.1 not found
 no GPU work is possible here; NVRTC compiles do not work either
 $ ./kwb doctor --frobnicate
-kwb doctor: unknown option '--frobnicate' (known: --no-measure)
+kwb doctor: unknown option '--frobnicate' (known: --no-measure, --own-gemm)
 [exit 2]
 $ KWB_NVRTC=/nonexistent/libnvrtc.so ./kwb -e 'local m, msg, info = kwb.cuda.compile { source = "x", arch = "sm_90" }; print(m, msg, info.code)'
 nil	no NVRTC: KWB_NVRTC names /nonexistent/libnvrtc.so, which cannot be loaded	no-nvrtc

@@ -239,7 +239,8 @@ const char kwb_cuda_wmma_source[] =
     "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[4];\n"
     "  wmma::fill_fragment(a, __float2bfloat16(0.001f * (threadIdx.x + 1)));\n"
     "  wmma::fill_fragment(b, __float2bfloat16(0.002f));\n"
-    "  for (int k = 0; k < 4; k++) wmma::fill_fragment(c[k], 0.0f);\n"
+    /* distinct accumulators, or the compiler merges the four chains into one */
+    "  for (int k = 0; k < 4; k++) wmma::fill_fragment(c[k], (float)(k + 1) * (threadIdx.x + 1));\n"
     "  for (int i = 0; i < iters; i++) {\n"
     "#pragma unroll\n"
     "    for (int k = 0; k < 4; k++) wmma::mma_sync(c[k], a, b, c[k]);\n"

@@ -35,9 +35,9 @@
  *   s_b  = e4m3(amax(|block|) / (6 * s2)), a zero ratio giving 1.0
  *   code = e2m1(x / (s_b * s2))
  * An all-zero tensor, where ModelOpt would divide 0 by 0, gets s2 = 1, block
- * scales 1 and codes 0. A block scale that underflows to e4m3 zero gives
- * x / 0 = +-inf -> code 6 (or NaN -> code 7 for x = 0), dequantising to 0,
- * as ModelOpt's does.
+ * scales 1 and codes 0. A block scale that underflows to e4m3 zero (a block
+ * below about 2^-10 / 448 of the tensor's amax) gives x / 0 = +-inf, or NaN
+ * for x = 0, hence codes 7 and 15, which dequantise to 0, as ModelOpt's do.
  *
  * The 128x4 swizzled scale layout of CUTLASS-style kernels: the scales of one
  * tensor, [rows, kcols] with kcols = cols/16, become [mTiles, kTiles, 32, 4, 4]

@@ -165,6 +165,24 @@ t.test("quantize_rejects_bad_shapes_and_nonfinite_weights", function()
   t.eq(quantize(1, 1, 32, w, q, sf, s2), -2, "an infinite weight")
 end)
 
+t.test("quantize_block_whose_scale_underflows_dequantises_to_zero", function()
+  local vals = { 2688 }
+  for i = 2, 16 do vals[i] = 0 end
+  for i = 17, 32 do vals[i] = (i % 2 == 0) and 0.001 or -0.001 end   -- rounded to bf16
+  vals[32] = 0
+  local w = host.buffer("bf16", 32)
+  w:set(vals)
+  local q, sf, s2 = host.buffer("u8", 16), host.buffer("u8", 2), host.buffer("f32", 1)
+  t.eq(quantize(1, 1, 32, w, q, sf, s2), 0)
+  t.eq(s2[1], 1.0, "s2 = 2688 / 2688")
+  t.eq(sf[2], 0x00, "0.001 / 6 underflows e4m3")
+  t.eq(q[9], 0x7f, "elements 16, 17: -0.001 / 0 = -inf -> 15 (low), +inf -> 7 (high)")
+  t.eq(q[16], 0x7f, "elements 30, 31: -inf -> 15 (low), 0 / 0 = NaN -> 7 (high)")
+  local out = host.buffer("f64", 32)
+  dequantize(1, 1, 32, q, sf, s2, out)
+  for i = 17, 32 do t.eq(out[i], 0.0, "element " .. i) end
+end)
+
 t.test("quantize_batch_has_one_global_scale_per_tensor", function()
   local vals = {}
   for i = 1, 32 do vals[i] = (i % 5 - 2) * 0.125 end        -- tensor 0: amax 0.25

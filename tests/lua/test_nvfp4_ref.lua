@@ -328,6 +328,17 @@ local function make_experts(seed, E, rows, cols)
   return { qb = q, sfb = sf, s2b = s2, q = q:raw(), sf = sf:raw(), s2 = s2:totable() }
 end
 
+-- Overwrite a tensor's scales with e4m3 bytes the quantiser does not make: zero,
+-- subnormals and the least normals (codes 0..15), of either sign, so that every
+-- path of a scale decoder is taken and none is drowned by larger scales.
+local function scramble_scales(w, seed)
+  local n = w.sfb.n
+  local sign = host.buffer("u8", n):fill_uniform(seed + 1, 0, 1)
+  w.sfb:fill_uniform(seed, 0, 15)
+  for i = 1, n do w.sfb[i] = w.sfb[i] | sign[i] << 7 end
+  w.sf = w.sfb:raw()
+end
+
 t.test("moe_reference_matches_an_independent_lua_computation", function()
   local T, H, I, E, K = 2, 32, 16, 4, 2
   local x = host.buffer("bf16", T * H):fill_normal(11)
@@ -425,13 +436,14 @@ end
 
 t.test("ref_cu_kernels_match_the_float64_reference_on_the_cpu", function()
   local layer = emu_ref_layer()
-  for _, s in ipairs { { 5, 64, 32, 6, 3, 0 }, { 8, 256, 128, 8, 4, 1 } } do
-    local T, H, I, E, K, skewed = table.unpack(s)
-    local what = string.format("T=%d H=%d I=%d E=%d k=%d", T, H, I, E, K)
+  for _, s in ipairs { { 5, 64, 32, 6, 3, 0 }, { 8, 256, 128, 8, 4, 1 }, { 3, 32, 32, 3, 2, 0, true } } do
+    local T, H, I, E, K, skewed, scramble = table.unpack(s)
+    local what = string.format("T=%d H=%d I=%d E=%d k=%d%s", T, H, I, E, K, scramble and " scrambled scales" or "")
     local x = host.buffer("bf16", T * H):fill_normal(40 + T)
     local ids, tw = host.buffer("i32", T * K), host.buffer("f32", T * K)
     t.eq(gen_routing(41, T, E, K, skewed, ids, tw), 0)
     local w13, w2 = make_experts(42, E, 2 * I, H), make_experts(43, E, H, I)
+    if scramble then scramble_scales(w13, 44); scramble_scales(w2, 45) end
     local want, out64 = host.buffer("bf16", T * H), host.buffer("f64", T * H)
     t.eq(moe_ref(T, H, I, E, K, x, ids, tw, w13.qb, w13.sfb, w13.s2b, w2.qb, w2.sfb, w2.s2b, want, out64), 0)
     local h, out = host.buffer("bf16", T * K * I):poison(), host.buffer("bf16", T * H):poison()
@@ -542,6 +554,7 @@ t.test("baseline_cu_kernels_match_the_float64_reference_on_the_cpu", function()
   local ids, tw = host.buffer("i32", T * K), host.buffer("f32", T * K)
   t.eq(gen_routing(51, T, E, K, 1, ids, tw), 0)
   local w13, w2 = make_experts(52, E, 2 * I, H), make_experts(53, E, H, I)
+  scramble_scales(w2, 54)   -- every path of the scale decoder; w13 keeps the quantiser's
   local want, out64 = host.buffer("bf16", T * H), host.buffer("f64", T * H)
   t.eq(moe_ref(T, H, I, E, K, x, ids, tw, w13.qb, w13.sfb, w13.s2b, w2.qb, w2.sfb, w2.s2b, want, out64), 0)
   local h, out = host.buffer("bf16", T * K * I):poison(), host.buffer("bf16", T * H):poison()

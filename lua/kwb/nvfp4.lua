@@ -70,6 +70,24 @@ local function ok(fname, rc)
   if rc ~= 0 then error(string.format("nvfp4.%s: %s", fname, errors[rc] or ("error " .. rc)), 3) end
 end
 
+-- Bytes of one expert's weights in NVFP4: w13 [2I, H] and w2 [H, I] at 4 bits a
+-- weight plus one e4m3 scale per 16, and the two float32 s2.
+function M.expert_bytes(H, I)
+  local n = 3 * H * I
+  return n // 2 + n // 16 + 8
+end
+
+-- The number of distinct experts in an i32 buffer of expert ids: the experts
+-- whose weights a layer must read.
+function M.distinct_experts(ids)
+  local seen, n = {}, 0
+  for i = 1, ids.n do
+    local e = ids[i]
+    if not seen[e] then seen[e], n = true, n + 1 end
+  end
+  return n
+end
+
 -- load([path]) -> the reference's functions, or nil, message, info (compile-error, no-file).
 function M.load(path)
   path = path or M.default_path

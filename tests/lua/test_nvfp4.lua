@@ -73,4 +73,22 @@ t.test("nvfp4_quantize_round_trip_and_swizzled_scales", function()
   t.eq(swz[256 * 4 + 1], q.sf[130 * 4 + 1], "the second tensor starts after the first's padded tiles")
 end)
 
+t.test("nvfp4_expert_bytes_at_deepseek_v3_dimensions", function()
+  -- 3 x 2048 x 7168 weights: 22,020,096 bytes of codes, 2,752,512 of scales, two s2
+  t.eq(kwb.nvfp4.expert_bytes(7168, 2048), 24772616)
+end)
+
+-- The expected number of distinct experts under uniform routing is
+-- E * (1 - (1 - k/E)^T): 8 at T=1, about 102 at T=16, 222 at 64 for E=256, k=8.
+t.test("nvfp4_uniform_routing_touches_the_expected_number_of_experts", function()
+  for _, T in ipairs { 1, 16, 64 } do
+    local sum, runs = 0, 20
+    for seed = 1, runs do
+      sum = sum + kwb.nvfp4.distinct_experts((ref.routing(seed, T, 256, 8, "uniform")))
+    end
+    local want = 256 * (1 - (1 - 8 / 256) ^ T)
+    t.near(sum / runs, want, T == 1 and 0 or 0.03 * want, "mean distinct experts at T=" .. T)
+  end
+end)
+
 t.done()

@@ -2,7 +2,9 @@
  *
  *   ttydrive PROGRAM [ARGS...] -- STEP...
  *
- * A STEP is "send:TEXT" (escapes \r \n \t \\ \xHH), "wait:MS" (read output for
+ * A STEP is "send:TEXT" (escapes \r \n \t \\ \xHH; sent once the program has put
+ * the terminal in non-canonical mode, as a line editor does while it reads, or
+ * after 1 s if it never does), "wait:MS" (read output for
  * MS milliseconds), or "expect:TEXT" (read until TEXT has appeared in what the
  * program printed since the last send, at most 5 s).
  * At the end it reads until the program exits (at most 5 s) and prints all
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +50,14 @@ static int pump(int fd, double ms, const char *until, size_t from) {
         outlen += w;
         out[outlen] = 0;
     }
+}
+
+/* Wait (reading output meanwhile) until the terminal is in non-canonical mode,
+ * so what is sent next is read by the line editor, not echoed by the kernel. */
+static void await_raw(int fd) {
+    double end = now_ms() + 1000;
+    struct termios t;
+    while (now_ms() < end && tcgetattr(fd, &t) == 0 && (t.c_lflag & ICANON)) pump(fd, 5, NULL, 0);
 }
 
 static size_t unescape(const char *s, char *d) {
@@ -90,6 +101,7 @@ int main(int argc, char **argv) {
         if (strncmp(s, "send:", 5) == 0) {
             char buf[4096];
             size_t n = unescape(s + 5, buf);
+            await_raw(fd);
             mark = outlen;
             if (write(fd, buf, n) != (ssize_t)n) break;
             pump(fd, 50, NULL, 0);

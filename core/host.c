@@ -37,13 +37,15 @@ struct kwb_host_fn {
 /* ---- toolchain identity (part of every build hash) -------------------- */
 
 static pthread_mutex_t cc_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { char cc[256]; char *version; } cc_seen[8];
+enum { CC_SLOTS = 16 };
+static struct { char cc[256]; char *version; } cc_seen[CC_SLOTS];
 
-/* `cc --version`, remembered per compiler for the life of the process. */
+/* `cc --version`, remembered per compiler for the life of the process (the
+ * strings are never freed, so callers may keep the pointer). */
 static int cc_identity(const char *cc, const char **out) {
     pthread_mutex_lock(&cc_lock);
-    for (int i = 0; i < 8; i++)
-        if (cc_seen[i].version && strcmp(cc_seen[i].cc, cc) == 0) {
+    for (int i = 0; i < CC_SLOTS && cc_seen[i].version; i++)
+        if (strcmp(cc_seen[i].cc, cc) == 0) {
             *out = cc_seen[i].version;
             pthread_mutex_unlock(&cc_lock);
             return 0;
@@ -58,12 +60,17 @@ static int cc_identity(const char *cc, const char **out) {
     }
     pthread_mutex_lock(&cc_lock);
     int slot = 0;
-    for (int i = 0; i < 8; i++)
-        if (!cc_seen[i].version) { slot = i; break; }
-    free(cc_seen[slot].version);
-    snprintf(cc_seen[slot].cc, sizeof cc_seen[slot].cc, "%s", cc);
-    cc_seen[slot].version = v;
-    *out = v;   /* kept for the life of the process */
+    while (slot < CC_SLOTS && cc_seen[slot].version && strcmp(cc_seen[slot].cc, cc) != 0) slot++;
+    if (slot == CC_SLOTS) {
+        pthread_mutex_unlock(&cc_lock);
+        free(v);
+        return kwb_fail(KWB_EINVAL, "more than %d different compilers in one process", CC_SLOTS);
+    }
+    if (!cc_seen[slot].version) {   /* another thread may have filled it meanwhile */
+        snprintf(cc_seen[slot].cc, sizeof cc_seen[slot].cc, "%s", cc);
+        cc_seen[slot].version = v;
+    } else free(v);
+    *out = cc_seen[slot].version;
     pthread_mutex_unlock(&cc_lock);
     return 0;
 }

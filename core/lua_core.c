@@ -109,6 +109,8 @@ static int l_bundled(lua_State *L) {
 
 static int l_stats(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
+    double rel = luaL_optnumber(L, 2, 0.005);
+    lua_settop(L, 1);
     lua_Integer n = luaL_len(L, 1);
     if (n < 1 || n > UINT32_MAX) return luaL_argerror(L, 1, "needs at least one sample");
     double *s = lua_newuserdatauv(L, sizeof *s * (size_t)n, 0);
@@ -121,7 +123,7 @@ static int l_stats(lua_State *L) {
     kwb_stats st = {.batch = 1};
     kwb_stats_compute(s, (uint32_t)n, &st);
     kwb_lua_push_stats(L, &st);
-    lua_pushboolean(L, kwb_stats_converged(s, (uint32_t)n, luaL_optnumber(L, 2, 0.005)));
+    lua_pushboolean(L, kwb_stats_converged(s, (uint32_t)n, rel));
     lua_setfield(L, -2, "converged");
     return 1;
 }

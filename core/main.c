@@ -152,7 +152,6 @@ static int pmain(lua_State *L) {
 
 int main(int argc, char **argv) {
     cli c = {.argc = argc, .argv = argv};
-    if (argv[0] && argv[0][0]) progname = "kwb";
     int rc = parse_options(&c);
     if (rc) return rc;
     lua_State *L = kwb_lua_new();

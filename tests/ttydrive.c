@@ -2,10 +2,13 @@
  *
  *   ttydrive PROGRAM [ARGS...] -- STEP...
  *
- * A STEP is "send:TEXT" (escapes \r \n \t \\ \xHH), "wait:MS" (read output for
- * MS milliseconds), or "expect:TEXT" (read until TEXT has appeared, at most 5 s).
+ * A STEP is "send:TEXT" (escapes \r \n \t \\ \xHH; sent once the program has put
+ * the terminal in non-canonical mode, as a line editor does while it reads, or
+ * after 1 s if it never does), "wait:MS" (read output for
+ * MS milliseconds), or "expect:TEXT" (read until TEXT has appeared in what the
+ * program printed since the last send, at most 5 s).
  * At the end it reads until the program exits (at most 5 s) and prints all
- * output with carriage returns removed, then "[exit N]". */
+ * output with carriage returns removed, then "[tty exit N]". */
 #include <errno.h>
 #include <poll.h>
 #include <pty.h>
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,9 +43,21 @@ static int pump(int fd, double ms, const char *until, size_t from) {
         if (r <= 0) continue;
         ssize_t n = read(fd, out + outlen, sizeof out - outlen - 1);
         if (n <= 0) return -1;   /* the program closed the terminal */
-        outlen += (size_t)n;
+        char *q = out + outlen;           /* carriage returns and bells dropped */
+        size_t w = 0;
+        for (ssize_t k = 0; k < n; k++)
+            if (q[k] != '\r' && q[k] != '\a') q[w++] = q[k];
+        outlen += w;
         out[outlen] = 0;
     }
+}
+
+/* Wait (reading output meanwhile) until the terminal is in non-canonical mode,
+ * so what is sent next is read by the line editor, not echoed by the kernel. */
+static void await_raw(int fd) {
+    double end = now_ms() + 1000;
+    struct termios t;
+    while (now_ms() < end && tcgetattr(fd, &t) == 0 && (t.c_lflag & ICANON)) pump(fd, 5, NULL, 0);
 }
 
 static size_t unescape(const char *s, char *d) {
@@ -79,11 +95,14 @@ int main(int argc, char **argv) {
         perror(argv[1]);
         _exit(127);
     }
+    size_t mark = 0;   /* output position at the last send */
     for (int i = sep + 1; i < argc; i++) {
         const char *s = argv[i];
         if (strncmp(s, "send:", 5) == 0) {
             char buf[4096];
             size_t n = unescape(s + 5, buf);
+            await_raw(fd);
+            mark = outlen;
             if (write(fd, buf, n) != (ssize_t)n) break;
             pump(fd, 50, NULL, 0);
         } else if (strncmp(s, "wait:", 5) == 0) {
@@ -91,7 +110,7 @@ int main(int argc, char **argv) {
         } else if (strncmp(s, "expect:", 7) == 0) {
             char buf[4096];
             buf[unescape(s + 7, buf)] = 0;
-            if (pump(fd, 5000, buf, 0) != 1) fprintf(stderr, "ttydrive: never saw '%s'\n", s + 7);
+            if (pump(fd, 5000, buf, mark) != 1) fprintf(stderr, "ttydrive: never saw '%s'\n", s + 7);
         } else {
             fprintf(stderr, "ttydrive: bad step '%s'\n", s);
             return 2;
@@ -104,8 +123,7 @@ int main(int argc, char **argv) {
     }
     if (!done) { kill(pid, SIGKILL); waitpid(pid, &status, 0); }
     else if (waitpid(pid, &status, WNOHANG) == 0) waitpid(pid, &status, 0);
-    for (size_t i = 0; i < outlen; i++)
-        if (out[i] != '\r') putchar(out[i]);
-    printf("\n[exit %d]\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    fwrite(out, 1, outlen, stdout);
+    printf("\n[tty exit %d]\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     return 0;
 }

@@ -12,3 +12,16 @@ $ ./kwb --cache
 kwb: '--cache' needs a path
 try 'kwb --help'
 [exit 2]
+$ ./kwb --help | head -1
+usage: kwb [options] [FILE.lua | - | COMMAND] [args...]
+# every subcommand in kwb.cli's table is listed by --help
+$ ./kwb -e 'for _, c in ipairs(require("kwb.cli").commands) do print(c.name) end' | while read c; do ./kwb --help | grep -q "^  $c " || echo "missing $c"; done
+# Lua, LPeg and lua-cjson are linked statically; nothing from CUDA is linked
+$ ldd ./kwb | grep -ciE 'lua|cuda|nvrtc'
+0
+[exit 1]
+$ ./kwb -e 'print(require("lpeg").version(), type(require("cjson").encode))'
+1.0.2	function
+# core/kwb.h is FFI-clean: between the includes and the guard's end, no directive
+$ sed -n '/^#include <stdint.h>/,/^#endif/p' core/kwb.h | grep -c '^#'
+2

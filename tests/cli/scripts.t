@@ -1,0 +1,46 @@
+# Scripts: arguments as lua.c gives them, stdin, errors with tracebacks,
+# neighbour modules, KWB_LUA_PATH overrides, exit statuses.
+$ ./kwb tests/cli/fixtures/args.lua one "two words" 3
+arg[0]	tests/cli/fixtures/args.lua
+arg[1]	one
+arg[2]	two words
+arg[3]	3
+...	3	one	two words	3
+$ ./kwb --cache /tmp/elsewhere.db -e 'print(kwb.cache_path)'
+/tmp/elsewhere.db
+$ KWB_CACHE=/tmp/env.db ./kwb -e 'print(kwb.cache_path)'
+/tmp/env.db
+$ echo 'print("from stdin", ...)' | ./kwb - a b
+from stdin	a	b
+$ echo 'print(1 + 2)' | ./kwb
+3
+$ ./kwb tests/cli/fixtures/fails.lua 2>&1 | head -6
+kwb: tests/cli/fixtures/fails.lua:2: bad value 42
+stack traceback:
+	[C]: in function 'error'
+	tests/cli/fixtures/fails.lua:2: in upvalue 'inner'
+	tests/cli/fixtures/fails.lua:5: in local 'outer'
+	tests/cli/fixtures/fails.lua:7: in local 'chunk'
+$ ./kwb tests/cli/fixtures/fails.lua 2>/dev/null
+[exit 1]
+$ ./kwb tests/cli/fixtures/syntax.lua
+kwb: tests/cli/fixtures/syntax.lua:1: unexpected symbol near '='
+[exit 1]
+$ ./kwb tests/cli/fixtures/missing.lua
+kwb: cannot open tests/cli/fixtures/missing.lua: No such file or directory
+[exit 1]
+$ ./kwb -e 'os.exit(3)'
+[exit 3]
+$ ./kwb -e 'error({})'
+kwb: (error object is a table value)
+stack traceback:
+	[C]: in function 'error'
+	(command line):1: in main chunk
+	[C]: in ?
+[exit 1]
+$ ./kwb tests/cli/fixtures/needs_neighbour.lua
+hello from the neighbour module
+$ KWB_LUA_PATH=tests/cli/fixtures/override ./kwb -e 'print(kwb.report.time(1))'
+overridden from disk
+$ ./kwb -e 'print(kwb.report.time(0.000412))'
+412.0 us

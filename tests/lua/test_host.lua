@@ -1,0 +1,144 @@
+-- The host backend through its Lua API: compile, call, buffers, compare, time.
+local t = require "t"
+local host = kwb.host
+
+local add_src = "int add(int a, int b) { return a + b; }\n"
+
+t.test("compile_and_call_returns_the_c_result", function()
+  local mod = t.truthy(host.compile(add_src))
+  local add = t.truthy(mod:fn "int add(int a, int b)")
+  t.eq(add(40, 2), 42)
+  t.eq(add(-5, 2), -3)
+end)
+
+t.test("compile_is_cached_by_content", function()
+  local src = "int seven(void) { return 7; }\n"
+  local a = t.truthy(host.compile(src))
+  local b = t.truthy(host.compile(src))
+  t.eq(b.hash, a.hash)
+  t.eq(b.cached, true)
+  local c = t.truthy(host.compile { source = src, flags = { "-O1" } })
+  t.truthy(c.hash ~= a.hash, "a flag changes the hash")
+  local d = t.truthy(host.compile { source = src, defines = { UNUSED = 1 } })
+  t.truthy(d.hash ~= a.hash and d.hash ~= c.hash, "a define changes the hash")
+end)
+
+t.test("defines_reach_the_source", function()
+  local src = "int n(void) { return N * (FLAG + 1); }\n"
+  local mod = t.truthy(host.compile { source = src, defines = { N = 21, FLAG = true } })
+  t.eq(mod:fn "int n(void)" (), 42)
+  t.eq(table.concat(host.define_list { N = 21, FLAG = true, OFF = false }, " "), "FLAG N=21")
+end)
+
+t.test("compile_error_returns_nil_message_and_log", function()
+  local mod, msg, info = host.compile { source = "int f(void) {\n  return nope;\n}\n", name = "bad.c" }
+  t.eq(mod, nil)
+  t.eq(info.code, "compile-error")
+  t.truthy(msg:find("failed to compile bad.c", 1, true), msg)
+  t.truthy(info.log:find("bad.c:2", 1, true), info.log)
+  t.truthy(info.log:find("nope", 1, true), info.log)
+end)
+
+t.test("missing_function_returns_no_symbol", function()
+  local mod = t.truthy(host.compile(add_src))
+  local f, msg, info = mod:fn "int sub(int a, int b)"
+  t.eq(f, nil)
+  t.eq(info.code, "no-symbol")
+  t.truthy(msg:find("no function sub", 1, true), msg)
+end)
+
+t.test("compile_from_file_names_the_file", function()
+  local mod, msg, info = host.compile { file = "tests/lua/no_such_kernel.c" }
+  t.eq(mod, nil)
+  t.eq(info.code, "no-file")
+  t.truthy(msg:find("no_such_kernel.c", 1, true), msg)
+  t.raises(function() host.compile { source = add_src, defiens = {} } end, "unknown compile option 'defiens'")
+end)
+
+t.test("signatures_parse_from_c_prototypes", function()
+  local ret, args, name = host.parse_signature "void f(int n, const float *restrict x, size_t m, double a)"
+  t.eq(ret, "void"); t.eq(name, "f")
+  t.eq(table.concat(args, ","), "i32,ptr,u64,f64")
+  ret, args, name = host.parse_signature "float *(unsigned int, long long)"
+  t.eq(ret, "ptr"); t.eq(name, nil)
+  t.eq(table.concat(args, ","), "u32,i64")
+  ret, args = host.parse_signature "int g(void)"
+  t.eq(ret, "i32"); t.eq(#args, 0)
+  t.raises(function() host.parse_signature "void f(quux q)" end, "unknown C type 'quux q' in argument 1")
+  t.raises(function() host.parse_signature "not a prototype" end, "cannot read the C prototype")
+end)
+
+t.test("calls_check_argument_count_and_types", function()
+  local add = host.compile(add_src):fn "int add(int a, int b)"
+  t.raises(function() add(1) end, "kernel takes 2 arguments, got 1")
+  t.raises(function() add(1, 2.5) end, "number has no integer representation")
+end)
+
+t.test("buffers_hold_typed_elements", function()
+  local b = host.buffer("bf16", 3)
+  t.eq(b.dtype, "bf16"); t.eq(b.n, 3); t.eq(#b, 3); t.eq(b.bytes, 6)
+  b[1] = 1 / 3
+  t.eq(b[1], 0.333984375)          -- nearest bf16
+  local h = host.buffer("f16", 1)
+  h[1] = 1 / 3
+  t.eq(h[1], 0.333251953125)       -- nearest f16
+  local i = host.buffer("i64", 1)
+  i[1] = (1 << 53) + 1
+  t.eq(i[1], (1 << 53) + 1)        -- exact, not through a double
+  local u = host.buffer("u8", 2):set { 300, -4 }
+  t.eq(u[1], 255); t.eq(u[2], 0)   -- saturated
+  t.raises(function() return b[4] end, "index 4 out of range 1..3")
+  t.raises(function() host.buffer("f8", 1) end, "unknown dtype 'f8'")
+end)
+
+t.test("seeded_fills_repeat_and_differ_by_seed", function()
+  local a = host.buffer("f32", 4096):fill_uniform(11, -2, 2)
+  local b = host.buffer("f32", 4096):fill_uniform(11, -2, 2)
+  local c = host.buffer("f32", 4096):fill_uniform(12, -2, 2)
+  t.eq(a:checksum(), b:checksum())
+  t.truthy(a:checksum() ~= c:checksum())
+  t.eq(#a:checksum(), 64)
+  t.eq(host.buffer("u8", 0):checksum(), kwb.sha256(""))
+end)
+
+t.test("kernels_write_buffers_and_compare_finds_poison", function()
+  local mod = host.compile [[
+    void saxpy_half(int n, float a, const float *x, float *y) {
+      for (int i = 0; i < n / 2; i++) y[i] = a * x[i] + y[i];
+    }]]
+  local f = mod:fn "void saxpy_half(int n, float a, const float *x, float *y)"
+  local x = host.buffer("f32", 8):set { 1, 2, 3, 4, 5, 6, 7, 8 }
+  local y = host.buffer("f32", 8):poison()
+  for i = 1, 4 do y[i] = 1 end
+  f(8, 2, x, y)
+  t.eq(table.concat(y:totable(1, 4), " "), "3.0 5.0 7.0 9.0")
+  local want = host.buffer("f32", 8):set { 3, 5, 7, 9, 11, 13, 15, 17 }
+  local d = host.compare(y, want, { rtol = 1e-6 })
+  t.eq(d.poison, 4); t.eq(d.bad, 4); t.eq(d.first_bad, 5); t.eq(d.ok, false)
+  t.eq(y:is_poison(5), true); t.eq(y:is_poison(4), false)
+  local same = host.compare(want:clone(), want)
+  t.eq(same.ok, true); t.eq(same.max_abs, 0.0); t.eq(same.rel_l2, 0.0)
+end)
+
+t.test("timing_reports_the_stop_rule_fields", function()
+  local mod = host.compile [[
+    void spin(int n, float *out) { float s = 0; for (int i = 0; i < n; i++) s = s * 0.5f + 1.0f; out[0] = s; }]]
+  local spin = mod:fn "void spin(int n, float *out)"
+  local out = host.buffer("f32", 1)
+  local st = host.time(spin, { 20000, out }, { cap = 0.2, min_samples = 10, max_samples = 50 })
+  t.truthy(st.n >= 10 and st.n <= 50, "n = " .. st.n)
+  t.truthy(st.min <= st.p10 and st.p10 <= st.median and st.median <= st.p90 and st.p90 <= st.max)
+  t.truthy(st.median > 1e-6 and st.median < 0.1, "median " .. st.median)
+  t.eq(type(st.capped), "boolean")
+  t.eq(out[1], 2.0)
+  t.raises(function() host.time(spin, { 1, out }, { cpa = 1 }) end, "unknown timing option 'cpa'")
+end)
+
+t.test("stats_of_known_samples", function()
+  local st = kwb.stats { 5, 1, 4, 2, 3 }
+  t.eq(st.median, 3.0); t.eq(st.min, 1.0); t.eq(st.max, 5.0); t.eq(st.mean, 3.0)
+  t.near(st.p10, 1.4, 1e-12)
+  t.near(st.spread, math.sqrt(2.5) / 3, 1e-12)
+end)
+
+t.done()

@@ -53,7 +53,11 @@ function M.run_file(path, ...)
     local dir = path:match("^(.*)/[^/]*$") or "."
     package.path = dir .. "/?.lua;" .. dir .. "/?/init.lua;" .. package.path
   end
-  chunk(...)
+  -- A file that returns a recipe is run by the loop with the words after it
+  -- as run options; a file that returns nothing is an ordinary script.
+  local recipe = require "kwb.recipe"
+  local res = table.pack(recipe.with_file(path or "stdin", chunk, ...))
+  if recipe.is_recipe(res[1]) then return require("kwb.loop").main(res[1], ...) end
   return 0
 end
 

@@ -107,9 +107,12 @@ function Session:candidate(prop, origin)
   if prop.source or prop.file then
     local src = prop.source
     if not src then
-      local err
-      src, err = read_file(prop.file)
-      if not src then error("cannot read candidate " .. tostring(prop.file) .. ": " .. tostring(err), 2) end
+      local file, err = prop.file, nil
+      if type(file) ~= "string" then error("a candidate's 'file' must be a path", 2) end
+      -- paths in proposals, as in recipes, are relative to the recipe's file
+      if file:sub(1, 1) ~= "/" and self.recipe.dir and not prop.resolved then file = self.recipe.dir .. "/" .. file end
+      src, err = read_file(file)
+      if not src then error("cannot read candidate " .. prop.file .. ": " .. tostring(err), 2) end
     end
     c = { source = src, name = prop.name or (prop.file and prop.file:match("[^/]+$")) or "candidate.c",
           defines = prop.defines or {}, params = prop.params or prop.defines, origin = prop.origin or origin,
@@ -278,7 +281,9 @@ function Session:build(cand, res)
                                         flags = recipe.flags, cc = recipe.cc }
   res.seconds.build = core.now() - t0
   if not mod then
-    res.outcome, res.reason, res.log = "compile-error", msg, info and info.log
+    local log = info and info.log or ""
+    local first = log:match("[^\n]*error:[^\n]*")
+    res.outcome, res.reason, res.log = "compile-error", first and (msg .. ": " .. first) or msg, log
     return nil
   end
   local syms, err = rules.symbols(mod.path)
@@ -523,7 +528,7 @@ function M.run(recipe, opts)
   local strategy, sname = load_strategy(opts.strategy or recipe.strategy)
   local run = setmetatable({ session = s, recipe = recipe, space = recipe.space, seed = seed,
                              random = rng(seed), budget = budget, strategy_name = sname,
-                             funnel = {}, evaluated = 0, skipped = 0, started = core.now() }, Run)
+                             funnel = {}, results = {}, evaluated = 0, skipped = 0, started = core.now() }, Run)
   for _, o in ipairs(M.outcomes) do run.funnel[o] = 0 end
   run.record = s.store:begin_run { recipe = recipe.name, strategy = sname, seed = seed, budget = budget, ctx = s.ctx }
   report:begin(run)
@@ -539,6 +544,7 @@ function M.run(recipe, opts)
     local res, fresh = s:consider(cand)
     if fresh then
       run.evaluated = run.evaluated + 1
+      run.results[#run.results + 1] = res
       run.funnel[res.outcome] = run.funnel[res.outcome] + 1
       misses = 0
       report:candidate(run, res)
@@ -553,7 +559,7 @@ function M.run(recipe, opts)
   local summary = M.summary(run)
   s.store:end_run(run.record, summary)
   report:summary(run, summary)
-  return summary
+  return summary, run
 end
 
 function M.summary(run)

@@ -96,12 +96,24 @@ end
 
 local Checker = {}
 Checker.__index = Checker
+M.Checker = Checker
+
+-- Schema errors are raised as objects that print as their one sentence, so
+-- the top level shows "recipes/x.lua:12: recipe field ..." without a
+-- traceback into kwb's own files.
+local SchemaError = { __tostring = function(e) return e.message end }
+M.SchemaError = SchemaError
+
+local function raise(site, line, msg)
+  error(setmetatable({ code = "bad-recipe", message = string.format("%s:%d: %s", site.file, line, msg),
+                       file = site.file, line = line }, SchemaError), 0)
+end
 
 function Checker:fail(field, expected, got)
   local msg
   if got == false then msg = string.format("recipe field '%s': %s", field, expected)
   else msg = string.format("recipe field '%s': expected %s, got %s", field, expected, describe(got)) end
-  error(string.format("%s:%d: %s", self.site.file, field_line(self.site, field), msg), 0)
+  raise(self.site, field_line(self.site, field), msg)
 end
 
 function Checker:unknown(field, names, prefix)
@@ -109,7 +121,7 @@ function Checker:unknown(field, names, prefix)
   local msg = string.format("unknown recipe field '%s%s'", prefix or "", tostring(field))
   if near then msg = msg .. string.format(" (did you mean '%s%s'?)", prefix or "", near)
   else msg = msg .. " (known: " .. table.concat(names, ", ") .. ")" end
-  error(string.format("%s:%d: %s", self.site.file, field_line(self.site, tostring(field)), msg), 0)
+  raise(self.site, field_line(self.site, (prefix or "") .. tostring(field)), msg)
 end
 
 function Checker:path(field, p)
@@ -230,12 +242,12 @@ function Checker:shapes(p, v)
 end
 
 function Checker:candidate_spec(field, v)
-  if type(v) == "string" then return { file = self:path(field, v) } end
+  if type(v) == "string" then return { file = self:path(field, v), resolved = true } end
   if type(v) ~= "table" then self:fail(field, "a file path or a table { file = | source =, defines = }", v) end
   for k in pairs(v) do
     if not ({ file = 1, source = 1, defines = 1, name = 1 })[k] then self:unknown(k, { "file", "source", "defines", "name" }, field .. ".") end
   end
-  local c = { defines = v.defines, name = v.name, source = v.source }
+  local c = { defines = v.defines, name = v.name, source = v.source, resolved = true }
   if v.file then c.file = self:path(field .. ".file", v.file)
   elseif type(v.source) ~= "string" then self:fail(field, "'file' or 'source'", v) end
   if v.defines ~= nil and type(v.defines) ~= "table" then self:fail(field .. ".defines", "a table of NAME = value", v.defines) end

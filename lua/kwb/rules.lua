@@ -285,12 +285,14 @@ function RuleSet:check_symbols(syms, pp)
     for _, s in ipairs(syms.undefined) do
       if r.symbol_set[s] then return rejection(r, s, find_line(s, pp), "module's undefined symbols") end
     end
-    if r.data then
+    if r.data then   -- the first one in the source
+      local first, first_line
       for _, s in ipairs(syms.data) do
         local base = s:match("^([%a_][%w_]*)")
         local line = base and find_line(base, pp)
-        if line then return rejection(r, base, line, "module's writable data") end
+        if line and (not first_line or line < first_line) then first, first_line = base, line end
       end
+      if first then return rejection(r, first, first_line, "module's writable data") end
     end
   end
   return nil
@@ -345,6 +347,11 @@ function M.preprocess(src, opts)
   return { text = table.concat(keep, "\n"), lines = lines }
 end
 
+-- Writable objects the toolchain itself puts into every shared object.
+local toolchain_data = { ["completed.0"] = true, completed = true, __dso_handle = true, __TMC_END__ = true,
+  _DYNAMIC = true, _GLOBAL_OFFSET_TABLE_ = true, __bss_start = true, _edata = true, _end = true,
+  __do_global_dtors_aux_fini_array_entry = true, __frame_dummy_init_array_entry = true }
+
 -- symbols(path) -> { undefined = { names }, data = { names } } or nil, message.
 function M.symbols(path)
   local ok, out = run("nm -P " .. quote(path))
@@ -353,7 +360,7 @@ function M.symbols(path)
   for name, t in out:gmatch("([^%s]+) (%a)[^\n]*") do
     name = name:match("^([^@]+)") or name
     if t == "U" or t == "w" or t == "v" then syms.undefined[#syms.undefined + 1] = name
-    elseif t:match("[DdBbGgSsV]") then syms.data[#syms.data + 1] = name end
+    elseif t:match("[DdBbGgSsV]") and not toolchain_data[name] then syms.data[#syms.data + 1] = name end
   end
   return syms
 end

@@ -21,6 +21,16 @@ function M.default_path()
   return dir_of(core.cache_path or "cache/kwb.db") .. "/loop.jsonl"
 end
 
+-- JSON has one number type: numbers with an integral value come back as
+-- integers, so a parameter 32 is 32 again (not 32.0) and hashes the same.
+local function integers(v)
+  if type(v) == "number" then return math.tointeger(v) or v end
+  if type(v) == "table" then
+    for k, x in pairs(v) do v[k] = integers(x) end
+  end
+  return v
+end
+
 -- open([path]) -> store. Reads what is there; a damaged line is skipped and
 -- counted (store.damaged), never fatal.
 function M.open(path)
@@ -30,6 +40,7 @@ function M.open(path)
   if f then
     for line in f:lines() do
       local ok, rec = pcall(cjson.decode, line)
+      if ok then rec = integers(rec) end
       if ok and type(rec) == "table" and rec.kind == "result" and rec.ctx and rec.id then
         s:_index(rec)
       elseif ok and type(rec) == "table" and rec.kind == "run" then

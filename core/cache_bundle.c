@@ -476,6 +476,10 @@ const char *kwb_cache_bundle_manifest(const kwb_cache_bundle *b) { return b->man
 uint32_t kwb_cache_bundle_nrecords(const kwb_cache_bundle *b) { return b->nrec; }
 uint32_t kwb_cache_bundle_nblobs(const kwb_cache_bundle *b) { return b->nblob; }
 
+const char *kwb_cache_bundle_blob(const kwb_cache_bundle *b, uint32_t i) {
+    return i < b->nblob ? b->blobs[i].id : NULL;
+}
+
 int kwb_cache_bundle_record(const kwb_cache_bundle *b, uint32_t i, const char **table, const char **json) {
     if (i >= b->nrec) return kwb_fail(KWB_EINVAL, "bundle record %u out of range (%u records)", i, b->nrec);
     *table = b->tables[i];

@@ -227,6 +227,8 @@ uint32_t kwb_cache_bundle_nrecords(const kwb_cache_bundle *b);
 /* The i-th record: its table name and JSON text (owned by the bundle). */
 int kwb_cache_bundle_record(const kwb_cache_bundle *b, uint32_t i, const char **table, const char **json);
 uint32_t kwb_cache_bundle_nblobs(const kwb_cache_bundle *b);
+/* The i-th blob's id (owned by the bundle), NULL if out of range. */
+const char *kwb_cache_bundle_blob(const kwb_cache_bundle *b, uint32_t i);
 /* Insert the bundle's blobs that the cache lacks (inside the caller's
  * transaction, if any); *added (may be NULL) counts them. */
 int kwb_cache_import_blobs(kwb_cache *c, const kwb_cache_bundle *b, uint32_t *added);

@@ -296,8 +296,15 @@ static int l_bundle_records(lua_State *L) {
     return 1;
 }
 
-static int l_bundle_nblobs(lua_State *L) {
-    lua_pushinteger(L, kwb_cache_bundle_nblobs(check_bundle(L, 1)));
+/* bundle:blobs() -> {id, ...} */
+static int l_bundle_blobs(lua_State *L) {
+    kwb_cache_bundle *b = check_bundle(L, 1);
+    uint32_t n = kwb_cache_bundle_nblobs(b);
+    lua_createtable(L, (int)n, 0);
+    for (uint32_t i = 0; i < n; i++) {
+        lua_pushstring(L, kwb_cache_bundle_blob(b, i));
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
     return 1;
 }
 
@@ -327,7 +334,7 @@ void kwb_lua_open_cache(lua_State *L) {
         {"__gc", l_cache_close}, {"__close", l_cache_close}, {"__tostring", l_cache_tostring}, {NULL, NULL},
     };
     static const luaL_Reg bundle_methods[] = {
-        {"manifest", l_bundle_manifest}, {"records", l_bundle_records}, {"nblobs", l_bundle_nblobs},
+        {"manifest", l_bundle_manifest}, {"records", l_bundle_records}, {"blobs", l_bundle_blobs},
         {"close", l_bundle_close}, {NULL, NULL},
     };
     static const luaL_Reg bundle_meta[] = {

@@ -63,7 +63,7 @@ static const char *const migrations[] = {
     "  params TEXT NOT NULL,"          /* JSON object: parameters and defines */
     "  flags TEXT NOT NULL,"           /* JSON array */
     "  outcome TEXT,"                  /* the loop's verdict, NULL until there is one */
-    "  run TEXT);"
+    "  run TEXT) WITHOUT ROWID;"
     "CREATE INDEX candidate_problem ON candidate(problem, created);"
     "CREATE INDEX candidate_parent ON candidate(parent);"
     "CREATE TABLE build("
@@ -72,7 +72,7 @@ static const char *const migrations[] = {
     "  ok INTEGER NOT NULL,"
     "  log TEXT, binary TEXT,"         /* blob ids */
     "  resources TEXT NOT NULL,"       /* JSON: registers, shared memory, spills... */
-    "  created REAL NOT NULL);"
+    "  created REAL NOT NULL) WITHOUT ROWID;"
     "CREATE INDEX build_candidate ON build(candidate);"
     "CREATE TABLE result("
     "  candidate TEXT NOT NULL, device TEXT NOT NULL, shape TEXT NOT NULL,"

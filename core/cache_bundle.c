@@ -372,10 +372,13 @@ static int parse(const char *path, kwb_cache_bundle *b) {
         if (nlen > MAX_NAME || (type != 'M' && type != 'R' && type != 'B' && type != 'E'))
             return kwb_fail(KWB_CACHE_ECORRUPT, "bundle %s is corrupt: entry %u at byte %zu has a bad "
                             "header", path, n + 1, pos);
-        if (plen > len || (uint64_t)HDR + nlen + plen + HASH > len - pos)
+        if (plen > len || (uint64_t)HDR + nlen + plen + HASH > len - pos) {
+            if (len - pos - HDR < nlen)
+                return kwb_fail(KWB_CACHE_ECORRUPT, "bundle %s is truncated: entry %u runs past the end "
+                                "of the file", path, n + 1);
             return kwb_fail(KWB_CACHE_ECORRUPT, "bundle %s is truncated: entry %u (%s) runs past the end "
-                            "of the file", path, n + 1, describe(type, p + pos + HDR,
-                            len - pos - HDR < nlen ? len - pos - HDR : nlen, what, sizeof what));
+                            "of the file", path, n + 1, describe(type, p + pos + HDR, nlen, what, sizeof what));
+        }
         size_t body = HDR + nlen + (size_t)plen;
         unsigned char md[HASH];
         unsigned int mdlen = 0;

@@ -178,8 +178,13 @@ function commands.diff(c, pos)
   return 0
 end
 
+local function count(n, word)
+  return string.format("%d %s%s", n, word, n == 1 and "" or "s")
+end
+
 local function counts_line(n)
-  return string.format("%d candidates, %d builds, %d results, %d runs", n.candidates, n.builds, n.results, n.runs)
+  return table.concat({ count(n.candidates, "candidate"), count(n.builds, "build"), count(n.results, "result"),
+                        count(n.runs, "run") }, ", ")
 end
 
 function commands.export(c, words)
@@ -208,14 +213,15 @@ function commands.import(c, pos)
   if #pos ~= 1 then return usage_error("import takes one FILE") end
   local n, msg = c:import(pos[1])
   if not n then return run_error(msg) end
-  print(string.format("imported %s: %s new (%d blobs)", pos[1], counts_line(n), n.blobs))
+  print(string.format("imported %s: %s new (%s)", pos[1], counts_line(n), count(n.blobs, "blob")))
   return 0
 end
 
 function commands.stats(c, pos)
   if #pos > 0 then return usage_error("stats takes no arguments") end
   local s = c:stats()
-  print(string.format("cache       %s (schema %d, %d bytes on disk)", c.path, s.schema, s.file_bytes))
+  print(string.format("cache       %s (schema %d)", c.path, s.schema))
+  print(string.format("file        %d bytes with its write-ahead log", s.file_bytes))
   print(string.format("candidates  %d in %d problems", s.candidates, s.problems))
   print(string.format("builds      %d", s.builds))
   print(string.format("results     %d", s.results))
@@ -230,7 +236,7 @@ end
 function commands.gc(c, pos)
   if #pos > 0 then return usage_error("gc takes no arguments") end
   local r = c:gc()
-  print(string.format("removed %d unreferenced blobs (%d bytes stored)", r.blobs, r.bytes))
+  print(string.format("removed %s no record needs (%d bytes stored)", count(r.blobs, "blob"), r.bytes))
   return 0
 end
 

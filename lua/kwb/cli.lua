@@ -6,6 +6,8 @@ local M = {}
 M.commands = {
   { name = "demo", module = "kwb.demo",
     summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo" },
+  { name = "cache", module = "kwb.cache_cli",
+    summary = "the candidate cache: ls, show, best, diff, export, import, stats, gc" },
 }
 
 function M.help()

@@ -42,19 +42,6 @@ local function seed_of(...)
 end
 M.seed_of = seed_of
 
-local function host_identity()
-  local f = io.open("/proc/cpuinfo", "r")
-  local model
-  if f then
-    for l in f:lines() do
-      model = l:match("^model name%s*:%s*(.-)%s*$")
-      if model then break end
-    end
-    f:close()
-  end
-  return "host:" .. (model or "cpu")
-end
-
 local function geomean(xs)
   local s, n = 0, 0
   for _, x in ipairs(xs) do s, n = s + math.log(x), n + 1 end
@@ -84,15 +71,9 @@ function M.session(recipe, opts)
   s.store = opts.store or require("kwb.store").open()
   local shape_keys = {}
   for i, sh in ipairs(recipe.shapes) do shape_keys[i] = sh.key end
-  local tol = recipe.problem.tolerance
-  -- The evaluation context: everything besides the candidate that decides a result.
-  s.ctx_text = table.concat({
-    "kwb-eval-1", "backend=" .. recipe.backend, "device=" .. host_identity(),
-    "problem=" .. recipe.problem:key(), "shapes=" .. table.concat(shape_keys, ";"),
-    "flags=" .. table.concat(recipe.flags, " "), "cc=" .. (recipe.cc or os.getenv("CC") or "cc"),
-    string.format("tolerance=%.17g,%.17g", tol.atol, tol.rtol),
-  }, "\n")
-  s.ctx = core.sha256(s.ctx_text):sub(1, 16)
+  -- The evaluation context: what besides the candidate decides a result.
+  s.ctx = s.store:context { problem = recipe.problem:key(), shapes = shape_keys, flags = recipe.flags,
+                            toolchain = recipe.cc or os.getenv("CC") or "cc" }
   s.template_source = recipe.template and assert(read_file(recipe.template))
   s.seq = #s.store:results(s.ctx)
   return s
@@ -127,7 +108,7 @@ function Session:candidate(prop, origin)
           params = params, origin = origin }
   end
   c.define_list = host.define_list(c.defines)
-  c.id = core.sha256("kwb-candidate-1\n" .. table.concat(c.define_list, "\n") .. "\n--\n" .. c.source)
+  c.id = require("kwb.store").candidate_id(self.problem:key(), c.source, c.defines, self.recipe.flags)
   c.short = c.id:sub(1, 8)
   return c
 end
@@ -416,7 +397,7 @@ function Session:ensure_start(report)
   local fresh = false
   if not res then
     res = self:evaluate(cand, { start = true })
-    self.store:record(self.ctx, cand, res)
+    self.store:record(self.ctx, cand, res, self.run_record)
     fresh = true
   end
   if res.outcome ~= "start" then
@@ -439,7 +420,7 @@ function Session:consider(cand)
   local known = self:known(cand)
   if known then return known, false end
   local res = self:evaluate(cand)
-  self.store:record(self.ctx, cand, res)
+  self.store:record(self.ctx, cand, res, self.run_record)
   self:note_times(res)
   if res.outcome == "accepted" then self.best = res end
   return res, true
@@ -530,7 +511,11 @@ function M.run(recipe, opts)
                              random = rng(seed), budget = budget, strategy_name = sname,
                              funnel = {}, results = {}, evaluated = 0, skipped = 0, started = core.now() }, Run)
   for _, o in ipairs(M.outcomes) do run.funnel[o] = 0 end
-  run.record = s.store:begin_run { recipe = recipe.name, strategy = sname, seed = seed, budget = budget, ctx = s.ctx }
+  run.record = s.store:begin_run {
+    recipe = recipe.file or recipe.name, source = not recipe.file and recipe.name or nil,
+    settings = { strategy = sname, seed = seed, budget = budget, device = s.ctx.device, shapes = s.ctx.shapes },
+  }
+  s.run_record = run.record
   report:begin(run)
   s:ensure_start(report)
   run.best = s.best
@@ -574,7 +559,7 @@ function M.summary(run)
     best_times[sh.key] = r and r.median or nil
   end
   return {
-    event = "summary", recipe = run.recipe.name, run = run.record.id, strategy = run.strategy_name,
+    event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped,
     exhausted = run.exhausted or false, seconds = elapsed,
     per_second = elapsed > 0 and run.evaluated / elapsed or 0,
@@ -592,7 +577,7 @@ function M.try(recipe, prop)
   s:ensure_start()
   local cand = s:candidate(prop, "try")
   local res = s:evaluate(cand)
-  s.store:record(s.ctx, cand, res)
+  s.store:record(s.ctx, cand, res, s.run_record)
   s:note_times(res)
   if res.outcome == "accepted" then s.best = res end
   report:table(s, res)

@@ -52,8 +52,8 @@ end
 function Reporter:begin(run)
   local r = run.recipe
   if self.mode == "json" then
-    emit { event = "start", recipe = r.name, problem = r.problem:key(), run = run.record.id, seed = run.seed,
-           strategy = run.strategy_name, budget = run.budget, ctx = run.session.ctx }
+    emit { event = "start", recipe = r.name, problem = r.problem:key(), run = run.record.short, seed = run.seed,
+           strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device }
   elseif self.mode ~= "quiet" then
     out(self, string.format("kwb: recipe %s · %s · %d shapes · strategy %s · budget %d candidates, %g min · seed %d",
       r.name, r.problem:key(), #r.shapes, run.strategy_name, run.budget.candidates, run.budget.minutes, run.seed))

@@ -1,112 +1,120 @@
--- kwb/store.lua: what the loop remembers between runs: every evaluated
--- candidate's result under its evaluation context, and the run records.
--- One JSON object per line in <cache dir>/loop.jsonl.
+-- kwb/store.lua: what the loop remembers between runs, kept in the candidate
+-- cache (kwb.cache): every evaluated candidate, its build log, one result row
+-- per device kind and shape whatever the outcome, and the run records.
 --
---   local s = store.open()                 -- next to kwb.core.cache_path
---   s:known(ctx, id)                       -- the stored result, or nil
---   s:record(ctx, cand, result)            -- always, whatever the outcome
---   s:results(ctx)                         -- every stored result of ctx, in order
+--   local s = store.open()                          -- kwb.core.cache_path
+--   local ctx = s:context { problem = "matmul", device = ..., shapes = { "n=64", ... }, flags = {...} }
+--   s:known(ctx, id)            -- the stored result of candidate id, or nil
+--   s:record(ctx, cand, result) -- always, whatever the outcome
+--   s:results(ctx)              -- every stored result of ctx, oldest first
 --   s:begin_run(info) -> run; s:end_run(run, summary)
-local cjson = require "cjson"
-local core = require "kwb.core"
+--
+-- A result is known under a context when the cache holds a row for each of
+-- the context's shapes on its device kind; a candidate's id (kwb.cache's)
+-- already covers the problem, the source, the parameters and the flags.
+local cache = require "kwb.cache"
 
 local M = {}
 
 local Store = {}
 Store.__index = Store
 
-local function dir_of(path) return path:match("^(.*)/[^/]*$") or "." end
-
-function M.default_path()
-  return dir_of(core.cache_path or "cache/kwb.db") .. "/loop.jsonl"
-end
-
--- JSON has one number type: numbers with an integral value come back as
--- integers, so a parameter 32 is 32 again (not 32.0) and hashes the same.
-local function integers(v)
-  if type(v) == "number" then return math.tointeger(v) or v end
-  if type(v) == "table" then
-    for k, x in pairs(v) do v[k] = integers(x) end
-  end
-  return v
-end
-
--- open([path]) -> store. Reads what is there; a damaged line is skipped and
--- counted (store.damaged), never fatal.
+-- open([path]) -> store; raises when the cache cannot be opened.
 function M.open(path)
-  path = path or M.default_path()
-  local s = setmetatable({ path = path, by_ctx = {}, runs = {}, damaged = 0 }, Store)
-  local f = io.open(path, "r")
-  if f then
-    for line in f:lines() do
-      local ok, rec = pcall(cjson.decode, line)
-      if ok then rec = integers(rec) end
-      if ok and type(rec) == "table" and rec.kind == "result" and rec.ctx and rec.id then
-        s:_index(rec)
-      elseif ok and type(rec) == "table" and rec.kind == "run" then
-        s.runs[#s.runs + 1] = rec
-      else
-        s.damaged = s.damaged + 1
-      end
-    end
-    f:close()
-  end
-  return s
+  local c, msg = cache.open(path)
+  if not c then error("cannot open the cache: " .. msg, 2) end
+  return setmetatable({ cache = c, path = c.path }, Store)
 end
 
-function Store:_index(rec)
-  local c = self.by_ctx[rec.ctx]
-  if not c then c = { list = {}, by_id = {} }; self.by_ctx[rec.ctx] = c end
-  if not c.by_id[rec.id] then c.list[#c.list + 1] = rec end
-  c.by_id[rec.id] = rec
+-- The id kwb.cache gives a candidate.
+function M.candidate_id(problem, source, params, flags)
+  return cache.candidate_id(problem, source, params, flags)
 end
 
-function Store:_append(rec)
-  os.execute("mkdir -p " .. "'" .. dir_of(self.path):gsub("'", "'\\''") .. "'")
-  local f = assert(io.open(self.path, "a"))
-  f:write(cjson.encode(rec), "\n")
-  f:close()
+function M.device() return cache.host_kind() end
+
+function Store:context(c)
+  return { problem = c.problem, device = c.device or M.device(), shapes = c.shapes, flags = c.flags or {},
+           toolchain = c.toolchain or "cc" }
 end
 
+-- known(ctx, id) -> the result as the loop made it, or nil.
 function Store:known(ctx, id)
-  local c = self.by_ctx[ctx]
-  return c and c.by_id[id] and c.by_id[id].result or nil
+  local rows = self.cache:results(id)
+  if not rows then return nil end
+  local mine = {}
+  for _, r in ipairs(rows) do
+    if r.device == ctx.device then mine[r.shape] = r end
+  end
+  for _, key in ipairs(ctx.shapes) do
+    if not mine[key] then return nil end
+  end
+  local first = mine[ctx.shapes[1]]
+  local v = first.verify
+  local res = { id = id, short = id:sub(1, 8), outcome = v.outcome or first.outcome, reason = v.reason,
+                rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
+                name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
+                seconds = {}, shapes = {} }
+  for _, key in ipairs(ctx.shapes) do
+    local t = mine[key].timing
+    if t.median then res.shapes[key] = t end
+  end
+  return res
 end
 
+-- record(ctx, cand, result): the candidate, its build log and a result row
+-- for every shape of the context, in one transaction.
+function Store:record(ctx, cand, res, run)
+  self.cache:transaction(function()
+    local id = self.cache:put_candidate {
+      problem = ctx.problem, source = cand.source, params = cand.defines, flags = ctx.flags,
+      parent = cand.parent and self.cache:resolve(cand.parent) and cand.parent or nil,
+      origin = { strategy = cand.origin }, rationale = cand.rationale,
+      outcome = res.outcome ~= "start" and res.outcome or nil, run = run and run.id,
+    }
+    assert(id == res.id, "the loop's candidate id differs from the cache's")
+    if res.outcome ~= "start" then self.cache:set_outcome(id, res.outcome) end
+    if res.log or res.seconds.build then
+      self.cache:add_build { candidate = id, arch = ctx.device, toolchain = ctx.toolchain,
+                             ok = res.outcome ~= "compile-error", log = res.log or "" }
+    end
+    local verify = { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
+                     seed = res.seed, score = res.score, origin = res.origin, name = res.name,
+                     params = res.params, parent = res.parent, seq = res.seq }
+    for _, key in ipairs(ctx.shapes) do
+      -- the cache's outcomes are the funnel's; the start kernel is a correct, timed kernel
+      local outcome = res.outcome == "start" and "accepted" or res.outcome
+      self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = outcome,
+                              verify = verify, timing = res.shapes[key] or {}, run = run and run.id }
+    end
+  end)
+end
+
+-- results(ctx) -> every result known under ctx, oldest first.
 function Store:results(ctx)
   local out = {}
-  local c = self.by_ctx[ctx]
-  for i, rec in ipairs(c and c.list or {}) do out[i] = rec.result end
+  local flags = table.concat(ctx.flags, "\0")
+  for _, c in ipairs(self.cache:list(ctx.problem)) do
+    if table.concat(c.flags, "\0") == flags then
+      local r = self:known(ctx, c.id)
+      if r then out[#out + 1] = r end
+    end
+  end
+  table.sort(out, function(a, b) return (a.seq or 0) < (b.seq or 0) end)
   return out
 end
 
--- record(ctx, cand, result): cand's source and defines travel with the result.
-function Store:record(ctx, cand, result)
-  local rec = { kind = "result", ctx = ctx, id = result.id, result = result,
-                candidate = { source = cand.source, name = cand.name, defines = cand.defines,
-                              params = cand.params, origin = cand.origin, parent = cand.parent,
-                              rationale = cand.rationale } }
-  self:_append(rec)
-  self:_index(rec)
-end
-
--- The stored candidate (source, defines, ...) of id under ctx, or nil.
-function Store:candidate(ctx, id)
-  local c = self.by_ctx[ctx]
-  return c and c.by_id[id] and c.by_id[id].candidate or nil
-end
-
+-- begin_run { recipe = path or name, source = text, settings = {} } -> run
 function Store:begin_run(info)
-  local run = { kind = "run", id = string.format("%d-%d", os.time(), #self.runs + 1), info = info,
-                started = os.time() }
-  self.runs[#self.runs + 1] = run
-  return run
+  local id = self.cache:begin_run { recipe = info.recipe, source = info.source, settings = info.settings }
+  return { id = id, short = id:sub(1, 12) }
 end
 
+-- end_run(run, summary): the funnel goes into the run record.
 function Store:end_run(run, summary)
-  run.summary = summary
-  run.ended = os.time()
-  self:_append(run)
+  self.cache:end_run(run.id, summary.funnel)
 end
+
+function Store:runs() return self.cache:runs() end
 
 return M

@@ -5,8 +5,8 @@ local store = require "kwb.store"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 local function fresh_store(name)
-  local path = tmp .. "/" .. name .. ".jsonl"
-  os.remove(path)
+  local path = tmp .. "/" .. name .. ".db"
+  for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(path .. suffix) end
   return store.open(path)
 end
 

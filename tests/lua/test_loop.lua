@@ -8,15 +8,9 @@ local cjson = require "cjson"
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 
 local function fresh_store(name)
-  local path = tmp .. "/" .. name .. ".jsonl"
-  os.remove(path)
+  local path = tmp .. "/" .. name .. ".db"
+  for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(path .. suffix) end
   return store.open(path), path
-end
-
-local function count_lines(path)
-  local n = 0
-  for _ in io.lines(path) do n = n + 1 end
-  return n
 end
 
 local planted_store, planted_path = fresh_store("planted")
@@ -58,11 +52,22 @@ t.test("loop_summary_names_the_best_and_its_speedup_per_shape", function()
 end)
 
 t.test("loop_records_every_outcome_and_the_run", function()
-  -- the start kernel, six candidates, one run record
-  t.eq(count_lines(planted_path), 8)
   local again = store.open(planted_path)
+  local st = again.cache:stats()
+  t.eq(st.candidates, 7, "the start kernel and six candidates")
+  t.eq(st.results, 14, "one row per candidate and shape")
+  t.eq(st.builds, 5, "everything that reached the compiler (not the two forbidden)")
   t.eq(#again:results(planted:session().ctx), 7)
-  t.eq(again.runs[1].summary.funnel.forbidden, 2)
+  local runs = again:runs()
+  t.eq(#runs, 1)
+  t.eq(runs[1].funnel.forbidden, 2)
+  t.eq(runs[1].funnel.accepted, 1)
+  local c = assert(again.cache:get(run.results[1].id))
+  t.eq(c.outcome, "forbidden")
+  t.eq(c.problem, "matmul")
+  local b = assert(again.cache:build(run.results[3].id, again:context({}).device, "cc"))
+  t.eq(b.ok, false)
+  t.truthy(b.log:find("error:", 1, true), "the compile log is kept")
 end)
 
 t.test("loop_resume_evaluates_nothing_twice", function()
@@ -71,7 +76,10 @@ t.test("loop_resume_evaluates_nothing_twice", function()
   t.eq(s2.candidates, 0, "evaluated")
   t.eq(s2.known, 6, "known from the cache")
   t.eq(s2.best.id, summary.best.id, "best")
-  t.eq(count_lines(planted_path), 9, "only a run record was added")
+  local st = store.open(planted_path).cache:stats()
+  t.eq(st.candidates, 7, "no candidate added")
+  t.eq(st.results, 14, "no result added")
+  t.eq(st.runs, 2, "a second run record")
 end)
 
 t.test("loop_resume_continues_a_grid_where_it_stopped", function()

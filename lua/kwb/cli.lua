@@ -30,6 +30,12 @@ function M.help()
   for _, c in ipairs(M.commands) do
     lines[#lines + 1] = string.format("  %-14s %s", c.name, c.summary)
   end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "A FILE.lua that returns a recipe (kwb.recipe { ... }) runs the research loop;"
+  lines[#lines + 1] = "the words after it are run options:"
+  for _, o in ipairs(require("kwb.loop").options) do
+    lines[#lines + 1] = string.format("  %-14s %s", o[1], o[2])
+  end
   for _, l in ipairs {
     "",
     "environment:",

@@ -596,9 +596,7 @@ M.options = {
 }
 
 local function usage(msg)
-  local lines = { "kwb: " .. msg, "run options:" }
-  for _, o in ipairs(M.options) do lines[#lines + 1] = string.format("  %-14s %s", o[1], o[2]) end
-  io.stderr:write(table.concat(lines, "\n"), "\n")
+  io.stderr:write("kwb: ", msg, "\ntry 'kwb --help'\n")
   return 2
 end
 
@@ -621,7 +619,14 @@ function M.parse_options(...)
     elseif w == "--budget" then opts.candidates, err = value(w, pos_int, "a positive integer")
     elseif w == "--minutes" then opts.minutes, err = value(w, pos_num, "a positive number")
     elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
-    elseif w == "--strategy" then opts.strategy, err = value(w, function(v) return v end, "a strategy name")
+    elseif w == "--strategy" then
+      opts.strategy, err = value(w, function(v) return v end, "a strategy name")
+      local known = opts.strategy and opts.strategy:match("%.lua$")
+      for _, n in ipairs(require("kwb.recipe").builtin_strategies) do known = known or opts.strategy == n end
+      if opts.strategy and not known then
+        err = string.format("unknown strategy '%s' (known: %s, or a .lua file)", opts.strategy,
+                            table.concat(require("kwb.recipe").builtin_strategies, ", "))
+      end
     else err = string.format("unknown run option '%s'", w) end
     if err then return nil, err end
     i = i + 1

@@ -109,10 +109,12 @@ local function raise(site, line, msg)
                        file = site.file, line = line }, SchemaError), 0)
 end
 
-function Checker:fail(field, expected, got)
+-- fail(field, expected, got [, hint]); got == false: `expected` is the whole complaint.
+function Checker:fail(field, expected, got, hint)
   local msg
   if got == false then msg = string.format("recipe field '%s': %s", field, expected)
   else msg = string.format("recipe field '%s': expected %s, got %s", field, expected, describe(got)) end
+  if hint then msg = msg .. " " .. hint end
   raise(self.site, field_line(self.site, field), msg)
 end
 
@@ -128,7 +130,7 @@ function Checker:path(field, p)
   if type(p) ~= "string" or p == "" then self:fail(field, "a file path", p) end
   local full = p:sub(1, 1) == "/" and p or (self.dir .. "/" .. p)
   local f = io.open(full, "r")
-  if not f then self:fail(field, "an existing file (relative to the recipe's file)", false) end
+  if not f then self:fail(field, string.format("no file %s (paths are relative to the recipe's file)", full), false) end
   f:close()
   return full
 end
@@ -282,8 +284,8 @@ function Checker:strategy(v)
     end
     if v:match("%.lua$") then return { name = v:match("([^/]+)%.lua$"), file = self:path("strategy", v) } end
     local near = M.nearest(v, M.builtin_strategies)
-    self:fail("strategy", "one of " .. table.concat(M.builtin_strategies, ", ") .. ", a .lua file or a table { propose = }"
-      .. (near and (" (did you mean '" .. near .. "'?)") or ""), v)
+    self:fail("strategy", "one of " .. table.concat(M.builtin_strategies, ", ") .. ", a .lua file or a table { propose = }",
+      v, near and ("(did you mean '" .. near .. "'?)"))
   elseif type(v) == "table" then
     if type(v.propose) ~= "function" then self:fail("strategy.propose", "a function(self, run)", v.propose) end
     if v.observe ~= nil and type(v.observe) ~= "function" then self:fail("strategy.observe", "a function(self, run, result)", v.observe) end
@@ -353,7 +355,7 @@ function M.new(spec, level)
   r.start = c:candidate_spec("start", spec.start)
   if spec.template ~= nil then r.template = c:path("template", spec.template) end
   if spec.space ~= nil then
-    if not r.template then c:fail("space", "a 'template' for the parameters to fill (space without template)", false) end
+    if not r.template then c:fail("space", "needs a 'template' (the source its parameters are filled into)", false) end
     r.space = c:space(spec.space)
   end
   if spec.strategy ~= nil then r.strategy = c:strategy(spec.strategy)
@@ -368,7 +370,10 @@ function M.new(spec, level)
   end
   r.ideas = spec.ideas and c:string_list("ideas", spec.ideas, true) or {}
   local ok, rs = pcall(rules.set, spec.forbid or { "default" })
-  if not ok then c:fail("forbid", tostring(rs):gsub("^forbid", ""):gsub("^%[%d+%]: ", ""), false) end
+  if not ok then
+    local where, why = tostring(rs):match("^(forbid%[%d+%]): (.*)$")
+    c:fail(where or "forbid", why or tostring(rs), false)
+  end
   r.forbid, r.rules = spec.forbid or { "default" }, rs
   if spec.accept ~= nil and type(spec.accept) ~= "function" then c:fail("accept", "a function(candidate, best) -> boolean", spec.accept) end
   r.accept = spec.accept

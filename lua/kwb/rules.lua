@@ -13,6 +13,7 @@ local lpeg = require "lpeg"
 local P, R, S, C, Cp, Cs, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cp, lpeg.Cs, lpeg.Ct
 
 local M = {}
+local known_hint
 
 -- ---- the rule catalogue -------------------------------------------------
 -- words: identifiers forbidden in the source and the preprocessed source, and
@@ -165,6 +166,20 @@ end
 local RuleSet = {}
 RuleSet.__index = RuleSet
 
+local function names_list()
+  local names = {}
+  for n in pairs(M.catalogue) do names[#names + 1] = n end
+  table.sort(names)
+  return names
+end
+
+-- "did you mean 'sleep'?" for a near miss, else the known names.
+function known_hint(word)
+  local near = require("kwb.recipe").nearest(word, names_list())
+  if near then return "did you mean '" .. near .. "'?" end
+  return "known: default, " .. table.concat(names_list(), ", ")
+end
+
 -- set(spec): spec is a list of rule names, "default", "-name" (drop a rule),
 -- and rule tables { name =, words =, symbols =, asm =, pattern = (LPeg), why = }.
 -- Raises on an unknown name.
@@ -182,12 +197,12 @@ function M.set(spec)
     elseif type(item) == "string" and item:sub(1, 1) == "-" then
       local n = item:sub(2)
       if not M.catalogue[n] and not chosen[n] then
-        error(string.format("forbid[%d]: no rule named '%s' to drop (known: %s)", i, n, M.names()), 2)
+        error(string.format("forbid[%d]: no rule named '%s' to drop (%s)", i, n, known_hint(n)), 2)
       end
       chosen[n] = false
     elseif type(item) == "string" then
       if not M.catalogue[item] then
-        error(string.format("forbid[%d]: no rule named '%s' (known: default, %s)", i, item, M.names()), 2)
+        error(string.format("forbid[%d]: no rule named '%s' (%s)", i, item, known_hint(item)), 2)
       end
       add(item, M.catalogue[item])
     elseif type(item) == "table" then
@@ -207,12 +222,7 @@ function M.set(spec)
   return rs
 end
 
-function M.names()
-  local names = {}
-  for n in pairs(M.catalogue) do names[#names + 1] = n end
-  table.sort(names)
-  return table.concat(names, ", ")
-end
+function M.names() return table.concat(names_list(), ", ") end
 
 function RuleSet:names()
   local out = {}

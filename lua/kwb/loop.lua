@@ -11,8 +11,6 @@
 -- kernel's measurement, the reference, buffers, the store); a run is one pass
 -- of the loop under a budget.
 local core = require "kwb.core"
-local host = require "kwb.host"
-local rules = require "kwb.rules"
 local ceilings = require "kwb.ceilings"
 local progress = require "kwb.progress"
 
@@ -64,15 +62,17 @@ M.params_text = params_text
 -- session(recipe [, { store = }]) -> the loop's state for one recipe.
 function M.session(recipe, opts)
   opts = opts or {}
-  if recipe.backend ~= "host" then
-    error(string.format("recipe %s: the %s backend is not available in this build (only 'host')", recipe.name, recipe.backend), 2)
+  local ok, backend = pcall(require, "kwb.backends." .. recipe.backend)
+  if not ok then
+    error(string.format("recipe %s: the loop has no %s backend in this build", recipe.name, recipe.backend), 2)
   end
-  local s = setmetatable({ recipe = recipe, problem = recipe.problem, benches = {}, best_time = {} }, Session)
+  local s = setmetatable({ recipe = recipe, problem = recipe.problem, backend = backend, benches = {}, best_time = {} }, Session)
   s.store = opts.store or require("kwb.store").open()
   local shape_keys = {}
   for i, sh in ipairs(recipe.shapes) do shape_keys[i] = sh.key end
   -- The evaluation context: what besides the candidate decides a result.
   s.ctx = s.store:context { problem = recipe.problem:key(), shapes = shape_keys, flags = recipe.flags,
+                            device = backend.device(),
                             toolchain = recipe.cc or os.getenv("CC") or "cc" }
   s.template_source = recipe.template and assert(read_file(recipe.template))
   s.seq = #s.store:results(s.ctx)
@@ -107,7 +107,7 @@ function Session:candidate(prop, origin)
     c = { source = self.template_source, name = self.recipe.template:match("[^/]+$"), defines = params,
           params = params, origin = origin }
   end
-  c.define_list = host.define_list(c.defines)
+  c.define_list = self.backend.define_list(c.defines)
   c.id = require("kwb.store").candidate_id(self.problem:key(), c.source, c.defines, self.recipe.flags)
   c.short = c.id:sub(1, 8)
   return c
@@ -119,20 +119,9 @@ end
 
 function Session:reference()
   if self.ref then return self.ref end
-  local r, p = self.problem.reference, self.problem
-  if r.lua then
-    self.ref = { lua = r.lua }
-  else
-    local src = r.source
-    if not src then
-      local file = r.file
-      if self.recipe.dir and file:sub(1, 1) ~= "/" and not io.open(file) then file = self.recipe.dir .. "/" .. file end
-      src = assert(read_file(file))
-    end
-    local mod, msg, info = host.compile { source = src, name = p.name .. "_ref.c", flags = r.flags or { "-O2" } }
-    if not mod then error("the reference of " .. p.name .. " does not compile: " .. msg .. "\n" .. (info and info.log or ""), 0) end
-    self.ref = { fn = assert(mod:fn(p:prototype(r.fn))), module = mod }
-  end
+  local r = self.problem.reference
+  if r.lua then self.ref = { lua = r.lua }
+  else self.ref = { fn = self.backend.reference(self.problem, self.recipe.dir) } end
   return self.ref
 end
 
@@ -150,12 +139,12 @@ function Session:bench(sh)
     else
       local n = math.tointeger(a.size(sh.shape))
       if not n or n < 1 then error(string.format("%s: argument %s has size %s at %s", p.name, a.name, tostring(a.size(sh.shape)), sh.key)) end
-      local buf = host.buffer(a.dtype, n)
+      local buf = self.backend.buffer(a.dtype, n)
       b.bufs[a.name], b.args[i], b.refargs[i] = buf, buf, buf
       if a.role ~= "in" then
-        b.refs[a.name] = host.buffer(a.dtype, n)
+        b.refs[a.name] = self.backend.buffer(a.dtype, n)
         b.refargs[i] = b.refs[a.name]
-        if a.role == "inout" then b.init[a.name] = host.buffer(a.dtype, n) end
+        if a.role == "inout" then b.init[a.name] = self.backend.buffer(a.dtype, n) end
       end
     end
   end
@@ -224,7 +213,7 @@ function Session:check(b, when, skip_inout)
   end
   for _, a in ipairs(self.problem.buffers) do
     if a.role == "out" or (a.role == "inout" and not skip_inout) then
-      local d = host.compare(b.bufs[a.name], b.refs[a.name], self.problem.tolerance)
+      local d = self.backend.compare(b.bufs[a.name], b.refs[a.name], self.problem.tolerance)
       if not d.ok then return "wrong", describe_diff(d, a.name, b.key) .. " (" .. when .. ")" end
     end
   end
@@ -232,54 +221,14 @@ function Session:check(b, when, skip_inout)
 end
 
 function Session:ceilings()
-  if not self._ceilings then
-    local measured = ceilings.host()
-    self._ceilings = ceilings.combine(measured, self.recipe.ceilings)
-  end
+  if not self._ceilings then self._ceilings = self.backend.ceilings(self.recipe.ceilings) end
   return self._ceilings
 end
 
--- Build a candidate: rules, preprocessing, compile, symbols. Returns the
--- callable kernel, or nil and the partial result filled in.
+-- Build a candidate through the backend (its rules, compiler and symbol
+-- views). Returns the callable kernel, or nil with the result filled in.
 function Session:build(cand, res)
-  local recipe, rs = self.recipe, self.recipe.rules
-  local t0 = core.now()
-  local hit = rs:check_source(cand.source)
-  if not hit then
-    local pp, msg, info = rules.preprocess(cand.source, { cc = recipe.cc, flags = recipe.flags, defines = cand.define_list })
-    if not pp then
-      res.outcome, res.reason, res.log = "compile-error", msg, info.log
-      return nil
-    end
-    cand.pp = pp
-    hit = rs:check_preprocessed(pp)
-  end
-  if hit then
-    res.outcome, res.reason, res.rule, res.line = "forbidden", hit.message, hit.rule, hit.line
-    return nil
-  end
-  local mod, msg, info = host.compile { source = cand.source, name = cand.name, defines = cand.defines,
-                                        flags = recipe.flags, cc = recipe.cc }
-  res.seconds.build = core.now() - t0
-  if not mod then
-    local log = info and info.log or ""
-    local first = log:match("[^\n]*error:[^\n]*")
-    res.outcome, res.reason, res.log = "compile-error", first and (msg .. ": " .. first) or msg, log
-    return nil
-  end
-  local syms, err = rules.symbols(mod.path)
-  if not syms then error(err, 0) end
-  hit = rs:check_symbols(syms, cand.pp)
-  if hit then
-    res.outcome, res.reason, res.rule, res.line = "forbidden", hit.message, hit.rule, hit.line
-    return nil
-  end
-  local fn, fmsg = mod:fn(self.problem:prototype())
-  if not fn then
-    res.outcome, res.reason = "compile-error", fmsg .. " (candidates export " .. self.problem:prototype() .. ")"
-    return nil
-  end
-  return fn
+  return self.backend.build(cand, self.recipe, self.problem:prototype(), res)
 end
 
 -- Time one shape: raced against the best time known there unless full.
@@ -290,13 +239,13 @@ function Session:time_shape(fn, b, full)
   if race and not full and best then
     local few = { warmup = t.warmup, warmup_min = t.warmup_min, min_samples = t.min_samples,
                   max_samples = t.min_samples, cap = t.cap, min_sample = t.min_sample }
-    local st = host.time(fn, b.args, few)
+    local st = self.backend.time(fn, b.args, few)
     if st.min > best * (1 + race) then
       st.partial = true
       return st
     end
   end
-  return host.time(fn, b.args, t)
+  return self.backend.time(fn, b.args, t)
 end
 
 -- evaluate(cand [, { start = true, seq = }]) -> result (not yet recorded).

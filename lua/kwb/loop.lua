@@ -416,6 +416,9 @@ function Run:history() return self.session.store:results(self.session.ctx) end
 -- recipe's checked strategy) -> a fresh instance and its name.
 local function load_strategy(spec)
   local builtin = require("kwb.recipe").builtin_strategies
+  if spec == nil then   -- no space and no strategy: the run measures the start kernel
+    spec = { name = "none", table = { propose = function() return nil end } }
+  end
   if type(spec) == "string" then
     local name = spec
     for _, n in ipairs(builtin) do
@@ -458,7 +461,7 @@ function M.run(recipe, opts)
   local strategy, sname = load_strategy(opts.strategy or recipe.strategy)
   local run = setmetatable({ session = s, recipe = recipe, space = recipe.space, seed = seed,
                              random = rng(seed), budget = budget, strategy_name = sname,
-                             funnel = {}, results = {}, evaluated = 0, skipped = 0, started = core.now() }, Run)
+                             funnel = {}, results = {}, evaluated = 0, partial = 0, timing_s = 0, skipped = 0, started = core.now() }, Run)
   for _, o in ipairs(M.outcomes) do run.funnel[o] = 0 end
   run.record = s.store:begin_run {
     recipe = recipe.file or recipe.name, source = not recipe.file and recipe.name or nil,
@@ -479,6 +482,10 @@ function M.run(recipe, opts)
     if fresh then
       run.evaluated = run.evaluated + 1
       run.results[#run.results + 1] = res
+      for _, r in pairs(res.shapes) do
+        if r.partial then run.partial = run.partial + 1 end
+      end
+      run.timing_s = run.timing_s + (res.seconds.time or 0)
       run.funnel[res.outcome] = run.funnel[res.outcome] + 1
       misses = 0
       report:candidate(run, res)
@@ -510,6 +517,7 @@ function M.summary(run)
   return {
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped,
+    partial_shapes = run.partial, timing_seconds = run.timing_s,
     exhausted = run.exhausted or false, seconds = elapsed,
     per_second = elapsed > 0 and run.evaluated / elapsed or 0,
     best = { id = best.id, short = best.short, score = best.score, speedup = speedup, params = best.params,
@@ -518,6 +526,15 @@ function M.summary(run)
     best_median = best_times,
   }
 end
+
+-- A result as the REPL shows it; its fields stay plain.
+local Result = {}
+Result.__index = Result
+function Result:__tostring()
+  return string.format("kwb.result %s %s%s", self.short, self.outcome,
+    self.score and string.format(" %.2fx", self.score) or (self.reason and (": " .. self.reason) or ""))
+end
+M.Result = Result
 
 -- try(recipe, proposal): evaluate one candidate now, print its table.
 function M.try(recipe, prop)
@@ -530,7 +547,7 @@ function M.try(recipe, prop)
   s:note_times(res)
   if res.outcome == "accepted" then s.best = res end
   report:table(s, res)
-  return res
+  return setmetatable(res, Result)
 end
 
 -- main(recipe, words...): `kwb recipes/x.lua --json --budget 50 --strategy random`.

@@ -126,13 +126,12 @@ function Reporter:summary(run, sm)
   local b = s.best
   if b.outcome == "start" then
     print(string.format("done: nothing beat the start kernel (%d candidates, %d known from the cache)", sm.candidates, sm.known))
+    if self.mode ~= "quiet" then self:table(s, b) end
   else
     print(string.format("done: best %s, %.2fx geomean over the start kernel%s", b.short, b.score,
       b.params and ("  " .. require("kwb.loop").params_text(b.params)) or ""))
     if self.mode ~= "quiet" then self:table(s, b) end
   end
-  local bad = 0
-  for _, o in ipairs { "forbidden", "compile-error", "wrong", "impossible", "crashed", "timeout" } do bad = bad + sm.funnel[o] end
   print(string.format("funnel: %d candidates · %s · %.1f s, %.2f candidates/s%s", sm.candidates,
     funnel_text(sm.funnel, true), sm.seconds, sm.per_second, sm.known > 0 and string.format(" · %d known from the cache", sm.known) or ""))
 end

@@ -359,7 +359,7 @@ function M.new(spec, level)
     r.space = c:space(spec.space)
   end
   if spec.strategy ~= nil then r.strategy = c:strategy(spec.strategy)
-  else r.strategy = { name = r.space and "random" or "grid", module = "kwb.strategies." .. (r.space and "random" or "grid") } end
+  elseif r.space then r.strategy = { name = "random", module = "kwb.strategies.random" } end
 
   if spec.model ~= nil then c:subtable("model", spec.model, model_spec) end
   r.model = spec.model

@@ -417,6 +417,30 @@ t.test("cache_survives_kill_9_mid_write", function()
   end
 end)
 
+t.test("cache_import_rejects_records_whose_ids_do_not_match", function()
+  local c = fresh()
+  local id = c:put_candidate { problem = "mm", source = src, created = 7 }
+  local row = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
+  row.problem = "renamed"   -- a record that claims the id of other content, with valid entry hashes
+  local file = dir .. "/forged.kwb"
+  assert(c.db:export(file, cache_mod.json { format = 1 }, { { table = "candidate", json = cache_mod.json(row) } },
+                     { row.source }))
+  local d = fresh()
+  local ok, msg, info = d:import(file)
+  t.eq(ok, nil, "refused")
+  t.eq(info.code, "corrupt-bundle", "code")
+  t.eq(msg, string.format("bundle %s is corrupt: record 1 (candidate) has id %s, but its content hashes to %s",
+                          file, id, cache_mod.candidate_id("renamed", src, {}, {})), "message")
+  assert(c.db:export(file, cache_mod.json { format = 1 },
+                     { { table = "result", json = cache_mod.json { candidate = id, device = "d", shape = "s",
+                         outcome = "accepted", verify = "{}", timing = "{}", clocks = "{}", created = 1 } } }, {}))
+  ok, msg = d:import(file)
+  t.eq(msg, string.format("bundle %s is corrupt: record 1 (result) belongs to candidate %s, which is in neither "
+                          .. "the bundle nor the cache", file, id), "orphan result")
+  t.eq(d:stats().candidates + d:stats().results, 0, "nothing imported")
+  c:close(); d:close()
+end)
+
 t.test("cache_host_kind_names_cpu_model_and_cores", function()
   local info = "processor\t: 0\nmodel name\t: AMD EPYC  7B13\nflags\t: x\n\n"
             .. "processor\t: 1\nmodel name\t: AMD EPYC  7B13\nflags\t: x\n"

@@ -91,11 +91,16 @@ end
 
 -- ---- identity ---------------------------------------------------------------
 
--- The id of a candidate: SHA-256 over everything that determines it.
-function M.candidate_id(problem, source, params, flags)
-  return core.sha256("kwb-candidate-1\n" .. canon { problem = problem, source = core.sha256(source),
+-- The id of a candidate: SHA-256 over everything that determines it (the
+-- source through its hash, which is also the id of its blob).
+local function candidate_id_of_blob(problem, source_blob, params, flags)
+  return core.sha256("kwb-candidate-1\n" .. canon { problem = problem, source = source_blob,
                                                      params = params or {} }
                      .. "\n" .. canon(flags or {}, true))
+end
+
+function M.candidate_id(problem, source, params, flags)
+  return candidate_id_of_blob(problem, core.sha256(source), params, flags)
 end
 
 function M.build_id(candidate, arch, toolchain)
@@ -653,7 +658,7 @@ function Cache:import(file)
   end
   local have = {}
   for _, id in ipairs(b:blobs()) do have[id] = true end
-  local rows = {}
+  local rows, cands = {}, {}
   for i, rec in ipairs(b:records()) do
     local cols = bundle_columns[rec.table]
     local row = decode(rec.json)
@@ -673,7 +678,33 @@ function Cache:import(file)
                           i, rec.table, id)
       end
     end
+    -- content-addressed rows must hash to their ids
+    local want
+    if rec.table == "candidate" then
+      local params, flags = decode(row.params), decode(row.flags)
+      if type(params) ~= "table" or type(flags) ~= "table" then
+        b:close()
+        return bad_bundle(file, "record %d (candidate) has malformed params or flags", i)
+      end
+      want = candidate_id_of_blob(row.problem, row.source, params, flags)
+      cands[row.id] = true
+    elseif rec.table == "build" then
+      want = M.build_id(row.candidate, row.arch, row.toolchain)
+    end
+    if want and want ~= row.id then
+      b:close()
+      return bad_bundle(file, "record %d (%s) has id %s, but its content hashes to %s", i, rec.table,
+                        tostring(row.id), want)
+    end
     rows[i] = { table = rec.table, row = row }
+  end
+  for i, r in ipairs(rows) do
+    local cand = (r.table == "build" or r.table == "result") and r.row.candidate
+    if cand and not cands[cand] and #self.db:exec("SELECT 1 FROM candidate WHERE id = ?1", cand) == 0 then
+      b:close()
+      return bad_bundle(file, "record %d (%s) belongs to candidate %s, which is in neither the bundle "
+                        .. "nor the cache", i, r.table, cand)
+    end
   end
   local counts = { candidates = 0, builds = 0, results = 0, runs = 0 }
   local plural = { candidate = "candidates", build = "builds", result = "results", run = "runs" }

@@ -104,6 +104,10 @@ for _, k in ipairs(order) do
 end
 local t_lookup = kwb.now() - t0
 local s = cache:stats()
+local sizes = {}
+for _, r in ipairs(cache:exec("SELECT depth > 0 AS delta, avg(stored_size) AS avg FROM blob GROUP BY depth > 0")) do
+  sizes[r.delta] = r.avg
+end
 cache:close()
 local db = assert(io.open(path, "rb"))   -- the WAL is checkpointed into it on close
 s.file_bytes = db:seek("end")
@@ -114,6 +118,7 @@ print(string.format("candidates         %d stored of %d made (%d distinct source
                     s.candidates, N, s.blobs, raw / N))
 print(string.format("blobs              %d full, %d deltas, longest chain %d", s.full_blobs, s.delta_blobs,
                     s.max_depth))
+print(string.format("mean stored size   %.0f bytes a delta, %.0f bytes a full frame", sizes[1] or 0, sizes[0] or 0))
 print(string.format("content            %d bytes raw, %d bytes stored", s.raw_bytes, s.stored_bytes))
 print(string.format("compression ratio  %.1fx (raw / stored blob bytes)", s.ratio))
 print(string.format("database file      %d bytes (%.1fx smaller than the raw sources, with every record and index)",

@@ -417,5 +417,47 @@ t.test("cache_survives_kill_9_mid_write", function()
   end
 end)
 
+t.test("cache_import_rejects_records_whose_ids_do_not_match", function()
+  local c = fresh()
+  local id = c:put_candidate { problem = "mm", source = src, created = 7 }
+  local row = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
+  row.problem = "renamed"   -- a record that claims the id of other content, with valid entry hashes
+  local file = dir .. "/forged.kwb"
+  assert(c.db:export(file, cache_mod.json { format = 1 }, { { table = "candidate", json = cache_mod.json(row) } },
+                     { row.source }))
+  local d = fresh()
+  local ok, msg, info = d:import(file)
+  t.eq(ok, nil, "refused")
+  t.eq(info.code, "corrupt-bundle", "code")
+  t.eq(msg, string.format("bundle %s is corrupt: record 1 (candidate) has id %s, but its content hashes to %s",
+                          file, id, cache_mod.candidate_id("renamed", src, {}, {})), "message")
+  assert(c.db:export(file, cache_mod.json { format = 1 },
+                     { { table = "result", json = cache_mod.json { candidate = id, device = "d", shape = "s",
+                         outcome = "accepted", verify = "{}", timing = "{}", clocks = "{}", created = 1 } } }, {}))
+  ok, msg = d:import(file)
+  t.eq(msg, string.format("bundle %s is corrupt: record 1 (result) belongs to candidate %s, which is in neither "
+                          .. "the bundle nor the cache", file, id), "orphan result")
+  t.eq(d:stats().candidates + d:stats().results, 0, "nothing imported")
+  c:close(); d:close()
+end)
+
+t.test("cache_host_kind_names_cpu_model_and_cores", function()
+  local info = "processor\t: 0\nmodel name\t: AMD EPYC  7B13\nflags\t: x\n\n"
+            .. "processor\t: 1\nmodel name\t: AMD EPYC  7B13\nflags\t: x\n"
+  t.eq(cache_mod.host_kind(info), "host:AMD EPYC 7B13:2", "kind")
+  t.truthy(cache_mod.host_kind():match("^host:.+:%d+$"), "this machine's kind")
+end)
+
+t.test("linediff_unified_hunks", function()
+  local d = require "kwb.linediff"
+  local a = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"
+  local b = "1\ntwo\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n"
+  t.eq(d.unified(a, b, { from = "x", to = "y" }),
+       "--- x\n+++ y\n@@ -1,5 +1,5 @@\n 1\n-2\n+two\n 3\n 4\n 5\n@@ -10,3 +10,4 @@\n 10\n 11\n 12\n+13\n",
+       "two hunks")
+  t.eq(d.unified(a, a), "", "equal texts")
+  t.eq(d.unified("", "x\n"), "--- a\n+++ b\n@@ -0,0 +1 @@\n+x\n", "from nothing")
+end)
+
 os.execute("rm -rf " .. dir)
 t.done()

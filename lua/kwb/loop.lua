@@ -161,12 +161,14 @@ local function fill(buf, init, seed, shape)
   else buf:fill(init[2] or 0) end
 end
 
-local function describe_diff(d, name, key)
+local function count(n, word) return string.format("%d %s%s", n, word, n == 1 and "" or "s") end
+
+local function describe_diff(d, name, key, when)
   local what
-  if d.poison > 0 then what = string.format("%d elements never written", d.poison)
+  if d.poison > 0 then what = count(d.poison, "element") .. " never written"
   elseif d.nan > 0 or d.inf > 0 then what = string.format("%d NaN and %d Inf", d.nan, d.inf)
-  else what = string.format("%d elements off (max abs error %.3g)", d.bad, d.max_abs) end
-  return string.format("output %s at %s: %s, first at index %d", name, key, what, d.first_bad)
+  else what = string.format("%s off (max abs error %.3g)", count(d.bad, "element"), d.max_abs) end
+  return string.format("output %s at %s (%s): %s, first %s[%d]", name, key, when, what, name, d.first_bad)
 end
 
 -- Fresh inputs for round `round`, the reference's outputs for them, then the
@@ -214,7 +216,7 @@ function Session:check(b, when, skip_inout)
   for _, a in ipairs(self.problem.buffers) do
     if a.role == "out" or (a.role == "inout" and not skip_inout) then
       local d = self.backend.compare(b.bufs[a.name], b.refs[a.name], self.problem.tolerance)
-      if not d.ok then return "wrong", describe_diff(d, a.name, b.key) .. " (" .. when .. ")" end
+      if not d.ok then return "wrong", describe_diff(d, a.name, b.key, when) end
     end
   end
   return nil
@@ -304,6 +306,9 @@ function Session:evaluate(cand, opts)
     for i, sh in ipairs(recipe.shapes) do sp[i] = res.shapes[sh.key].speedup end
     local view = self:view(res)
     res.score = recipe.score and recipe.score(view) or geomean(sp)
+    if type(res.score) ~= "number" or res.score ~= res.score or math.abs(res.score) == math.huge then
+      error(string.format("recipe %s: the score of %s is %s, not a finite number", recipe.name, cand.short, tostring(res.score)), 0)
+    end
     view.score = res.score
     if opts.start then
       res.outcome = "start"

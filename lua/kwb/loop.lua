@@ -256,7 +256,7 @@ function Session:evaluate(cand, opts)
   local recipe, p = self.recipe, self.problem
   self.seq = self.seq + 1
   local res = { id = cand.id, short = cand.short, origin = cand.origin, params = cand.params,
-                parent = cand.parent, name = cand.name, seq = self.seq, seconds = {}, shapes = {} }
+                parent = cand.parent, rationale = cand.rationale, name = cand.name, seq = self.seq, seconds = {}, shapes = {} }
   local t0 = core.now()
   local fn = self:build(cand, res)
   if fn then
@@ -401,6 +401,11 @@ local function rng(seed)
 end
 M.rng = rng
 
+-- The candidate id of a parameter table or proposal (strategies name parents with it).
+function Run:id(params_or_cand)
+  return self.session:candidate(params_or_cand).id
+end
+
 function Run:known(params_or_cand)
   local ok, cand = pcall(self.session.candidate, self.session, params_or_cand)
   if not ok then return false end
@@ -480,9 +485,14 @@ function M.run(recipe, opts)
   local misses = 0
   local deadline = run.started + budget.minutes * 60
   while run.evaluated < budget.candidates and core.now() < deadline do
-    local prop = strategy:propose(run)
+    local prop, meta = strategy:propose(run)
     if prop == nil then run.exhausted = true; break end
     local cand = s:candidate(prop, sname)
+    if meta then   -- a strategy may say where a proposal comes from and why
+      cand.parent = meta.parent or cand.parent
+      cand.rationale = meta.rationale or cand.rationale
+    end
+    report:evaluating(run, cand)
     local res, fresh = s:consider(cand)
     if fresh then
       run.evaluated = run.evaluated + 1

@@ -189,7 +189,8 @@ function Session:round(fn, b, seed, round, timeout)
     for _, a in ipairs(p.buffers) do bufs[a.name] = b.refs[a.name] or b.bufs[a.name] end
     ref.lua(bufs, b.shape)
   else
-    ref.fn(table.unpack(b.refargs, 1, b.n))
+    local ok, err = self.backend.call(ref.fn, b, b.refargs)
+    if not ok then error("the reference of " .. p.name .. " failed at " .. b.key .. ": " .. tostring(err), 0) end
   end
   b.sums = {}
   for _, a in ipairs(p.buffers) do
@@ -198,8 +199,9 @@ function Session:round(fn, b, seed, round, timeout)
     elseif a.role == "inout" then b.bufs[a.name]:copy(b.init[a.name]) end
   end
   local t0 = core.now()
-  fn(table.unpack(b.args, 1, b.n))
+  local ok, err = self.backend.call(fn, b, b.args)
   local dt = core.now() - t0
+  if not ok then return "crashed", string.format("the call failed at %s: %s", b.key, tostring(err)) end
   if timeout and dt > timeout then
     return "timeout", string.format("one call took %.2f s at %s (the timeout is %g s)", dt, b.key, timeout)
   end
@@ -241,13 +243,14 @@ function Session:time_shape(fn, b, full)
   if race and not full and best then
     local few = { warmup = t.warmup, warmup_min = t.warmup_min, min_samples = t.min_samples,
                   max_samples = t.min_samples, cap = t.cap, min_sample = t.min_sample }
-    local st = self.backend.time(fn, b.args, few)
+    local st, err = self.backend.time(fn, b, few)
+    if not st then return nil, err end
     if st.min > best * (1 + race) then
       st.partial = true
       return st
     end
   end
-  return self.backend.time(fn, b.args, t)
+  return self.backend.time(fn, b, t)
 end
 
 -- evaluate(cand [, { start = true, seq = }]) -> result (not yet recorded).
@@ -279,7 +282,8 @@ function Session:evaluate(cand, opts)
       local c = self:ceilings()
       for _, sh in ipairs(recipe.shapes) do
         local b = self:bench(sh)
-        local st = self:time_shape(fn, b, opts.start)
+        local st, terr = self:time_shape(fn, b, opts.start)
+        if not st then res.outcome, res.reason = "crashed", string.format("timing failed at %s: %s", sh.key, tostring(terr)); break end
         local out, why = self:check(b, "after the timed runs", true)
         if out then res.outcome, res.reason = out, why; break end
         local bytes, flops = p:bytes_of(sh.shape), p:flops_of(sh.shape)

@@ -121,7 +121,7 @@ function Session:reference()
   if self.ref then return self.ref end
   local r = self.problem.reference
   if r.lua then self.ref = { lua = r.lua }
-  else self.ref = { fn = self.backend.reference(self.problem, self.recipe.dir) } end
+  else self.ref = { fn = self.backend.reference(self.problem, self.recipe.dir, self.recipe.arch) } end
   return self.ref
 end
 

@@ -194,7 +194,7 @@ function Session:round(fn, b, seed, round, timeout)
   end
   b.sums = {}
   for _, a in ipairs(p.buffers) do
-    if a.role == "in" then b.sums[a.name] = b.bufs[a.name]:checksum() end
+    if a.role == "in" then b.sums[a.name] = assert(b.bufs[a.name]:checksum()) end
     if a.role == "out" then b.bufs[a.name]:poison()
     elseif a.role == "inout" then b.bufs[a.name]:copy(b.init[a.name]) end
   end
@@ -211,7 +211,7 @@ end
 -- Inputs unchanged and outputs right? nil, or "wrong", reason.
 function Session:check(b, when, skip_inout)
   for _, a in ipairs(self.problem.buffers) do
-    if a.role == "in" and b.bufs[a.name]:checksum() ~= b.sums[a.name] then
+    if a.role == "in" and assert(b.bufs[a.name]:checksum()) ~= b.sums[a.name] then
       return "wrong", string.format("input %s changed by the candidate at %s (%s)", a.name, b.key, when)
     end
   end

@@ -23,7 +23,7 @@ local hostile = {
   { "trap.cu", "forbidden", "exit", "trap; at line 4" },
   { "sleep.cu", "forbidden", "sleep", "__nanosleep at line 4" },
   { "stream.cu", "forbidden", "other-streams", "cudaStreamCreate at line 6" },
-  { "good.cu", nil, nil, nil },
+  { "good_stride.cu", nil, nil, nil },
 }
 
 local r = kwb.recipe {

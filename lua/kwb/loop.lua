@@ -445,6 +445,7 @@ local function load_strategy(spec)
   elseif type(spec) == "table" and spec.propose then
     spec = { name = spec.name or "inline", table = spec }
   end
+  local mod
   if spec.table then mod = spec.table
   elseif spec.module then mod = require(spec.module)
   else

@@ -198,9 +198,10 @@ function Session:round(fn, b, seed, round, timeout)
     if a.role == "out" then b.bufs[a.name]:poison()
     elseif a.role == "inout" then b.bufs[a.name]:copy(b.init[a.name]) end
   end
-  local t0 = core.now()
+  local clock = self.backend.clock
+  local t0 = clock()
   local ok, err = self.backend.call(fn, b, b.args)
-  local dt = core.now() - t0
+  local dt = clock() - t0
   if not ok then return "crashed", string.format("the call failed at %s: %s", b.key, tostring(err)) end
   if timeout and dt > timeout then
     return "timeout", string.format("one call took %.2f s at %s (the timeout is %g s)", dt, b.key, timeout)

@@ -120,8 +120,8 @@ builds      1
 results     5
 runs        0
 blobs       5 (3 full, 2 deltas, longest chain 1)
-content     625 bytes raw, 295 bytes stored
-ratio       2.1x
+content     625 bytes raw, 396 bytes stored
+ratio       1.6x
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/axpy.kwb --problem axpy --outcome accepted
 wrote build/test-cache/axpy.kwb: 2 candidates, 1 build, 4 results, 0 runs
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/x.kwb --since 2026-13

@@ -103,6 +103,10 @@ for _, k in ipairs(order) do
   if c.source ~= sources[k] then error("candidate " .. ids[k] .. " read back wrong") end
 end
 local t_lookup = kwb.now() - t0
+local t_check = kwb.now()
+local check = cache:check()
+t_check = kwb.now() - t_check
+if not check.ok then error("check found problems in a fresh cache") end
 local s = cache:stats()
 local sizes = {}
 for _, r in ipairs(cache:exec("SELECT depth > 0 AS delta, avg(stored_size) AS avg FROM blob GROUP BY depth > 0")) do
@@ -129,3 +133,5 @@ print(string.format("database file      %d bytes (%.1fx smaller than the raw sou
 print(string.format("insert rate        %.0f candidates/s (one transaction each)", N / t_insert))
 print(string.format("lookup rate        %.0f candidates/s (random ids, source decoded and hash-checked)",
                     N / t_lookup))
+print(string.format("check              %.2f s for %d blobs (%d stored frames decoded and hash-checked)",
+                    t_check, check.blobs, check.frames))

@@ -23,10 +23,11 @@
 #include "util.h"
 
 /* A blob whose base is this deep is stored whole: reading any blob decodes at
- * most MAX_DEPTH + 1 frames. Decoded blobs of up to LRU_MAX bytes are kept
- * in a small per-handle cache (NLRU entries), so reads along a chain decode
- * only the frames above the nearest one decoded before. */
-enum { MAX_DEPTH = 63, NSTMT = 48, NLRU = 64, LRU_MAX = 256 * 1024, LEVEL = 19, BUSY_MS = 60000 };
+ * most MAX_DEPTH + 1 frames. The last NLRU blobs decoded or stored (at most
+ * LRU_BYTES of them together) are kept per handle, so reads along a chain
+ * decode only the frames above the nearest one decoded before. */
+enum { MAX_DEPTH = 63, NSTMT = 48, NLRU = 64, LEVEL = 19, BUSY_MS = 60000 };
+#define LRU_BYTES ((size_t)64 << 20)
 
 /* kwb's application id in the SQLite header: "kwb1". */
 #define APPLICATION_ID 0x6b776231
@@ -43,6 +44,7 @@ struct kwb_cache {
     int nstmt, evict;
     lru_entry lru[NLRU];   /* recently stored or decoded blobs: parents are read back often */
     int lru_next;
+    size_t lru_bytes;      /* their sizes together, at most LRU_BYTES */
 };
 
 /* Schema migrations: migrations[v] takes the schema from version v to v + 1.
@@ -288,16 +290,23 @@ static const lru_entry *lru_find(kwb_cache *c, const char *id) {
 }
 
 static void lru_add(kwb_cache *c, const char *id, const char *data, size_t len) {
-    if (len > LRU_MAX || lru_find(c, id)) return;
+    if (len > LRU_BYTES / 4 || lru_find(c, id)) return;
     char *copy = malloc(len + 1);
     if (!copy) return;   /* only a cache */
     memcpy(copy, data, len);
     copy[len] = 0;
+    /* oldest first: the slot this one takes, then as many more as the budget needs */
+    for (int k = 0; k == 0 || c->lru_bytes + len > LRU_BYTES; k++) {
+        lru_entry *old = &c->lru[(c->lru_next + k) % NLRU];
+        if (old->data) c->lru_bytes -= old->len;
+        free(old->data);
+        old->data = NULL;
+    }
     lru_entry *e = &c->lru[c->lru_next++ % NLRU];
-    free(e->data);
     snprintf(e->id, sizeof e->id, "%s", id);
     e->data = copy;
     e->len = len;
+    c->lru_bytes += len;
 }
 
 /* ---- blobs -------------------------------------------------------------- */

@@ -309,6 +309,39 @@ static void test_blob_base_with_corrupt_frame_is_not_used(void) {
     free(t1);
 }
 
+/* 24 blobs of 3.8 MB, each a delta on the one before: more than the handle
+ * keeps decoded (64 MB), so storing and reading them evicts by size. */
+static char *big_text(int k) {
+    char line[64];
+    int n = snprintf(line, sizeof line, "line %d of blob %d\n", k, k);
+    char *s = malloc((size_t)n * 200000 + 1);
+    for (int i = 0; i < 200000; i++) memcpy(s + (size_t)i * n, line, (size_t)n);
+    s[(size_t)n * 200000] = 0;
+    return s;
+}
+
+static void test_blob_large_chain_round_trip(void) {
+    kwb_cache *c = NULL;
+    CHECK_INT(kwb_cache_open(tmp("big.db"), &c), 0);
+    char ids[24][65], prev[65] = "";
+    for (int k = 0; k < 24; k++) {
+        char *t = big_text(k);
+        CHECK_INT(kwb_cache_blob_put(c, t, strlen(t), prev, ids[k], NULL), 0);
+        free(t);
+        memcpy(prev, ids[k], sizeof prev);
+    }
+    int good = 0;
+    for (int k = 23; k >= 0; k--) {   /* newest first, then back down the chain */
+        char *t = big_text(k), *got = NULL;
+        size_t len;
+        good += kwb_cache_blob_get(c, ids[k], &got, &len) == 0 && len == strlen(t) && memcmp(got, t, len) == 0;
+        kwb_free(got);
+        free(t);
+    }
+    CHECK_INT(good, 24);
+    kwb_cache_close(c);
+}
+
 static void test_open_refuses_newer_schema(void) {
     kwb_cache *c = NULL;
     CHECK_INT(kwb_cache_open(tmp("v.db"), &c), 0);
@@ -421,6 +454,7 @@ int main(void) {
     RUN(test_blob_corrupt_base_reads_through_its_mirror);
     RUN(test_blob_both_copies_corrupt_lose_base_and_descendants);
     RUN(test_blob_base_with_corrupt_frame_is_not_used);
+    RUN(test_blob_large_chain_round_trip);
     RUN(test_open_refuses_newer_schema);
     RUN(test_bundle_round_trip);
     RUN(test_bundle_every_truncation_and_flip_is_refused);

@@ -743,3 +743,30 @@ int kwb_cache_blob_put(kwb_cache *c, const void *data, size_t len, const char *b
     lru_add(c, hex, data, len);
     return 0;
 }
+
+int kwb_cache_blob_put_frame(kwb_cache *c, const char *id, const char *base, uint64_t raw,
+                             const void *frame, size_t flen, int *created) {
+    *created = 0;
+    kwb_blob_info bi;
+    int rc = kwb_cache_blob_info(c, id, &bi);
+    if (rc != KWB_CACHE_ENOTFOUND) return rc;   /* 0: there already */
+    if (!base || !*base) return blob_insert(c, id, NULL, 0, (size_t)raw, frame, flen, created);
+    /* the depth is the local base's + 1: the cache may hold the base in
+     * another encoding than the bundle did */
+    if ((rc = kwb_cache_blob_info(c, base, &bi))) return rc;
+    if (bi.depth < MAX_DEPTH) return blob_insert(c, id, base, bi.depth + 1, (size_t)raw, frame, flen, created);
+    /* too deep here: store the content whole */
+    char *prefix = NULL, *data = NULL;
+    size_t plen = 0;
+    if ((rc = blob_load(c, base, &prefix, &plen))) return rc;
+    rc = kwb_blob_decode(c->dctx, id, frame, flen, prefix, plen, raw, &data);
+    free(prefix);
+    if (rc) return rc;
+    void *whole = NULL;
+    size_t n = 0;
+    if ((rc = compress(c, id, data, (size_t)raw, NULL, 0, &whole, &n)) == 0)
+        rc = blob_insert(c, id, NULL, 0, (size_t)raw, whole, n, created);
+    free(whole);
+    free(data);
+    return rc;
+}

@@ -27,5 +27,11 @@ int kwb_cache_blob_frame(kwb_cache *c, const char *id, kwb_blob_info *bi, void *
  * a blob is about to be stored against it; KWB_CACHE_ECORRUPT if its frame
  * does not check. Call inside a write transaction. */
 int kwb_cache_mirror_base(kwb_cache *c, const char *id);
+/* Store blob id from a checked frame (a bundle's): a delta against base (or
+ * whole if base is NULL or ""), at the depth the cache's copy of base gives
+ * it, giving base its mirror; stored whole instead if that depth would pass
+ * the bound. *created is 1 if the blob was new. */
+int kwb_cache_blob_put_frame(kwb_cache *c, const char *id, const char *base, uint64_t raw,
+                             const void *frame, size_t flen, int *created);
 
 #endif

@@ -488,35 +488,16 @@ int kwb_cache_bundle_record(const kwb_cache_bundle *b, uint32_t i, const char **
 
 int kwb_cache_import_blobs(kwb_cache *c, const kwb_cache_bundle *b, uint32_t *added) {
     if (added) *added = 0;
-    sqlite3_stmt *st = kwb_cache_stmt(c, "INSERT OR IGNORE INTO blob(id, base, depth, raw_size, "
-                                         "stored_size, frame) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-    if (!st) return KWB_CACHE_EDB;
-    for (uint32_t i = 0; i < b->nblob; i++) {
+    for (uint32_t i = 0; i < b->nblob; i++) {   /* bases first, so each base is in the cache */
         const bundle_blob *x = &b->blobs[i];
-        sqlite3_bind_text(st, 1, x->id, -1, SQLITE_STATIC);
-        if (x->base[0]) sqlite3_bind_text(st, 2, x->base, -1, SQLITE_STATIC);
-        else sqlite3_bind_null(st, 2);
-        sqlite3_bind_int(st, 3, (int)x->depth);
-        sqlite3_bind_int64(st, 4, (sqlite3_int64)x->raw);
-        sqlite3_bind_int64(st, 5, (sqlite3_int64)x->flen);
-        sqlite3_bind_blob(st, 6, x->frame, (int)x->flen, SQLITE_STATIC);
-        int rc = sqlite3_step(st);
-        int new = rc == SQLITE_DONE && sqlite3_changes(kwb_cache_db(c)) > 0;
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        if (rc != SQLITE_DONE) return kwb_cache_dberr(c, "importing a blob");
-        if (added) *added += (uint32_t)new;
-        /* a blob stored against a base makes the base's frame worth a second copy
-         * (bases come first, so this one is in the cache already) */
-        if (new && x->base[0] && (rc = kwb_cache_mirror_base(c, x->base))) {
+        int created = 0;
+        int rc = kwb_cache_blob_put_frame(c, x->id, x->base, x->raw, x->frame, x->flen, &created);
+        if (rc) {
             char why[1024];
             snprintf(why, sizeof why, "%s", kwb_last_error());
             return kwb_fail(rc, "cannot import blob %s: %s", x->id, why);
         }
-        /* mirror_base uses the statement cache: take ours back */
-        st = kwb_cache_stmt(c, "INSERT OR IGNORE INTO blob(id, base, depth, raw_size, "
-                               "stored_size, frame) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-        if (!st) return KWB_CACHE_EDB;
+        if (added) *added += (uint32_t)created;
     }
     return 0;
 }

@@ -410,6 +410,58 @@ static void test_bundle_round_trip(void) {
     kwb_cache_bundle_close(b);
 }
 
+/* A bundle's blob Z, a delta on X, imported into caches that hold X at other
+ * depths than the bundle's (0): Z's depth follows the local X, and where that
+ * would pass the bound Z is stored whole. */
+static void test_import_depth_follows_the_local_base(void) {
+    int max = kwb_cache_max_depth();
+    kwb_cache *c = NULL;
+    char x[65], z[65], id[65], prev[65];
+    CHECK_INT(kwb_cache_open(tmp("zsrc.db"), &c), 0);
+    char *tx = text(max), *tz = text(max + 1);
+    CHECK_INT(kwb_cache_blob_put(c, tx, strlen(tx), NULL, x, NULL), 0);
+    CHECK_INT(kwb_cache_blob_put(c, tz, strlen(tz), x, z, NULL), 0);
+    const char *blobs[] = {z};
+    CHECK_INT(kwb_cache_export(c, tmp("z.kwb"), "{}", 0, NULL, NULL, 1, blobs), 0);
+    kwb_cache_close(c);
+    kwb_cache_bundle *b = NULL;
+    CHECK_INT(kwb_cache_bundle_open(tmp("z.kwb"), &b), 0);
+    CHECK_INT(kwb_cache_bundle_nblobs(b), 2);
+    int starts[2] = {0, max - 5}, want[2] = {0, 6};   /* X at depth max, then at depth 5 */
+    for (int i = 0; i < 2; i++) {
+        const char *path = tmp(i ? "zdst5.db" : "zdstmax.db");
+        CHECK_INT(kwb_cache_open(path, &c), 0);
+        prev[0] = 0;
+        for (int v = starts[i]; v <= max; v++) {
+            char *t = text(v);
+            CHECK_INT(kwb_cache_blob_put(c, t, strlen(t), prev, id, NULL), 0);
+            free(t);
+            memcpy(prev, id, sizeof prev);
+        }
+        CHECK_STR(id, x);
+        uint32_t added = 0;
+        CHECK_INT(kwb_cache_import_blobs(c, b, &added), 0);
+        CHECK_INT(added, 1);   /* Z; the cache had X */
+        kwb_blob_info bi;
+        CHECK_INT(kwb_cache_blob_info(c, z, &bi), 0);
+        CHECK_INT(bi.depth, want[i]);
+        CHECK_STR(bi.base, i ? x : "");
+        CHECK_INT(kwb_cache_blob_info(c, x, &bi), 0);
+        CHECK_INT(bi.mirrored, i);   /* a base only when Z is stored against it */
+        kwb_cache_close(c);
+        CHECK_INT(kwb_cache_open(path, &c), 0);
+        char *got = NULL;
+        size_t len;
+        CHECK_INT(kwb_cache_blob_get(c, z, &got, &len), 0);
+        CHECK_STR(got, tz);
+        kwb_free(got);
+        kwb_cache_close(c);
+    }
+    kwb_cache_bundle_close(b);
+    free(tx);
+    free(tz);
+}
+
 static void test_bundle_every_truncation_and_flip_is_refused(void) {
     char ids[4][65];
     CHECK_INT(make_bundle(tmp("t.kwb"), ids), 0);
@@ -457,6 +509,7 @@ int main(void) {
     RUN(test_blob_large_chain_round_trip);
     RUN(test_open_refuses_newer_schema);
     RUN(test_bundle_round_trip);
+    RUN(test_import_depth_follows_the_local_base);
     RUN(test_bundle_every_truncation_and_flip_is_refused);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

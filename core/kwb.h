@@ -401,8 +401,8 @@ int kwb_cuda_clocks_read(int32_t *sm_mhz, int32_t *temp, uint64_t *reasons);
 /* Ceilings for `kwb doctor`: seconds for the measured work. */
 int kwb_cuda_measure_copy(uint64_t bytes, uint32_t reps, double *seconds);
 int kwb_cuda_measure_fma(double *flops_per_s);
-/* bf16 tensor-core rate: cuBLAS where present (*via = "cublas"), else
- * kwb's own kernel (*via = "kwb-wmma"). */
-int kwb_cuda_measure_bf16(uint32_t n, double *flops_per_s, const char **via);
+/* bf16 tensor-core rate: cuBLAS where present (*via = "cublas"), else, or
+ * when own is 1, kwb's own WMMA kernel (*via = "kwb-wmma"). */
+int kwb_cuda_measure_bf16(uint32_t n, int own, double *flops_per_s, const char **via);
 
 #endif

@@ -140,6 +140,7 @@ int luaopen_kwb_core(lua_State *L) {
     lua_setfield(L, -2, "cache_path");
     kwb_lua_open_buffer(L);
     kwb_lua_open_host(L);
+    kwb_lua_open_cache(L);
     kwb_lua_open_cuda(L);
     return 1;
 }

@@ -14,13 +14,12 @@ $ echo 'print("from stdin", ...)' | ./kwb - a b
 from stdin	a	b
 $ echo 'print(1 + 2)' | ./kwb
 3
-$ ./kwb tests/cli/fixtures/fails.lua 2>&1 | head -6
+$ ./kwb tests/cli/fixtures/fails.lua 2>&1 | head -5
 kwb: tests/cli/fixtures/fails.lua:2: bad value 42
 stack traceback:
 	[C]: in function 'error'
 	tests/cli/fixtures/fails.lua:2: in upvalue 'inner'
 	tests/cli/fixtures/fails.lua:5: in local 'outer'
-	tests/cli/fixtures/fails.lua:7: in local 'chunk'
 $ ./kwb tests/cli/fixtures/fails.lua 2>/dev/null
 [exit 1]
 $ ./kwb tests/cli/fixtures/syntax.lua

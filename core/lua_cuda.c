@@ -107,6 +107,7 @@ static const char *field_str(lua_State *L, int idx, const char *k) {
 /* Read a compile spec; pushes 4 anchors (the string arrays). */
 static void check_build(lua_State *L, int idx, kwb_cuda_build *b) {
     luaL_checktype(L, idx, LUA_TTABLE);
+    luaL_checkstack(L, 8, "too many compile specs");   /* 4 anchors + temporaries per spec */
     memset(b, 0, sizeof *b);
     b->source = field_str(L, idx, "source");
     if (!b->source) luaL_error(L, "compile spec needs a source");
@@ -171,6 +172,7 @@ static int l_compile_many(lua_State *L) {
         check_build(L, lua_gettop(L), &builds[i - 1]);   /* anchors stay on the stack */
     }
     (void)base;
+    luaL_checkstack(L, 12, "too many compile specs");
     kwb_cuda_module **mods = lua_newuserdatauv(L, sizeof *mods * (size_t)n, 0);
     int *rcs = lua_newuserdatauv(L, sizeof *rcs * (size_t)n, 0);
     char **msgs = lua_newuserdatauv(L, sizeof *msgs * (size_t)n, 0);

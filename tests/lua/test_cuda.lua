@@ -98,6 +98,17 @@ extern "C" __global__ void heavy(float *x) {
     end
   end)
 
+  t.test("compile_all_takes_many_specs_with_option_lists", function()
+    local specs = {}   -- each spec anchors its option lists on the Lua stack
+    for i = 1, 40 do
+      specs[i] = { source = "extern \"C\" __global__ void k(float *x) { x[threadIdx.x] = V; }",
+                   arch = "sm_90", defines = { V = i }, flags = { "-lineinfo" } }
+    end
+    local out = cuda.compile_all(specs, 2)
+    t.eq(#out, 40, "one result per spec")
+    for i = 1, 40 do t.truthy(out[i].resources, "spec " .. i .. " built") end
+  end)
+
   t.test("builtin_device_kernels_compile_for_each_arch", function()
     for _, arch in ipairs { "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a" } do
       local m, msg = cuda.compile { source = core.cuda_builtin_source, arch = arch, flags = { "--fmad=false" } }

@@ -104,7 +104,8 @@ extern "C" __global__ void heavy(float *x) {
       specs[i] = { source = "extern \"C\" __global__ void k(float *x) { x[threadIdx.x] = V; }",
                    arch = "sm_90", defines = { V = i }, flags = { "-lineinfo" } }
     end
-    local out = cuda.compile_all(specs, 2)
+    -- in a fresh coroutine, whose Lua stack starts small
+    local out = coroutine.wrap(function() return cuda.compile_all(specs, 2) end)()
     t.eq(#out, 40, "one result per spec")
     for i = 1, 40 do t.truthy(out[i].resources, "spec " .. i .. " built") end
   end)

@@ -100,14 +100,14 @@ extern "C" __global__ void heavy(float *x) {
 
   t.test("compile_all_takes_many_specs_with_option_lists", function()
     local specs = {}   -- each spec anchors its option lists on the Lua stack
-    for i = 1, 40 do
+    for i = 1, 96 do
       specs[i] = { source = "extern \"C\" __global__ void k(float *x) { x[threadIdx.x] = V; }",
                    arch = "sm_90", defines = { V = i }, flags = { "-lineinfo" } }
     end
     -- in a fresh coroutine, whose Lua stack starts small
     local out = coroutine.wrap(function() return cuda.compile_all(specs, 2) end)()
-    t.eq(#out, 40, "one result per spec")
-    for i = 1, 40 do t.truthy(out[i].resources, "spec " .. i .. " built") end
+    t.eq(#out, 96, "one result per spec")
+    for i = 1, 96 do t.truthy(out[i].resources, "spec " .. i .. " built") end
   end)
 
   t.test("builtin_device_kernels_compile_for_each_arch", function()

@@ -332,24 +332,32 @@ int kwb_cuda_buffer_fill_normal(kwb_cuda_buffer *b, uint64_t seed, double mean, 
 
 int kwb_cuda_buffer_fill_value(kwb_cuda_buffer *b, double v) { return fill(b, 0, v, 0, 2); }
 
-int kwb_cuda_buffer_poison(kwb_cuda_buffer *b) {
+/* Queue the poison fill on the harness stream without waiting (graph capture
+ * records it as nodes). */
+int kwb_cuda_buffer_poison_enqueue(kwb_cuda_buffer *b) {
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     if (!c) return KWB_ERUN;
     CUdeviceptr p = kwb_cuda_buffer_ptr(b);
     uint64_t n = kwb_cuda_buffer_len(b);
-    int rc;
     switch (kwb_cuda_buffer_dtype(b)) {
-    case KWB_F32: rc = kwb_cu_check(c->cu->MemsetD32Async(p, 0x7fa5a5a5u, n, c->stream), "poison"); break;
-    case KWB_F16: rc = kwb_cu_check(c->cu->MemsetD16Async(p, 0x7d5a, n, c->stream), "poison"); break;
-    case KWB_BF16: rc = kwb_cu_check(c->cu->MemsetD16Async(p, 0x7fa5, n, c->stream), "poison"); break;
-    case KWB_CUDA_E4M3: rc = kwb_cu_check(c->cu->MemsetD8Async(p, 0x7f, n, c->stream), "poison"); break;
+    case KWB_F32: return kwb_cu_check(c->cu->MemsetD32Async(p, 0x7fa5a5a5u, n, c->stream), "poison");
+    case KWB_F16: return kwb_cu_check(c->cu->MemsetD16Async(p, 0x7d5a, n, c->stream), "poison");
+    case KWB_BF16: return kwb_cu_check(c->cu->MemsetD16Async(p, 0x7fa5, n, c->stream), "poison");
+    case KWB_CUDA_E4M3: return kwb_cu_check(c->cu->MemsetD8Async(p, 0x7f, n, c->stream), "poison");
     case KWB_F64: {
+        CUfunction f = kwb_cuda_builtin("kwb_fill64");
+        if (!f) return KWB_ERUN;
         unsigned long long nn = n, bits = 0x7ff4a5a5a5a5a5a5ull;
         void *args[] = {&p, &nn, &bits};
-        return run_builtin("kwb_fill64", grid_for(n), 256, args);
+        return kwb_cu_check(c->cu->LaunchKernel(f, grid_for(n), 1, 1, 256, 1, 1, 0, c->stream, args, NULL), "poison");
     }
-    default: rc = kwb_cu_check(c->cu->MemsetD8Async(p, 0xa5, kwb_cuda_buffer_bytes(b), c->stream), "poison"); break;
+    default: return kwb_cu_check(c->cu->MemsetD8Async(p, 0xa5, kwb_cuda_buffer_bytes(b), c->stream), "poison");
     }
+}
+
+int kwb_cuda_buffer_poison(kwb_cuda_buffer *b) {
+    int rc = kwb_cuda_buffer_poison_enqueue(b);
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     return rc ? rc : kwb_cu_check(c->cu->StreamSynchronize(c->stream), "poison");
 }
 

@@ -284,6 +284,8 @@ struct kwb_cuda_plan {
     CUgraphExec exec[2];
     CUevent *ev;           /* event pairs for samples; the graphs use the first */
     uint32_t nev;
+    kwb_cuda_buffer **poison;   /* poisoned before every timed run */
+    uint32_t npoison;
 };
 
 static void plan_drop_graphs(kwb_cuda_plan *p) {
@@ -311,6 +313,7 @@ void kwb_cuda_plan_free(kwb_cuda_plan *p) {
         for (uint32_t i = 0; i < p->nev; i++) ctx.cu->EventDestroy(p->ev[i]);
     }
     free(p->ev);
+    free(p->poison);
     free(p->steps);
     free(p);
 }
@@ -450,7 +453,14 @@ typedef struct {
 
 #define EVENT_PAIRS 64
 
+/* Before each timed run: poison the plan's outputs, then (cold) read the
+ * flush buffer, which also writes the poison's dirty lines back. */
 static int enqueue_flush(time_ctx *t) {
+    for (uint32_t i = 0; i < t->p->npoison; i++) {
+        int rc = kwb_cuda_buffer_poison_enqueue(t->p->poison[i]);
+        if (rc) return rc;
+    }
+    if (!t->flush) return 0;
     void *args[] = {&t->flush, &t->flush_n, &t->flush};
     return kwb_cu_check(t->c->cu->LaunchKernel(t->flush_fn, t->flush_grid, 1, 1, 512, 1, 1, 0, t->c->stream, args, NULL),
                         "reading the L2 flush buffer");
@@ -483,7 +493,7 @@ static int sample(void *vctx, uint32_t batch, double *seconds) {
     while (done < batch) {
         uint32_t k = batch - done < EVENT_PAIRS ? batch - done : EVENT_PAIRS;
         for (uint32_t j = 0; j < k; j++) {
-            int rc = t->flush ? enqueue_flush(t) : 0;
+            int rc = enqueue_flush(t);
             if (!rc) rc = kwb_cu_check(c->cu->EventRecord(t->p->ev[2 * j], c->stream), "cuEventRecord");
             if (!rc) rc = plan_enqueue(t->p, c);
             if (!rc) rc = kwb_cu_check(c->cu->EventRecord(t->p->ev[2 * j + 1], c->stream), "cuEventRecord");
@@ -511,7 +521,7 @@ static int build_graph(kwb_cuda_plan *p, time_ctx *t, CUgraphExec *out) {
     CUgraph g = NULL;
     int rc = kwb_cu_check(c->cu->StreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
     if (rc) return rc;
-    int erc = t->flush ? enqueue_flush(t) : 0;
+    int erc = enqueue_flush(t);
     if (!erc) erc = kwb_cu_check(c->cu->EventRecordWithFlags(p->ev[0], c->stream, CU_EVENT_RECORD_EXTERNAL), "recording the start event in the graph");
     if (!erc) erc = plan_enqueue(p, c);
     if (!erc) erc = kwb_cu_check(c->cu->EventRecordWithFlags(p->ev[1], c->stream, CU_EVENT_RECORD_EXTERNAL), "recording the end event in the graph");
@@ -525,6 +535,17 @@ static int build_graph(kwb_cuda_plan *p, time_ctx *t, CUgraphExec *out) {
 
 static CUdeviceptr flush_buf;
 static size_t flush_bytes;
+
+int kwb_cuda_plan_poison_before(kwb_cuda_plan *p, kwb_cuda_buffer *const *bufs, uint32_t n) {
+    kwb_cuda_buffer **copy = n ? calloc(n, sizeof *copy) : NULL;
+    if (n && !copy) return kwb_fail(KWB_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < n; i++) copy[i] = bufs[i];
+    free(p->poison);
+    p->poison = copy;
+    p->npoison = n;
+    plan_drop_graphs(p);   /* the graphs hold the old list */
+    return 0;
+}
 
 int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int graph,
                        kwb_stats *st, kwb_cuda_clocks *clk) {

@@ -354,6 +354,7 @@ int kwb_cuda_buffer_fill_uniform(kwb_cuda_buffer *b, uint64_t seed, double lo, d
 int kwb_cuda_buffer_fill_normal(kwb_cuda_buffer *b, uint64_t seed, double mean, double stdev);
 int kwb_cuda_buffer_fill_value(kwb_cuda_buffer *b, double v);
 int kwb_cuda_buffer_poison(kwb_cuda_buffer *b);
+int kwb_cuda_buffer_poison_enqueue(kwb_cuda_buffer *b);   /* queued, no wait */
 int kwb_cuda_buffer_zero(kwb_cuda_buffer *b);
 int kwb_cuda_buffer_upload(kwb_cuda_buffer *b, const void *src, size_t bytes);
 int kwb_cuda_buffer_download(const kwb_cuda_buffer *b, void *dst, size_t bytes);
@@ -394,6 +395,10 @@ typedef struct kwb_cuda_clocks {
 /* Time a plan: warm-up, then the stop rule, each sample its own event pair
  * around a CUDA-graph replay (graph 0: plain launches); cold 1 writes a
  * flush buffer of twice the L2 before each sample. */
+/* Buffers poisoned before every timed run of the plan (outside the timed
+ * region, before the L2 flush), so a candidate cannot keep an earlier run's
+ * output and skip its work. The buffers must outlive the plan's timing. */
+int kwb_cuda_plan_poison_before(kwb_cuda_plan *p, kwb_cuda_buffer *const *bufs, uint32_t n);
 int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int graph,
                        kwb_stats *st, kwb_cuda_clocks *clk);
 int kwb_cuda_clocks_read(int32_t *sm_mhz, int32_t *temp, uint64_t *reasons);

@@ -701,6 +701,27 @@ static int l_plan_run(lua_State *L) {
     return 1;
 }
 
+/* plan:poison_before({buffer...}): poisoned before every timed run */
+static int l_plan_poison_before(lua_State *L) {
+    kwb_cuda_plan *p = check_plan(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 2);
+    if (n > 64) return luaL_error(L, "at most 64 buffers to poison (got %d)", (int)n);
+    kwb_cuda_buffer *bufs[64];
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        bufs[i - 1] = check_dbuf(L, -1);
+        lua_getiuservalue(L, 1, 1);   /* keep the buffer alive as long as the plan */
+        lua_pushvalue(L, -2);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, -3);
+        lua_pop(L, 2);
+    }
+    if (kwb_cuda_plan_poison_before(p, bufs, (uint32_t)n)) return luaL_error(L, "%s", kwb_last_error());
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* plan:time(opts, cold, graph) -> stats with clocks */
 static int l_plan_time(lua_State *L) {
     kwb_cuda_plan *p = check_plan(L, 1);
@@ -825,7 +846,8 @@ void kwb_lua_open_cuda(lua_State *L) {
         {"__gc", l_plan_gc}, {"__close", l_plan_gc}, {"__tostring", l_plan_tostring}, {NULL, NULL},
     };
     static const luaL_Reg plan_methods[] = {
-        {"add", l_plan_add}, {"run", l_plan_run}, {"time", l_plan_time}, {NULL, NULL},
+        {"add", l_plan_add}, {"run", l_plan_run}, {"time", l_plan_time},
+        {"poison_before", l_plan_poison_before}, {NULL, NULL},
     };
     static const luaL_Reg fns[] = {
         {"cuda_nvrtc_version", l_nvrtc_version}, {"cuda_device_count", l_device_count},

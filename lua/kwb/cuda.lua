@@ -216,6 +216,14 @@ end
 -- run() -> true, or nil, message, { code = "launch-failed" | "no-driver" | ... }
 function Plan:run() return self.ud:run() end
 
+-- poison_before{ buf, ... }: these buffers are poisoned before every timed
+-- run (outside the timed region), so a kernel that keeps an earlier run's
+-- output and skips its work leaves poison behind in the timed runs' output.
+function Plan:poison_before(bufs)
+  self.ud:poison_before(bufs)
+  return self
+end
+
 -- time(plan [, opts]) -> stats (seconds per run of the plan) with cold,
 -- graph and clocks = { sm_mhz_before, sm_mhz_after, temp_before, temp_after,
 -- throttled }. opts: the timing options of kwb.host.time, and hot = true

@@ -236,22 +236,28 @@ function Session:build(cand, res)
   return self.backend.build(cand, self.recipe, self.problem:prototype(), res)
 end
 
--- Time one shape: raced against the best time known there unless full.
+-- Time one shape: raced against the best time known there unless full. The
+-- "out" buffers go to the backend, which may poison them before every timed
+-- run (the CUDA backend does), so an early-returning kernel shows as wrong.
 function Session:time_shape(fn, b, full)
   local t = self.recipe.timing
+  local outs = {}
+  for _, a in ipairs(self.problem.buffers) do
+    if a.role == "out" then outs[#outs + 1] = b.bufs[a.name] end
+  end
   local race = self.recipe.race
   local best = self.best_time[b.key]
   if race and not full and best then
     local few = { warmup = t.warmup, warmup_min = t.warmup_min, min_samples = t.min_samples,
                   max_samples = t.min_samples, cap = t.cap, min_sample = t.min_sample }
-    local st, err = self.backend.time(fn, b, few)
+    local st, err = self.backend.time(fn, b, few, outs)
     if not st then return nil, err end
     if st.min > best * (1 + race) then
       st.partial = true
       return st
     end
   end
-  return self.backend.time(fn, b, t)
+  return self.backend.time(fn, b, t, outs)
 end
 
 -- evaluate(cand [, { start = true, seq = }]) -> result (not yet recorded).

@@ -235,6 +235,36 @@ t.test("a_plan_of_two_kernels_runs_and_times_as_one_unit", function()
   t.truthy(both.median > one.median, "the plan's time covers both steps")
 end)
 
+t.test("outputs_poisoned_before_every_timed_run", function()
+  -- count(c): 1 where c held the poison (NaN), else c + 1: counts the runs
+  -- since the output was last poisoned.
+  local m = assert(cuda.compile { source = [[
+    extern "C" __global__ void count(float *c, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n) c[i] = c[i] != c[i] ? 1.0f : c[i] + 1.0f;
+    }]], name = "count.cu" })
+  local k = assert(m:kernel("count", "void count(float *c, int n)"))
+  local n = 1 << 20
+  local function timed_counts(poison)
+    local c = assert(cuda.buffer("f32", n):poison())
+    local p = cuda.plan { { k, grid = n // 256, block = 256, args = { c, n } } }
+    if poison then p:poison_before { c } end
+    local st = assert(p:time { cap = 0.05, min_samples = 5 })
+    local h = cuda.to_host(c)
+    return h[1], h[n], st
+  end
+  local first, last, st = timed_counts(true)
+  t.eq(first, 1.0, "every timed run starts from poison (graph replay)")
+  t.eq(last, 1.0, "... to the last element")
+  t.truthy(st.n >= 5, "samples")
+  local kept = timed_counts(false)
+  t.truthy(kept > 5, "without poison_before the output carries over between runs: " .. kept)
+  local c = assert(cuda.buffer("f32", n):poison())
+  local p = cuda.plan { { k, grid = n // 256, block = 256, args = { c, n } } }:poison_before { c }
+  assert(p:time { cap = 0.05, min_samples = 5, graph = false })
+  t.eq(cuda.to_host(c)[n], 1.0, "plain launches too")
+end)
+
 t.test("plan_misuse_raises", function()
   t.raises(function() cuda.plan { { copy4, grid = 1, block = 32, args = { x, y } } } end, "kernel takes 3 arguments, got 2")
   t.raises(function() cuda.plan { { axpb, grid = 1, block = 32, args = { x, y, 1.0, 2.0, "n" } } } end, "argument 5 must be an integer")

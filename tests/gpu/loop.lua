@@ -19,7 +19,7 @@ local hostile = {
   { "clock.cu", "forbidden", "timer", "clock64 at line 4" },
   { "clock_macro.cu", "forbidden", "timer", "clock64 at line 6 (a candidate that reads a clock can tell when it is being timed; found in the PTX)" },
   { "printf_macro.cu", "forbidden", "printf", "vprintf at line 5" },
-  { "early_return.cu", "impossible", nil, "is under the physical floor" },
+  { "early_return.cu", nil, nil, nil },   -- outputs are poisoned before every timed run
   { "trap.cu", "forbidden", "exit", "trap; at line 4" },
   { "sleep.cu", "forbidden", "sleep", "__nanosleep at line 4" },
   { "stream.cu", "forbidden", "other-streams", "cudaStreamCreate at line 6" },

@@ -6,7 +6,7 @@
 local t = require "t"
 local host = require "kwb.host"
 
-local launches = {}
+local launches, poisoned = {}, {}
 local fake = {
   device_count = function() return 1 end,
   device_kind = function() return "fake-gpu sm_00" end,
@@ -34,6 +34,10 @@ function fake.plan(steps)
       if s.block[1] > 1024 then return nil, "too many threads per block (" .. s.block[1] .. ")" end
       s[1].fn(table.unpack(s.args))
       return true
+    end,
+    poison_before = function(self, outs)
+      for _, b in ipairs(outs) do poisoned[#poisoned + 1] = b end
+      return self
     end,
     time = function(_, opts) return host.time(s[1].fn, s.args, opts) end,
   }
@@ -95,6 +99,16 @@ t.test("loop_backend_cuda_launch_plans_follow_shape_and_parameters", function()
   t.truthy(seen["vecadd 94x32"], "the start kernel at n = 3000")
   t.truthy(seen["vecadd 8x128"], "the first proposal: BLOCK = 128")
   t.truthy(seen["vecadd 1x2048"], "the launch that fails")
+end)
+
+t.test("loop_backend_cuda_poisons_only_the_outputs_before_timed_runs", function()
+  t.truthy(#poisoned > 0, "the adapter hands the timing its outputs")
+  for _, b in ipairs(poisoned) do t.eq(b.n == 1000 or b.n == 3000, true, "an output of a shape") end
+  local names = {}
+  for _, b in ipairs(poisoned) do names[tostring(b)] = true end
+  local distinct = 0
+  for _ in pairs(names) do distinct = distinct + 1 end
+  t.eq(distinct, 2, "one output buffer (c) per shape")
 end)
 
 t.test("loop_backend_cuda_results_are_keyed_by_the_device_kind", function()

@@ -7,7 +7,7 @@ M.commands = {
   { name = "demo", module = "kwb.demo",
     summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo" },
   { name = "cache", module = "kwb.cache_cli",
-    summary = "the candidate cache: ls, show, best, diff, export, import, stats, gc" },
+    summary = "the candidate cache: ls, show, best, diff, export, import, check, stats, gc" },
   { name = "doctor", module = "kwb.doctor",
     summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings" },
 }

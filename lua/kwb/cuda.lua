@@ -47,27 +47,13 @@ end
 
 -- ---- compile ------------------------------------------------------------
 
-local known = { source = 1, file = 1, name = 1, defines = 1, flags = 1, arch = 1, include = 1,
-                lineinfo = 1, nvcc = 1 }
+local known = { "source", "file", "name", "defines", "flags", "arch", "include", "lineinfo", "nvcc" }
 
 -- A compile spec as the C side takes it.
 local function build_spec(spec, level)
+  local source, name, info = host.read_spec(spec, known, level + 1)
+  if not source then return nil, name, info end
   if type(spec) == "string" then spec = { source = spec } end
-  if type(spec) ~= "table" then error("compile expects a source string or a table", level) end
-  for k in pairs(spec) do
-    if not known[k] then
-      error(string.format("unknown compile option '%s' (known: source, file, name, defines, flags, arch, include, lineinfo, nvcc)", k), level)
-    end
-  end
-  local source, name = spec.source, spec.name
-  if spec.file then
-    local f, err = io.open(spec.file, "rb")
-    if not f then return nil, "cannot read " .. err, { code = "no-file" } end
-    source = f:read("a")
-    f:close()
-    name = name or spec.file
-  end
-  if type(source) ~= "string" then error("compile needs 'source' or 'file'", level) end
   if spec.arch ~= nil and not core.cuda_arch_valid(spec.arch) then
     error(string.format("unknown CUDA arch '%s' (expected sm_80, sm_89, sm_90, sm_90a, sm_100a, ...)", tostring(spec.arch)), level)
   end

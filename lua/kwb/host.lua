@@ -83,17 +83,17 @@ function M.build_dir()
   return (path:match("^(.*)/[^/]*$") or ".") .. "/build/host"
 end
 
-local Module = {}
-Module.__index = Module
-
--- spec: a source string, or { source = | file =, name, defines, flags, cc }.
--- Returns a module, or nil, message, { code = "compile-error", log = ... }.
-function M.compile(spec)
-  if type(spec) == "string" then spec = { source = spec } end
-  if type(spec) ~= "table" then error("compile expects a source string or a table", 2) end
+-- read_spec(spec, known, level) -> source, name | nil, message, { code = "no-file" }:
+-- a compile spec (a source string, or a table with the fields `known` lists
+-- and `source` or `file`) checked, and its file read. Misuse raises at `level`.
+function M.read_spec(spec, known, level)
+  if type(spec) == "string" then return spec, nil end
+  if type(spec) ~= "table" then error("compile expects a source string or a table", level) end
+  local set = {}
+  for _, k in ipairs(known) do set[k] = true end
   for k in pairs(spec) do
-    if not ({ source = 1, file = 1, name = 1, defines = 1, flags = 1, cc = 1 })[k] then
-      error(string.format("unknown compile option '%s' (known: source, file, name, defines, flags, cc)", k), 2)
+    if not set[k] then
+      error(string.format("unknown compile option '%s' (known: %s)", tostring(k), table.concat(known, ", ")), level)
     end
   end
   local source, name = spec.source, spec.name
@@ -104,7 +104,19 @@ function M.compile(spec)
     f:close()
     name = name or spec.file
   end
-  if type(source) ~= "string" then error("compile needs 'source' or 'file'", 2) end
+  if type(source) ~= "string" then error("compile needs 'source' or 'file'", level) end
+  return source, name
+end
+
+local Module = {}
+Module.__index = Module
+
+-- spec: a source string, or { source = | file =, name, defines, flags, cc }.
+-- Returns a module, or nil, message, { code = "compile-error", log = ... }.
+function M.compile(spec)
+  local source, name, failed = M.read_spec(spec, { "source", "file", "name", "defines", "flags", "cc" }, 3)
+  if not source then return nil, name, failed end
+  if type(spec) == "string" then spec = { source = spec } end
   local ud, msg, info = core.host_compile(source, name or "kernel.c", spec.cc, spec.flags,
                                           define_list(spec.defines), M.build_dir())
   if not ud then return nil, msg, info end

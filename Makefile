@@ -23,7 +23,7 @@ CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
-.PHONY: all run test unit deps clean
+.PHONY: all run test unit deps clean bench-cache
 all: kwb
 
 deps:
@@ -77,6 +77,10 @@ build/ttydrive: tests/ttydrive.c | build/obj
 
 test: kwb unit
 	$(Q)tests/run
+
+# The candidate cache's compression ratio, insert and lookup rates (docs/perf.md).
+bench-cache: kwb
+	$(Q)./kwb tests/bench/cache_bench.lua 1000
 
 clean:
 	rm -rf build kwb

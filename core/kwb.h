@@ -167,4 +167,70 @@ int kwb_host_fn_time(kwb_host_fn *f, const kwb_value *args, const kwb_time_opts 
 
 void kwb_free(void *p);
 
+/* ---- candidate cache ---------------------------------------------------- */
+
+/* One SQLite database (WAL) shared by any number of kwb processes, holding the
+ * records of candidates, builds, results and runs, and content-addressed blobs
+ * (zstd frames; a blob may be stored as a delta against a base blob, with a
+ * bounded chain). A handle is for one thread at a time. */
+typedef struct kwb_cache kwb_cache;
+typedef struct kwb_cache_bundle kwb_cache_bundle;
+
+/* Statuses of the cache besides the common ones. */
+typedef enum kwb_cache_status {
+    KWB_CACHE_ENOTFOUND = -101,   /* no such blob */
+    KWB_CACHE_ECORRUPT = -102,    /* a blob or bundle fails its hash check */
+    KWB_CACHE_EVERSION = -103,    /* schema or bundle format newer than this kwb */
+    KWB_CACHE_EDB = -104          /* SQLite reported an error */
+} kwb_cache_status;
+
+typedef struct kwb_blob_info {
+    char base[65];          /* the blob this frame is a delta against, "" for a full frame */
+    uint32_t depth;         /* 0 for a full frame, else the base's depth + 1 */
+    uint64_t raw_size;      /* bytes of content */
+    uint64_t stored_size;   /* bytes of the stored zstd frame */
+} kwb_blob_info;
+
+/* The schema version this kwb writes (PRAGMA user_version). */
+int kwb_cache_schema_version(void);
+/* Longest delta chain: a blob is stored as a full frame when its base is this deep. */
+int kwb_cache_max_depth(void);
+/* Open (creating the file and its directory if needed) and migrate the schema.
+ * KWB_CACHE_EVERSION if the file's schema is newer than this kwb. */
+int kwb_cache_open(const char *path, kwb_cache **out);
+void kwb_cache_close(kwb_cache *c);
+const char *kwb_cache_path(const kwb_cache *c);
+/* Store data; id gets its SHA-256 (64 hex digits + NUL). base, if not NULL or
+ * "", names a blob of similar content to delta against. *created (may be
+ * NULL) is 1 if the blob was new, 0 if it was already there. */
+int kwb_cache_blob_put(kwb_cache *c, const void *data, size_t len, const char *base,
+                       char *id, int *created);
+/* Read a blob back (free *data with kwb_free; it is NUL-terminated). Checks
+ * every frame of its chain against its hash: KWB_CACHE_ECORRUPT names the blob
+ * that is corrupt; KWB_CACHE_ENOTFOUND if the blob (or a base) is missing. */
+int kwb_cache_blob_get(kwb_cache *c, const char *id, char **data, size_t *len);
+int kwb_cache_blob_info(kwb_cache *c, const char *id, kwb_blob_info *info);
+
+/* Write a bundle file: the manifest (JSON text), nrec records (each a table
+ * name and a JSON text), and the blobs named, with every base their chains
+ * need. Each blob is checked before it is written. The file appears whole or
+ * not at all. */
+int kwb_cache_export(kwb_cache *c, const char *path, const char *manifest, uint32_t nrec,
+                     const char *const *tables, const char *const *records, uint32_t nblob,
+                     const char *const *blobs);
+/* Read and verify a whole bundle: magic, format version, the hash of every
+ * entry and of the whole file, and every blob's content. Nothing is written. */
+int kwb_cache_bundle_open(const char *path, kwb_cache_bundle **out);
+void kwb_cache_bundle_close(kwb_cache_bundle *b);
+const char *kwb_cache_bundle_manifest(const kwb_cache_bundle *b);
+uint32_t kwb_cache_bundle_nrecords(const kwb_cache_bundle *b);
+/* The i-th record: its table name and JSON text (owned by the bundle). */
+int kwb_cache_bundle_record(const kwb_cache_bundle *b, uint32_t i, const char **table, const char **json);
+uint32_t kwb_cache_bundle_nblobs(const kwb_cache_bundle *b);
+/* The i-th blob's id (owned by the bundle), NULL if out of range. */
+const char *kwb_cache_bundle_blob(const kwb_cache_bundle *b, uint32_t i);
+/* Insert the bundle's blobs that the cache lacks (inside the caller's
+ * transaction, if any); *added (may be NULL) counts them. */
+int kwb_cache_import_blobs(kwb_cache *c, const kwb_cache_bundle *b, uint32_t *added);
+
 #endif

@@ -140,5 +140,6 @@ int luaopen_kwb_core(lua_State *L) {
     lua_setfield(L, -2, "cache_path");
     kwb_lua_open_buffer(L);
     kwb_lua_open_host(L);
+    kwb_lua_open_cache(L);
     return 1;
 }

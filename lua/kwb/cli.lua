@@ -6,6 +6,8 @@ local M = {}
 M.commands = {
   { name = "demo", module = "kwb.demo",
     summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo" },
+  { name = "cache", module = "kwb.cache_cli",
+    summary = "the candidate cache: ls, show, best, diff, export, import, stats, gc" },
 }
 
 function M.help()
@@ -27,6 +29,12 @@ function M.help()
   }
   for _, c in ipairs(M.commands) do
     lines[#lines + 1] = string.format("  %-14s %s", c.name, c.summary)
+  end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "A FILE.lua that returns a recipe (kwb.recipe { ... }) runs the research loop;"
+  lines[#lines + 1] = "the words after it are run options:"
+  for _, o in ipairs(require("kwb.loop").options) do
+    lines[#lines + 1] = string.format("  %-14s %s", o[1], o[2])
   end
   for _, l in ipairs {
     "",
@@ -53,7 +61,11 @@ function M.run_file(path, ...)
     local dir = path:match("^(.*)/[^/]*$") or "."
     package.path = dir .. "/?.lua;" .. dir .. "/?/init.lua;" .. package.path
   end
-  chunk(...)
+  -- A file that returns a recipe is run by the loop with the words after it
+  -- as run options; a file that returns nothing is an ordinary script.
+  local recipe = require "kwb.recipe"
+  local res = table.pack(recipe.with_file(path or "stdin", chunk, ...))
+  if recipe.is_recipe(res[1]) then return require("kwb.loop").main(res[1], ...) end
   return 0
 end
 

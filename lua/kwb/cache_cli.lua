@@ -1,0 +1,268 @@
+-- kwb/cache_cli.lua: `kwb cache ...`, what the cache knows, from the shell.
+local cache_mod = require "kwb.cache"
+local linediff = require "kwb.linediff"
+local report = require "kwb.report"
+
+local M = {}
+
+M.usage = [[
+usage: kwb cache COMMAND [args]
+
+  ls [PROBLEM]               candidates, oldest first
+  show ID                    a candidate: origin, lineage, builds, results, source
+  best PROBLEM [--shape S] [--device D]
+                             the fastest correct candidate of each device kind and shape
+  diff ID1 ID2               the line diff of two candidates' sources
+  export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]
+                             write matching candidates (with their ancestors, builds,
+                             results and runs) to a bundle file for a teammate
+  import FILE                add a bundle's records: all of them, or none if the file is bad
+  stats                      counts, sizes and the compression ratio
+  gc                         drop blobs no record needs, then compact the file
+
+IDs may be shortened to any unique prefix of at least 4 hex digits.
+The cache is kwb's --cache PATH, else $KWB_CACHE, else cache/kwb.db.
+]]
+
+local function usage_error(msg)
+  io.stderr:write("kwb cache: ", msg, "\ntry 'kwb cache --help'\n")
+  return 2
+end
+
+local function run_error(msg)
+  io.stderr:write("kwb cache: ", msg, "\n")
+  return 1
+end
+
+local function short(id) return id and id:sub(1, 12) or "-" end
+
+local function when(t)
+  return t and os.date("!%Y-%m-%d %H:%M:%S", math.floor(t)) or "-"
+end
+
+local function origin(c)
+  if c.strategy and c.model then return c.strategy .. "/" .. c.model end
+  return c.strategy or c.model or "-"
+end
+
+local function fmt_time(s)
+  return s and report.time(s) or "-"
+end
+
+-- Parse words into positionals and options; spec maps an option to "value",
+-- "list" or "flag". Returns pos, opts or nil, message.
+local function parse(words, spec)
+  local pos, opts = {}, {}
+  local i = 1
+  while i <= #words do
+    local w = words[i]
+    if w:sub(1, 2) == "--" and #w > 2 then
+      local name, val = w:match("^%-%-([^=]+)=(.*)$")
+      name = name or w:sub(3)
+      local kind = spec[name]
+      if not kind then return nil, "unknown option '--" .. name .. "'" end
+      if kind == "flag" then
+        if val then return nil, "'--" .. name .. "' takes no value" end
+        opts[name] = true
+      else
+        if not val then
+          i = i + 1
+          val = words[i]
+          if not val then return nil, "'--" .. name .. "' needs a value" end
+        end
+        if kind == "list" then
+          opts[name] = opts[name] or {}
+          table.insert(opts[name], val)
+        else
+          opts[name] = val
+        end
+      end
+    else
+      pos[#pos + 1] = w
+    end
+    i = i + 1
+  end
+  return pos, opts
+end
+
+local commands = {}
+
+function commands.ls(c, pos)
+  if #pos > 1 then return usage_error("ls takes at most one PROBLEM") end
+  local rows = {}
+  for _, r in ipairs(c:list(pos[1])) do
+    rows[#rows + 1] = { short(r.id), r.problem, short(r.parent), origin(r), r.outcome or "-", when(r.created) }
+  end
+  if #rows == 0 then
+    print(pos[1] and ("no candidates for " .. pos[1]) or "no candidates")
+    return 0
+  end
+  report.print_table({ { "id", align = "left" }, { "problem", align = "left" }, { "parent", align = "left" },
+                       { "origin", align = "left" }, { "outcome", align = "left" },
+                       { "created", align = "left" } }, rows)
+  return 0
+end
+
+function commands.show(c, pos)
+  if #pos ~= 1 then return usage_error("show takes one ID") end
+  local cand, msg = c:get(pos[1])
+  if not cand then return run_error(msg) end
+  local lineage = c:lineage(cand.id)
+  local line = {}
+  for i, id in ipairs(lineage) do line[i] = short(id) end
+  print("candidate  " .. cand.id)
+  print("problem    " .. cand.problem)
+  print("parent     " .. (cand.parent or "-"))
+  print("origin     " .. origin(cand))
+  print("created    " .. when(cand.created) .. " UTC")
+  print("outcome    " .. (cand.outcome or "-"))
+  if cand.rationale then print("rationale  " .. cand.rationale) end
+  print("params     " .. cache_mod.json(cand.params))
+  if #cand.flags > 0 then print("flags      " .. table.concat(cand.flags, " ")) end
+  print("lineage    " .. table.concat(line, " <- "))
+  local builds = c:builds(cand.id)
+  if #builds > 0 then
+    print("builds")
+    local rows = {}
+    for _, b in ipairs(builds) do
+      rows[#rows + 1] = { b.arch, b.toolchain, b.ok and "ok" or "failed", cache_mod.json(b.resources) }
+    end
+    for _, l in ipairs(report.table({ { "arch", align = "left" }, { "toolchain", align = "left" },
+                                      { "status", align = "left" }, { "resources", align = "left" } }, rows)) do
+      print("  " .. l)
+    end
+  end
+  local results = c:results(cand.id)
+  if #results > 0 then
+    print("results")
+    local rows = {}
+    for _, r in ipairs(results) do
+      rows[#rows + 1] = { r.device, r.shape, r.outcome, fmt_time(r.timing.median),
+                          r.timing.n and tostring(r.timing.n) or "-" }
+    end
+    for _, l in ipairs(report.table({ { "device", align = "left" }, { "shape", align = "left" },
+                                      { "outcome", align = "left" }, "median", "n" }, rows)) do
+      print("  " .. l)
+    end
+  end
+  print("source")
+  for _, l in ipairs(linediff.lines(cand.source)) do print("  " .. l) end
+  return 0
+end
+
+function commands.best(c, words)
+  local pos, opts = parse(words, { shape = "value", device = "value" })
+  if not pos then return usage_error(opts) end
+  if #pos ~= 1 then return usage_error("best takes one PROBLEM") end
+  local best = c:best(pos[1], { shape = opts.shape, device = opts.device })
+  if #best == 0 then
+    print("no timed correct candidates for " .. pos[1] .. (opts.shape and (" at shape " .. opts.shape) or ""))
+    return 0
+  end
+  local rows = {}
+  for _, r in ipairs(best) do
+    rows[#rows + 1] = { r.device, r.shape, short(r.candidate), fmt_time(r.median), r.outcome }
+  end
+  report.print_table({ { "device", align = "left" }, { "shape", align = "left" }, { "candidate", align = "left" },
+                       "median", { "outcome", align = "left" } }, rows)
+  return 0
+end
+
+function commands.diff(c, pos)
+  if #pos ~= 2 then return usage_error("diff takes two IDs") end
+  local a, msg = c:get(pos[1])
+  if not a then return run_error(msg) end
+  local b, msg2 = c:get(pos[2])
+  if not b then return run_error(msg2) end
+  io.write(linediff.unified(a.source, b.source, { from = short(a.id), to = short(b.id) }))
+  return 0
+end
+
+local function count(n, word)
+  return string.format("%d %s%s", n, word, n == 1 and "" or "s")
+end
+
+local function counts_line(n)
+  return table.concat({ count(n.candidates, "candidate"), count(n.builds, "build"), count(n.results, "result"),
+                        count(n.runs, "run") }, ", ")
+end
+
+function commands.export(c, words)
+  local pos, opts = parse(words, { problem = "value", id = "list", outcome = "value", since = "value",
+                                   ["no-binaries"] = "flag" })
+  if not pos then return usage_error(opts) end
+  if #pos ~= 1 then return usage_error("export takes one FILE") end
+  local since
+  if opts.since then
+    local y, m, d = opts.since:match("^(%d%d%d%d)%-(%d%d)%-(%d%d)$")
+    if not y then return usage_error("--since wants a date YYYY-MM-DD, not '" .. opts.since .. "'") end
+    since = os.time { year = tonumber(y), month = tonumber(m), day = tonumber(d), hour = 0 }
+    since = since + (os.time() - os.time(os.date("!*t")))   -- the date is UTC
+  end
+  if opts.outcome and not cache_mod.outcome_known(opts.outcome) then
+    return usage_error("unknown outcome '" .. opts.outcome .. "' (known: " .. table.concat(cache_mod.outcomes, ", ") .. ")")
+  end
+  local n, msg = c:export(pos[1], { problem = opts.problem, ids = opts.id, outcome = opts.outcome, since = since,
+                                    binaries = not opts["no-binaries"] })
+  if not n then return run_error(msg) end
+  print(string.format("wrote %s: %s", pos[1], counts_line(n)))
+  return 0
+end
+
+function commands.import(c, pos)
+  if #pos ~= 1 then return usage_error("import takes one FILE") end
+  local n, msg = c:import(pos[1])
+  if not n then return run_error(msg) end
+  print(string.format("imported %s: %s new (%s)", pos[1], counts_line(n), count(n.blobs, "blob")))
+  return 0
+end
+
+function commands.stats(c, pos)
+  if #pos > 0 then return usage_error("stats takes no arguments") end
+  local s = c:stats()
+  print(string.format("cache       %s (schema %d)", c.path, s.schema))
+  print(string.format("file        %d bytes with its write-ahead log", s.file_bytes))
+  print(string.format("candidates  %d in %d problems", s.candidates, s.problems))
+  print(string.format("builds      %d", s.builds))
+  print(string.format("results     %d", s.results))
+  print(string.format("runs        %d", s.runs))
+  print(string.format("blobs       %d (%d full, %d deltas, longest chain %d)", s.blobs, s.full_blobs, s.delta_blobs,
+                      s.max_depth))
+  print(string.format("content     %d bytes raw, %d bytes stored", s.raw_bytes, s.stored_bytes))
+  print(string.format("ratio       %s", s.ratio and string.format("%.1fx", s.ratio) or "-"))
+  return 0
+end
+
+function commands.gc(c, pos)
+  if #pos > 0 then return usage_error("gc takes no arguments") end
+  local r = c:gc()
+  print(string.format("removed %s no record needs (%d bytes stored)", count(r.blobs, "blob"), r.bytes))
+  return 0
+end
+
+function M.main(cmd, ...)
+  if cmd == nil then
+    io.stderr:write(M.usage)
+    return 2
+  end
+  if cmd == "--help" or cmd == "-h" or cmd == "help" then
+    io.write(M.usage)
+    return 0
+  end
+  local fn = commands[cmd]
+  if not fn then return usage_error("unknown command '" .. cmd .. "'") end
+  local words = { ... }
+  if cmd ~= "best" and cmd ~= "export" then
+    for _, w in ipairs(words) do
+      if w:sub(1, 2) == "--" then return usage_error(cmd .. ": unknown option '" .. w .. "'") end
+    end
+  end
+  local c, msg = cache_mod.open()
+  if not c then return run_error(msg) end
+  local ok, status = pcall(fn, c, words)
+  c:close()
+  if not ok then error(status, 0) end
+  return status
+end
+
+return M

@@ -1,0 +1,182 @@
+-- kwb/problem.lua: problem specs: what a kernel computes, independent of how.
+--
+--   problem.define {
+--     name = "matmul", vars = { "n" },
+--     fn = "matmul",                    -- the entry point every candidate exports
+--     args = {
+--       { "n", "i32", value = "n" },                                   -- a scalar
+--       { "a", "f32", shape = "n*n", role = "in", init = { "normal", 0, 1 } },
+--       { "c", "f32", shape = "n*n", role = "out" },
+--     },
+--     reference = { source = "...", fn = "matmul_ref" },   -- or { file = }, or a Lua function
+--     tolerance = { atol = 1e-3, rtol = 1e-4 },
+--     bytes = function(s) return 12 * s.n^2 end, flops = function(s) return 2 * s.n^3 end,
+--     launch = function(shape, params) return { grid = {...}, block = {...} } end,  -- GPU only
+--   }
+--
+-- Shape expressions ("n*n", "M*K") are Lua expressions over the shape variables
+-- (math functions allowed), or functions of the shape table.
+local M = {}
+
+local Problem = {}
+Problem.__index = Problem
+M.Problem = Problem
+
+local roles = { ["in"] = true, out = true, inout = true }
+local scalar_ctype = { i32 = "int", u32 = "unsigned", i64 = "int64_t", u64 = "uint64_t",
+                       f32 = "float", f64 = "double" }
+local buffer_ctype = { f32 = "float", f64 = "double", f16 = "uint16_t", bf16 = "uint16_t",
+                       i8 = "int8_t", i32 = "int32_t", i64 = "int64_t", u8 = "uint8_t",
+                       u32 = "uint32_t", u64 = "uint64_t" }
+local generators = { normal = true, uniform = true, value = true }
+
+local function fail(where, msg, level)
+  error(string.format("problem %s: %s", where, msg), level or 3)
+end
+
+-- An expression over the shape variables -> function(shape) -> number.
+local function compile_expr(expr, vars, where)
+  if type(expr) == "function" then return expr end
+  if math.type(expr) == "integer" then return function() return expr end end
+  if type(expr) ~= "string" then fail(where, "expected an expression string, a function or an integer, got " .. type(expr), 4) end
+  local env = setmetatable({}, { __index = function(_, k)
+    error(string.format("unknown shape variable '%s' in %s '%s'", k, where, expr), 2)
+  end })
+  local chunk, err = load("return " .. expr, "=" .. where, "t", env)
+  if not chunk then fail(where, string.format("cannot read the expression '%s': %s", expr, err), 4) end
+  return function(shape)
+    for k in pairs(env) do env[k] = nil end
+    for k, v in pairs(math) do rawset(env, k, v) end
+    for _, v in ipairs(vars) do rawset(env, v, shape[v]) end
+    return chunk()
+  end
+end
+
+-- define(spec) -> problem object; raises on a malformed spec.
+function M.define(spec)
+  if type(spec) ~= "table" then error("problem.define expects a table", 2) end
+  local known = { name = 1, vars = 1, args = 1, fn = 1, reference = 1, tolerance = 1,
+                  bytes = 1, flops = 1, launch = 1, options = 1, description = 1 }
+  for k in pairs(spec) do
+    if not known[k] then fail("'" .. tostring(spec.name) .. "'", "unknown field '" .. tostring(k) .. "'") end
+  end
+  local name = spec.name
+  if type(name) ~= "string" or not name:match("^[%w_%-]+$") then fail("name", "expected a word like 'matmul'") end
+  local p = setmetatable({ name = name, description = spec.description, options = spec.options or {} }, Problem)
+  if type(spec.vars) ~= "table" or #spec.vars == 0 then fail(name, "'vars' must list the shape variables") end
+  p.vars = {}
+  for i, v in ipairs(spec.vars) do
+    if type(v) ~= "string" or not v:match("^[%a_][%w_]*$") then fail(name, "vars[" .. i .. "] must be an identifier") end
+    p.vars[i] = v
+  end
+  p.fn = spec.fn or name
+  if type(p.fn) ~= "string" or not p.fn:match("^[%a_][%w_]*$") then fail(name, "'fn' must be a C identifier") end
+  if type(spec.args) ~= "table" or #spec.args == 0 then fail(name, "'args' must list the kernel's arguments") end
+  p.args, p.buffers = {}, {}
+  for i, a in ipairs(spec.args) do
+    local where = string.format("%s args[%d]", name, i)
+    if type(a) ~= "table" then fail(where, "expected a table") end
+    local arg = { name = a.name or a[1], dtype = a.dtype or a[2], role = a.role, index = i }
+    if type(arg.name) ~= "string" or not arg.name:match("^[%a_][%w_]*$") then fail(where, "needs a name") end
+    where = string.format("%s argument '%s'", name, arg.name)
+    if a.shape ~= nil then
+      if not buffer_ctype[arg.dtype] then fail(where, "dtype must be one of f32, f64, f16, bf16, i8, i32, i64, u8, u32, u64, got " .. tostring(arg.dtype)) end
+      arg.kind = "buffer"
+      arg.size = compile_expr(a.shape, p.vars, where .. " shape")
+      arg.role = arg.role or "in"
+      if not roles[arg.role] then fail(where, "role must be 'in', 'out' or 'inout', got " .. tostring(arg.role)) end
+      local init = a.init or { "normal", 0, 1 }
+      if type(init) == "table" and not generators[init[1]] then
+        fail(where, "init must be { 'normal', mean, std }, { 'uniform', lo, hi }, { 'value', v } or a function(buffer, seed, shape)")
+      elseif type(init) ~= "table" and type(init) ~= "function" then
+        fail(where, "init must be a table or a function")
+      end
+      arg.init = init
+      p.buffers[#p.buffers + 1] = arg
+    else
+      if not scalar_ctype[arg.dtype] then fail(where, "a scalar needs a dtype among i32, u32, i64, u64, f32, f64, got " .. tostring(arg.dtype)) end
+      if a.value == nil then fail(where, "a scalar needs 'value' (an expression of the shape) or 'shape' to be a buffer") end
+      arg.kind = "scalar"
+      arg.value = compile_expr(a.value, p.vars, where .. " value")
+    end
+    p.args[i] = arg
+  end
+  local ref = spec.reference
+  if type(ref) == "function" then p.reference = { lua = ref }
+  elseif type(ref) == "table" and (ref.source or ref.file) then
+    p.reference = { source = ref.source, file = ref.file, fn = ref.fn or (p.fn .. "_ref"), flags = ref.flags }
+  else fail(name, "'reference' must be a Lua function or { source = | file =, fn = }") end
+  local tol = spec.tolerance or {}
+  if type(tol) ~= "table" then fail(name, "'tolerance' must be { atol =, rtol = }") end
+  p.tolerance = { atol = tol.atol or 0, rtol = tol.rtol or 0 }
+  for _, f in ipairs { "bytes", "flops" } do
+    if spec[f] ~= nil then p[f] = compile_expr(spec[f], p.vars, name .. " " .. f) end
+  end
+  if spec.launch ~= nil and type(spec.launch) ~= "function" then fail(name, "'launch' must be a function(shape, params)") end
+  p.launch = spec.launch
+  return p
+end
+
+-- The C prototype candidates must export, e.g.
+-- "void matmul(int n, const float *a, const float *b, float *c)".
+function Problem:prototype(fname)
+  local parts = {}
+  for i, a in ipairs(self.args) do
+    if a.kind == "scalar" then parts[i] = scalar_ctype[a.dtype] .. " " .. a.name
+    else parts[i] = (a.role == "in" and "const " or "") .. buffer_ctype[a.dtype] .. " *" .. a.name end
+  end
+  return string.format("void %s(%s)", fname or self.fn, table.concat(parts, ", "))
+end
+
+-- A stable text naming the problem and its options (part of every result key).
+function Problem:key()
+  local opts = {}
+  for k, v in pairs(self.options) do opts[#opts + 1] = k .. "=" .. tostring(v) end
+  table.sort(opts)
+  if #opts == 0 then return self.name end
+  return self.name .. "{" .. table.concat(opts, ",") .. "}"
+end
+
+-- Check a shape table: every variable a positive integer.
+function Problem:check_shape(shape)
+  for _, v in ipairs(self.vars) do
+    if math.type(shape[v]) ~= "integer" or shape[v] < 1 then
+      return nil, string.format("shape variable '%s' must be a positive integer, got %s", v, tostring(shape[v]))
+    end
+  end
+  for k in pairs(shape) do
+    local ok = false
+    for _, v in ipairs(self.vars) do ok = ok or v == k end
+    if not ok then return nil, string.format("'%s' is not a shape variable of %s (it has: %s)", tostring(k), self.name, table.concat(self.vars, ", ")) end
+  end
+  return true
+end
+
+-- "n=64" or "M=128,N=64": shapes as stable keys, in the order of vars.
+function Problem:shape_key(shape)
+  local parts = {}
+  for i, v in ipairs(self.vars) do parts[i] = v .. "=" .. tostring(shape[v]) end
+  return table.concat(parts, ",")
+end
+
+function Problem:bytes_of(shape) return self.bytes and self.bytes(shape) or nil end
+function Problem:flops_of(shape) return self.flops and self.flops(shape) or nil end
+
+function Problem:__tostring()
+  return string.format("kwb.problem %s (%s)", self:key(), table.concat(self.vars, ", "))
+end
+
+-- Problems named by a string come from kwb.problems.<name>.
+function M.get(name)
+  local ok, mod = pcall(require, "kwb.problems." .. name)
+  if not ok then return nil, string.format("no problem named '%s' (no module kwb.problems.%s)", name, name) end
+  if getmetatable(mod) == Problem then return mod end
+  if type(mod) == "function" or (type(mod) == "table" and getmetatable(mod) and getmetatable(mod).__call) then
+    return mod {}
+  end
+  return nil, string.format("kwb.problems.%s returns neither a problem nor a problem constructor", name)
+end
+
+function M.is_problem(v) return getmetatable(v) == Problem end
+
+return M

@@ -1,0 +1,139 @@
+-- kwb/progress.lua: how a run reports itself.
+--   tty    one live status line (candidates done, best speedup, funnel, time left)
+--   plain  one line per candidate (logs, pipes)
+--   json   one JSON object per line on stdout; the last is {"event":"summary", ...}
+--   quiet  the summary only
+local cjson = require "cjson"
+local core = require "kwb.core"
+local report = require "kwb.report"
+
+local M = {}
+
+local Reporter = {}
+Reporter.__index = Reporter
+
+-- tty when stdout is a terminal, plain otherwise.
+function M.default_mode()
+  if os.execute("[ -t 1 ]") then return "tty" end
+  return "plain"
+end
+
+function M.new(mode)
+  if not ({ tty = 1, plain = 1, json = 1, quiet = 1 })[mode] then error("progress mode must be tty, plain, json or quiet", 2) end
+  return setmetatable({ mode = mode }, Reporter)
+end
+
+local function emit(t)
+  io.stdout:write(cjson.encode(t), "\n")
+  io.stdout:flush()
+end
+
+local function clock(s)
+  s = math.max(0, math.floor(s + 0.5))
+  return string.format("%d:%02d", s // 60, s % 60)
+end
+
+local order = { "accepted", "slower", "wrong", "compile-error", "forbidden", "impossible", "timeout", "crashed" }
+
+local function funnel_text(f, all)
+  local parts = {}
+  for _, o in ipairs(order) do
+    if all or f[o] > 0 then parts[#parts + 1] = o .. " " .. f[o] end
+  end
+  return table.concat(parts, " · ")
+end
+M.funnel_text = funnel_text
+
+local function out(self, line)
+  if self.mode == "tty" and self.live then io.stdout:write("\r\27[K") ; self.live = false end
+  print(line)
+end
+
+function Reporter:begin(run)
+  local r = run.recipe
+  if self.mode == "json" then
+    emit { event = "start", recipe = r.name, problem = r.problem:key(), run = run.record.short, seed = run.seed,
+           strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device }
+  elseif self.mode ~= "quiet" then
+    out(self, string.format("kwb: recipe %s · %s · %d shapes · strategy %s · budget %d candidates, %g min · seed %d",
+      r.name, r.problem:key(), #r.shapes, run.strategy_name, run.budget.candidates, run.budget.minutes, run.seed))
+  end
+end
+
+function Reporter:start_kernel(s, res, fresh)
+  local times = {}
+  for _, sh in ipairs(s.recipe.shapes) do times[sh.key] = res.shapes[sh.key].median end
+  if self.mode == "json" then
+    emit { event = "start-kernel", id = res.id, median = times, cached = not fresh }
+  elseif self.mode ~= "quiet" then
+    local c = s:ceilings()
+    out(self, string.format("start kernel %s: %d shapes verified%s · ceilings %.1f GB/s, %.1f GFLOP/s",
+      res.short, #s.recipe.shapes, fresh and "" or " (from the cache)", c.bandwidth / 1e9, c.flops / 1e9))
+  end
+end
+
+local function best_text(run)
+  local b = run.session.best
+  if b.outcome == "start" then return "best: the start kernel" end
+  return string.format("best %.2fx (%s)", b.score, b.short)
+end
+
+function Reporter:candidate(run, res)
+  local n, total = run.evaluated, run.budget.candidates
+  if self.mode == "json" then
+    local speedup = {}
+    for k, r in pairs(res.shapes) do speedup[k] = r.speedup end
+    emit { event = "candidate", n = n, id = res.id, outcome = res.outcome, score = res.score,
+           reason = res.reason, rule = res.rule, line = res.line, params = res.params, origin = res.origin,
+           speedup = next(speedup) and speedup or nil, seconds = res.seconds.total }
+  elseif self.mode == "plain" then
+    local what = res.score and string.format("%.2fx", res.score) or (res.reason or "")
+    print(string.format("[%" .. #tostring(total) .. "d/%d] %s %-13s %s%s", n, total, res.short, res.outcome, what,
+      res.params and ("  " .. require("kwb.loop").params_text(res.params)) or ""))
+  elseif self.mode == "tty" then
+    local left = run.started + run.budget.minutes * 60 - core.now()
+    io.stdout:write(string.format("\r\27[K[ %d/%d ]  %s  %s  %s left", n, total, best_text(run),
+      funnel_text(run.funnel), clock(left)))
+    io.stdout:flush()
+    self.live = true
+  end
+end
+
+-- The per-shape table of a result against the start kernel.
+function Reporter:table(s, res)
+  local rows = {}
+  for _, sh in ipairs(s.recipe.shapes) do
+    local r, st = res.shapes[sh.key], s.start.shapes[sh.key]
+    if r then
+      rows[#rows + 1] = { sh.key, report.time(st.median), report.time(r.median), string.format("%.2fx", r.speedup),
+        r.gbs and string.format("%.1f", r.gbs) or "-", r.gflops and string.format("%.1f", r.gflops) or "-",
+        r.floor_frac and string.format("%.0f%%", 100 * r.floor_frac) or "-",
+        string.format("%.1f%%", 100 * r.spread), r.partial and "partial" or "full" }
+    end
+  end
+  print(string.format("%s %s: %s%s%s", res.short, res.origin or "", res.outcome,
+    res.score and string.format(" · %.2fx geomean over the start kernel", res.score) or "",
+    res.reason and (" · " .. res.reason) or ""))
+  if #rows > 0 then
+    report.print_table({ { "shape", align = "left" }, "start", "this", "speedup", "GB/s", "GFLOP/s", "% floor", "spread", "timed" }, rows)
+  end
+end
+
+function Reporter:summary(run, sm)
+  if self.mode == "json" then emit(sm); return end
+  if self.mode == "tty" and self.live then io.stdout:write("\n"); self.live = false end
+  local s = run.session
+  local b = s.best
+  if b.outcome == "start" then
+    print(string.format("done: nothing beat the start kernel (%d candidates, %d known from the cache)", sm.candidates, sm.known))
+    if self.mode ~= "quiet" then self:table(s, b) end
+  else
+    print(string.format("done: best %s, %.2fx geomean over the start kernel%s", b.short, b.score,
+      b.params and ("  " .. require("kwb.loop").params_text(b.params)) or ""))
+    if self.mode ~= "quiet" then self:table(s, b) end
+  end
+  print(string.format("funnel: %d candidates · %s · %.1f s, %.2f candidates/s%s", sm.candidates,
+    funnel_text(sm.funnel, true), sm.seconds, sm.per_second, sm.known > 0 and string.format(" · %d known from the cache", sm.known) or ""))
+end
+
+return M

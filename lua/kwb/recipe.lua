@@ -1,0 +1,438 @@
+-- kwb/recipe.lua: the recipe schema. `kwb.recipe { ... }` checks every field
+-- and returns a recipe object; a mistake is an error naming the file:line,
+-- the field and what was expected, and an unknown field is an error too (with
+-- the nearest known name), so a typo never passes silently.
+--
+-- Paths in a recipe (start, template, context, strategy files, reference
+-- files) are relative to the recipe's file.
+local problem = require "kwb.problem"
+local rules = require "kwb.rules"
+
+local M = {}
+
+local Recipe = {}
+Recipe.__index = Recipe
+M.Recipe = Recipe
+
+-- The files being loaded as recipes (kwb FILE.lua, kwb.load): a recipe built
+-- by `return kwb.recipe {...}` is a tail call, so its frame is gone; the
+-- loader says which file it runs.
+M.loading = {}
+
+local pop_loading = { __close = function() table.remove(M.loading) end }
+
+function M.with_file(path, fn, ...)
+  M.loading[#M.loading + 1] = path
+  local _ <close> = setmetatable({}, pop_loading)   -- popped on errors too
+  return fn(...)
+end
+
+-- ---- where a field is written ------------------------------------------
+
+local function read_lines(path)
+  local f = io.open(path, "r")
+  if not f then return nil end
+  local lines = {}
+  for l in f:lines() do lines[#lines + 1] = l end
+  f:close()
+  return lines
+end
+
+-- The line of `field =` in the file at or after line `from` (nested fields:
+-- each part after the previous), else `from`.
+local function field_line(site, field)
+  if not site.lines or not field then return site.line end
+  local line = site.line or 1
+  for part in field:gmatch("[^%.%[%]]+") do
+    if not part:match("^%d+$") then
+      for i = line, #site.lines do
+        local l = site.lines[i]:gsub("%-%-.*$", "")
+        if l:match("^[%s{,]*" .. part .. "%s*=") or l:match("[{,]%s*" .. part .. "%s*=") then line = i; break end
+      end
+    end
+  end
+  return line
+end
+
+-- ---- the schema ---------------------------------------------------------
+
+local fields = {
+  "name", "description", "problem", "shapes", "start", "template", "space", "strategy", "model",
+  "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing",
+  "race", "ceilings", "backend",
+}
+M.fields = fields
+
+local function levenshtein(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- The known name nearest to word, if it is near enough to be a typo.
+function M.nearest(word, names)
+  local best, bd = nil, math.huge
+  for _, n in ipairs(names) do
+    local d = levenshtein(word:lower(), n:lower())
+    if d < bd then best, bd = n, d end
+  end
+  if best and bd <= math.max(2, #word // 3) then return best end
+  return nil
+end
+
+local function describe(v)
+  if type(v) == "string" then return string.format("%q", v) end
+  if type(v) == "table" then return "a table" end
+  return tostring(v) == "nil" and "nothing" or type(v) .. " " .. tostring(v)
+end
+
+local Checker = {}
+Checker.__index = Checker
+M.Checker = Checker
+
+-- Schema errors are raised as objects that print as their one sentence, so
+-- the top level shows "recipes/x.lua:12: recipe field ..." without a
+-- traceback into kwb's own files.
+local SchemaError = { __tostring = function(e) return e.message end }
+M.SchemaError = SchemaError
+
+local function raise(site, line, msg)
+  error(setmetatable({ code = "bad-recipe", message = string.format("%s:%d: %s", site.file, line, msg),
+                       file = site.file, line = line }, SchemaError), 0)
+end
+
+-- fail(field, expected, got [, hint]); got == false: `expected` is the whole complaint.
+function Checker:fail(field, expected, got, hint)
+  local msg
+  if got == false then msg = string.format("recipe field '%s': %s", field, expected)
+  else msg = string.format("recipe field '%s': expected %s, got %s", field, expected, describe(got)) end
+  if hint then msg = msg .. " " .. hint end
+  raise(self.site, field_line(self.site, field), msg)
+end
+
+function Checker:unknown(field, names, prefix)
+  local near = M.nearest(tostring(field), names)
+  local msg = string.format("unknown recipe field '%s%s'", prefix or "", tostring(field))
+  if near then msg = msg .. string.format(" (did you mean '%s%s'?)", prefix or "", near)
+  else msg = msg .. " (known: " .. table.concat(names, ", ") .. ")" end
+  raise(self.site, field_line(self.site, (prefix or "") .. tostring(field)), msg)
+end
+
+function Checker:path(field, p)
+  if type(p) ~= "string" or p == "" then self:fail(field, "a file path", p) end
+  local full = p:sub(1, 1) == "/" and p or (self.dir .. "/" .. p)
+  local f = io.open(full, "r")
+  if not f then self:fail(field, string.format("no file %s (paths are relative to the recipe's file)", full), false) end
+  f:close()
+  return full
+end
+
+local function is_array(t)
+  if type(t) ~= "table" then return false end
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n == #t
+end
+
+function Checker:string_list(field, v, allow_empty)
+  if not is_array(v) or (#v == 0 and not allow_empty) then self:fail(field, "a list of strings", v) end
+  for i, s in ipairs(v) do
+    if type(s) ~= "string" then self:fail(field .. "[" .. i .. "]", "a string", s) end
+  end
+  return v
+end
+
+function Checker:subtable(field, v, spec)
+  if type(v) ~= "table" then self:fail(field, "a table with " .. table.concat(spec.names, ", "), v) end
+  for k in pairs(v) do
+    if not spec.check[k] then self:unknown(k, spec.names, field .. ".") end
+  end
+  for _, k in ipairs(spec.names) do
+    if v[k] ~= nil then spec.check[k](self, field .. "." .. k, v[k]) end
+  end
+  for _, k in ipairs(spec.required or {}) do
+    if v[k] == nil then self:fail(field .. "." .. k, "a value (required)", nil) end
+  end
+end
+
+local function positive_integer(c, f, v)
+  if math.type(v) ~= "integer" or v < 1 then c:fail(f, "a positive integer", v) end
+end
+local function positive_number(c, f, v)
+  if type(v) ~= "number" or not (v > 0) then c:fail(f, "a positive number", v) end
+end
+local function nonneg_number(c, f, v)
+  if type(v) ~= "number" or not (v >= 0) then c:fail(f, "a number >= 0", v) end
+end
+local function a_string(c, f, v)
+  if type(v) ~= "string" or v == "" then c:fail(f, "a non-empty string", v) end
+end
+
+local budget_spec = { names = { "candidates", "minutes", "timeout" },
+                      check = { candidates = positive_integer, minutes = positive_number, timeout = positive_number } }
+local model_spec = { names = { "provider", "model", "key_env", "base_url", "temperature", "max_tokens" },
+                     required = { "provider", "model" },
+                     check = { provider = a_string, model = a_string, key_env = a_string, base_url = a_string,
+                               temperature = nonneg_number, max_tokens = positive_integer } }
+local timing_spec = { names = { "warmup", "warmup_min", "min_samples", "max_samples", "cap", "target", "min_sample" },
+                      check = { warmup = nonneg_number, warmup_min = positive_integer, min_samples = positive_integer,
+                                max_samples = positive_integer, cap = positive_number, target = positive_number,
+                                min_sample = nonneg_number } }
+local ceilings_spec = { names = { "bandwidth", "flops" },
+                        check = { bandwidth = positive_number, flops = positive_number } }
+
+M.builtin_strategies = { "grid", "random", "anneal", "genetic" }
+
+function Checker:shapes(p, v)
+  local out = {}
+  if type(v) ~= "table" or next(v) == nil then
+    self:fail("shapes", "a table of shape variables to value lists ({ n = { 64, 128 } }) or a list of shapes", v)
+  end
+  if is_array(v) then
+    for i, s in ipairs(v) do
+      if type(s) ~= "table" then self:fail("shapes[" .. i .. "]", "a shape table like { n = 64 }", s) end
+      local ok, err = p:check_shape(s)
+      if not ok then self:fail("shapes[" .. i .. "]", err, false) end
+      out[#out + 1] = s
+    end
+  else
+    local lists = {}
+    for k, list in pairs(v) do
+      local known = false
+      for _, var in ipairs(p.vars) do known = known or var == k end
+      if not known then self:unknown(k, p.vars, "shapes.") end
+      if not is_array(list) or #list == 0 then self:fail("shapes." .. k, "a non-empty list of positive integers", list) end
+      for i, x in ipairs(list) do
+        if math.type(x) ~= "integer" or x < 1 then self:fail("shapes." .. k .. "[" .. i .. "]", "a positive integer", x) end
+      end
+      lists[k] = list
+    end
+    for _, var in ipairs(p.vars) do
+      if not lists[var] then self:fail("shapes." .. var, "a list of values (every shape variable of " .. p.name .. " needs one)", nil) end
+    end
+    -- the cartesian product, first variable slowest
+    local function product(i, cur)
+      if i > #p.vars then
+        local s = {}
+        for k, x in pairs(cur) do s[k] = x end
+        out[#out + 1] = s
+        return
+      end
+      for _, x in ipairs(lists[p.vars[i]]) do
+        cur[p.vars[i]] = x
+        product(i + 1, cur)
+      end
+    end
+    product(1, {})
+  end
+  local seen = {}
+  for i, s in ipairs(out) do
+    local key = p:shape_key(s)
+    if seen[key] then self:fail("shapes", "distinct shapes (" .. key .. " is listed twice)", false) end
+    seen[key] = true
+    out[i] = { shape = s, key = key }
+  end
+  return out
+end
+
+function Checker:candidate_spec(field, v)
+  if type(v) == "string" then return { file = self:path(field, v), resolved = true } end
+  if type(v) ~= "table" then self:fail(field, "a file path or a table { file = | source =, defines = }", v) end
+  for k in pairs(v) do
+    if not ({ file = 1, source = 1, defines = 1, name = 1 })[k] then self:unknown(k, { "file", "source", "defines", "name" }, field .. ".") end
+  end
+  local c = { defines = v.defines, name = v.name, source = v.source, resolved = true }
+  if v.file then c.file = self:path(field .. ".file", v.file)
+  elseif type(v.source) ~= "string" then self:fail(field, "'file' or 'source'", v) end
+  if v.defines ~= nil and type(v.defines) ~= "table" then self:fail(field .. ".defines", "a table of NAME = value", v.defines) end
+  return c
+end
+
+function Checker:space(v)
+  if type(v) ~= "table" then self:fail("space", "a table of parameter names to value lists", v) end
+  local dims = {}
+  for k, list in pairs(v) do
+    if k == "restrict" then
+      if type(list) ~= "function" then self:fail("space.restrict", "a function(params) -> boolean", list) end
+    else
+      if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then self:fail("space", "parameter names that are C identifiers", k) end
+      if not is_array(list) or #list == 0 then self:fail("space." .. k, "a non-empty list of values", list) end
+      for i, x in ipairs(list) do
+        local t = type(x)
+        if t ~= "number" and t ~= "string" and t ~= "boolean" then self:fail("space." .. k .. "[" .. i .. "]", "a number, string or boolean", x) end
+      end
+      dims[#dims + 1] = { name = k, values = list }
+    end
+  end
+  if #dims == 0 then self:fail("space", "at least one parameter", v) end
+  table.sort(dims, function(a, b) return a.name < b.name end)
+  return { dims = dims, restrict = v.restrict }
+end
+
+function Checker:strategy(v)
+  if type(v) == "string" then
+    for _, n in ipairs(M.builtin_strategies) do
+      if v == n then return { name = n, module = "kwb.strategies." .. n } end
+    end
+    if v:match("%.lua$") then return { name = v:match("([^/]+)%.lua$"), file = self:path("strategy", v) } end
+    local near = M.nearest(v, M.builtin_strategies)
+    self:fail("strategy", "one of " .. table.concat(M.builtin_strategies, ", ") .. ", a .lua file or a table { propose = }",
+      v, near and ("(did you mean '" .. near .. "'?)"))
+  elseif type(v) == "table" then
+    if type(v.propose) ~= "function" then self:fail("strategy.propose", "a function(self, run)", v.propose) end
+    if v.observe ~= nil and type(v.observe) ~= "function" then self:fail("strategy.observe", "a function(self, run, result)", v.observe) end
+    return { name = v.name or "inline", table = v }
+  end
+  self:fail("strategy", "a strategy name, a .lua file or a table { propose = }", v)
+end
+
+-- ---- building the object ----------------------------------------------
+
+-- The call site of kwb.recipe: the file and line of the caller, or, for a
+-- tail call (return kwb.recipe {...}), the file being loaded and the line of
+-- its `recipe {` call.
+local function call_site(level)
+  local info = debug.getinfo(level + 1, "Slt")
+  local tail = debug.getinfo(level, "t").istailcall
+  local file, line
+  if info and not tail and info.source:sub(1, 1) == "@" and info.currentline > 0 then
+    file, line = info.source:sub(2), info.currentline
+  elseif M.loading[#M.loading] then
+    file = M.loading[#M.loading]
+  end
+  local site = { file = file or "recipe", line = line }
+  site.lines = file and read_lines(file)
+  if site.lines and not site.line then
+    for i, l in ipairs(site.lines) do
+      if l:match("recipe%s*[{(]") then site.line = i; break end
+    end
+  end
+  site.line = site.line or 1
+  return site
+end
+
+function M.new(spec, level)
+  local site = call_site((level or 1) + 1)
+  local c = setmetatable({ site = site, dir = site.file:match("^(.*)/[^/]*$") or "." }, Checker)
+  if type(spec) ~= "table" then c:fail("recipe", "a table of fields", spec) end
+  local names = {}
+  for _, f in ipairs(fields) do names[f] = true end
+  for k in pairs(spec) do
+    if not names[k] then c:unknown(k, fields) end
+  end
+  local r = setmetatable({ file = site.file ~= "recipe" and site.file or nil, dir = c.dir, line = site.line }, Recipe)
+
+  if type(spec.name) ~= "string" or not spec.name:match("^[%w_%.%-]+$") then
+    c:fail("name", "a name of letters, digits, '_', '.' or '-'", spec.name)
+  end
+  r.name = spec.name
+  if spec.description ~= nil then a_string(c, "description", spec.description) end
+  r.description = spec.description
+
+  local p = spec.problem
+  if type(p) == "string" then
+    local got, err = problem.get(p)
+    if not got then c:fail("problem", err, false) end
+    p = got
+  elseif not problem.is_problem(p) then
+    c:fail("problem", "a problem (kwb.problem.define or a kwb.problems module) or its name", p)
+  end
+  r.problem = p
+  r.shapes = c:shapes(p, spec.shapes)
+
+  r.backend = spec.backend or "host"
+  if r.backend ~= "host" and r.backend ~= "cuda" then c:fail("backend", "'host' or 'cuda'", spec.backend) end
+
+  if spec.start == nil then c:fail("start", "the start kernel (a file path), the baseline every score is relative to", nil) end
+  r.start = c:candidate_spec("start", spec.start)
+  if spec.template ~= nil then r.template = c:path("template", spec.template) end
+  if spec.space ~= nil then
+    if not r.template then c:fail("space", "needs a 'template' (the source its parameters are filled into)", false) end
+    r.space = c:space(spec.space)
+  end
+  if spec.strategy ~= nil then r.strategy = c:strategy(spec.strategy)
+  elseif r.space then r.strategy = { name = "random", module = "kwb.strategies.random" } end
+
+  if spec.model ~= nil then c:subtable("model", spec.model, model_spec) end
+  r.model = spec.model
+  r.context = {}
+  if spec.context ~= nil then
+    c:string_list("context", spec.context, true)
+    for i, f in ipairs(spec.context) do r.context[i] = c:path("context[" .. i .. "]", f) end
+  end
+  r.ideas = spec.ideas and c:string_list("ideas", spec.ideas, true) or {}
+  local ok, rs = pcall(rules.set, spec.forbid or { "default" })
+  if not ok then
+    local where, why = tostring(rs):match("^(forbid%[%d+%]): (.*)$")
+    c:fail(where or "forbid", why or tostring(rs), false)
+  end
+  r.forbid, r.rules = spec.forbid or { "default" }, rs
+  if spec.accept ~= nil and type(spec.accept) ~= "function" then c:fail("accept", "a function(candidate, best) -> boolean", spec.accept) end
+  r.accept = spec.accept
+  if spec.score ~= nil and type(spec.score) ~= "function" then c:fail("score", "a function(candidate) -> number", spec.score) end
+  r.score = spec.score
+  r.budget = { candidates = 100, minutes = 10, timeout = 10 }
+  if spec.budget ~= nil then
+    c:subtable("budget", spec.budget, budget_spec)
+    for k, v in pairs(spec.budget) do r.budget[k] = v end
+  end
+  if spec.seed ~= nil and math.type(spec.seed) ~= "integer" then c:fail("seed", "an integer", spec.seed) end
+  r.seed = spec.seed
+  r.flags = spec.flags and c:string_list("flags", spec.flags, true) or { "-O2" }
+  if spec.cc ~= nil then a_string(c, "cc", spec.cc) end
+  r.cc = spec.cc
+  r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }
+  if spec.timing ~= nil then
+    c:subtable("timing", spec.timing, timing_spec)
+    for k, v in pairs(spec.timing) do r.timing[k] = v end
+  end
+  if spec.race ~= nil and spec.race ~= false then nonneg_number(c, "race", spec.race) end
+  r.race = spec.race == nil and 0.10 or spec.race
+  if spec.ceilings ~= nil then c:subtable("ceilings", spec.ceilings, ceilings_spec) end
+  r.ceilings = spec.ceilings
+  return r
+end
+
+-- ---- the recipe object --------------------------------------------------
+
+-- A session (the loop's state for this recipe) is created on first use and
+-- kept, so try and run share the start kernel's measurement and the cache.
+function Recipe:session(opts)
+  if not self._session then
+    self._session = require("kwb.loop").session(self, opts)
+  end
+  return self._session
+end
+
+-- r:run { candidates =, minutes =, strategy =, json =, seed = } -> summary
+function Recipe:run(opts)
+  return require("kwb.loop").run(self, opts or {})
+end
+
+-- r:try { BM = 64, ... } or r:try { source = "..." }: evaluate one candidate
+-- now (even if the cache knows it), print its per-shape table, return the result.
+function Recipe:try(cand)
+  return require("kwb.loop").try(self, cand)
+end
+
+function Recipe:__tostring()
+  return string.format("kwb.recipe %s (%s, %d shapes%s)", self.name, self.problem:key(), #self.shapes,
+                       self.file and (", " .. self.file) or "")
+end
+
+function M.is_recipe(v) return getmetatable(v) == Recipe end
+
+return setmetatable(M, {
+  __call = function(_, spec)
+    local r = M.new(spec, 2)   -- not a tail call: new() looks at this frame's caller
+    return r
+  end,
+})

@@ -1,0 +1,378 @@
+-- kwb/rules.lua: forbidden actions. Every rule is matched by LPeg over three
+-- views of a candidate, so a macro cannot hide a word:
+--   source        the source with comments and string literals blanked out
+--   preprocessed  the compiler's preprocessor output (`cc -E`), lines of the
+--                 candidate's own file only, mapped back to their source lines
+--   symbols       the built module's undefined symbols (what it calls) and
+--                 writable data symbols (state kept across calls), from `nm`
+-- and asm patterns are matched inside string literals (inline assembly text).
+--
+--   local rs = rules.set { "default", "-sleep", { name = "no-goto", words = { "goto" } } }
+--   local hit = rs:check_source(src)      -- nil, or { rule =, line =, word =, message = }
+local lpeg = require "lpeg"
+local P, R, S, C, Cp, Cs, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cp, lpeg.Cs, lpeg.Ct
+
+local M = {}
+local known_hint
+
+-- ---- the rule catalogue -------------------------------------------------
+-- words: identifiers forbidden in the source and the preprocessed source, and
+--        as undefined symbols of the module.
+-- symbols: forbidden only as undefined symbols (names too common to forbid as
+--        identifiers: a variable may be called `time`, a call to time() may not).
+-- asm:   plain substrings forbidden inside string literals (inline assembly).
+-- data:  the module may define no writable data (globals, static locals).
+M.catalogue = {
+  ["other-streams"] = {
+    why = "work on another stream, event or thread escapes the harness's timing",
+    words = { "cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority",
+              "cudaEventCreate", "cudaEventCreateWithFlags", "cudaEventRecord", "cudaLaunchHostFunc",
+              "cuStreamCreate", "cuStreamCreateWithPriority", "cuEventCreate", "cuEventRecord",
+              "pthread_create", "thrd_create", "posix_spawn", "posix_spawnp", "vfork",
+              "__builtin_GOMP_parallel", "GOMP_parallel", "omp_set_num_threads" },
+    symbols = { "fork", "clone", "clone3", "system", "popen" },
+  },
+  sync = {
+    why = "host or device-wide synchronisation belongs to the harness",
+    words = { "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+              "cudaStreamWaitEvent", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+              "this_grid", "grid_group", "pthread_barrier_wait", "pthread_join", "thrd_join",
+              "pthread_cond_wait", "pthread_mutex_lock" },
+  },
+  timer = {
+    why = "a candidate that reads a clock can tell when it is being timed",
+    words = { "clock_gettime", "gettimeofday", "timespec_get", "clock64", "__globaltimer",
+              "__rdtsc", "__rdtscp", "__builtin_ia32_rdtsc", "__builtin_ia32_rdtscp",
+              "__builtin_readcyclecounter", "__builtin_readsteadycounter", "rdtsc", "clock_getres",
+              "getrusage", "cudaEventElapsedTime", "cuEventElapsedTime" },
+    symbols = { "clock", "time", "times", "ftime", "__clock_gettime", "__vdso_clock_gettime" },
+    asm = { "rdtsc", "rdpmc", "%globaltimer", "%clock" },
+  },
+  printf = {
+    why = "output from a candidate (device printf) slows it and talks to the harness's streams",
+    words = { "printf", "fprintf", "dprintf", "vprintf", "vfprintf", "puts", "fputs", "putchar",
+              "fputc", "putc", "fwrite", "perror", "__builtin_printf", "__builtin_puts",
+              "vprintf_device" },
+    symbols = { "write", "__printf_chk", "__fprintf_chk", "__vfprintf_chk" },
+  },
+  sleep = {
+    why = "sleeping or yielding inside a candidate",
+    words = { "usleep", "nanosleep", "clock_nanosleep", "__nanosleep", "sched_yield",
+              "thrd_sleep", "thrd_yield", "pthread_yield" },
+    symbols = { "sleep", "pause", "select", "poll", "epoll_wait" },
+    asm = { "nanosleep" },
+  },
+  ["l2-persistence"] = {
+    why = "L2 persistence controls outlive the candidate and change other results",
+    words = { "cudaCtxResetPersistingL2Cache", "cudaLimitPersistingL2CacheSize", "accessPolicyWindow",
+              "cudaAccessPropertyPersisting", "cudaStreamAttributeAccessPolicyWindow",
+              "cudaStreamSetAttribute", "cuCtxResetPersistingL2Cache", "CU_LIMIT_PERSISTING_L2_CACHE_SIZE",
+              "cuStreamSetAttribute", "cudaDeviceSetLimit", "cuCtxSetLimit" },
+  },
+  ["global-state"] = {
+    why = "state kept across calls (mutable globals, static locals) can replay old results",
+    words = { "__thread", "_Thread_local", "thread_local" },
+    data = true,
+  },
+  exit = {
+    why = "a candidate may not end the process or trap",
+    words = { "exit", "_exit", "_Exit", "quick_exit", "abort", "__builtin_trap", "__trap",
+              "__brkpt", "raise", "kill", "longjmp", "siglongjmp", "signal", "sigaction", "atexit" },
+    asm = { "trap;", "exit;", "brkpt;", "ud2", "int3", "int $3" },
+  },
+  escape = {
+    why = "looking code up at run time or calling the kernel directly hides it from these rules",
+    words = { "dlopen", "dlsym", "dlvsym", "syscall", "mprotect", "mmap", "execve", "execv",
+              "execvp", "ptrace", "__builtin_frame_address", "__builtin_return_address" },
+    asm = { "syscall", "sysenter", "int $0x80" },
+  },
+  ["inline-asm"] = {
+    why = "inline assembly can do anything the other rules forbid",
+    words = { "asm", "__asm__", "__asm" },
+  },
+}
+
+M.default = { "other-streams", "sync", "timer", "printf", "sleep", "l2-persistence",
+              "global-state", "exit", "escape" }
+
+-- ---- lexing with LPeg ---------------------------------------------------
+
+local nl = P "\n"
+local idstart = R("az", "AZ") + P "_"
+local idchar = idstart + R "09"
+local ident = idstart * idchar ^ 0
+local line_comment = P "//" * (P "\\\n" + (1 - nl)) ^ 0
+local block_comment = P "/*" * (1 - P "*/") ^ 0 * P "*/" ^ -1
+local comment = line_comment + block_comment
+local escaped = P "\\" * P(1)
+local dq_string = P '"' * (escaped + P "\\\n" + (1 - S '"\n')) ^ 0 * P '"' ^ -1
+local sq_string = P "'" * (escaped + (1 - S "'\n")) ^ 0 * P "'" ^ -1
+local literal = dq_string + sq_string
+
+local function blank(s) return (s:gsub("[^\n]", " ")) end
+
+-- Number literals: digits, letters, dots and exponent signs (1e-5, 0x1p+3).
+local number = (R "09" + P "." * R "09") * (S "eEpP" * S "+-" + idchar + P ".") ^ 0
+
+local stripper = Cs((comment / blank + literal / blank + ident + number + P(1)) ^ 0)
+local literals = Ct((comment + Cp() * C(literal) + ident + number + P(1)) ^ 0)
+
+-- strip(src) -> src with comments and string/char literals blanked (newlines kept).
+function M.strip(src) return stripper:match(src) end
+
+-- Line number of byte position pos in text.
+local function line_of(text, pos)
+  local n = 1
+  for _ in text:sub(1, pos - 1):gmatch("\n") do n = n + 1 end
+  return n
+end
+M.line_of = line_of
+
+-- string literals of src as { { line =, text = }, ... }
+function M.literals(src)
+  local caps, out = literals:match(src), {}
+  for i = 1, #caps, 2 do out[#out + 1] = { line = line_of(src, caps[i]), text = caps[i + 1] } end
+  return out
+end
+
+-- identifiers(text) -> { { pos, word }, ... } (numbers skipped)
+local idscan = Ct((Ct(Cp() * C(ident)) + number + P(1)) ^ 0)
+function M.identifiers(text) return idscan:match(text) end
+
+-- ---- rule sets ----------------------------------------------------------
+
+local function words_pattern(words)
+  local sorted = {}
+  for _, w in ipairs(words) do sorted[#sorted + 1] = w end
+  table.sort(sorted, function(a, b) return #a > #b end)
+  local p = P(false)
+  for _, w in ipairs(sorted) do p = p + P(w) end
+  return p * -idchar
+end
+
+local function compile_rule(name, spec)
+  local r = { name = name, why = spec.why or ("forbidden by rule '" .. name .. "'"), data = spec.data,
+              words = spec.words or {}, symbols = spec.symbols or {}, asm = spec.asm or {} }
+  -- Scan: at every token start try the rule's words; skip whole identifiers
+  -- and numbers otherwise, so a word never matches inside a longer name.
+  local hit = Cp() * C(spec.pattern or words_pattern(r.words))
+  r.scan = Ct((Ct(hit) + ident + number + P(1)) ^ 0)
+  r.symbol_set = {}
+  for _, w in ipairs(r.words) do r.symbol_set[w] = true end
+  for _, w in ipairs(r.symbols) do r.symbol_set[w] = true end
+  return r
+end
+
+local RuleSet = {}
+RuleSet.__index = RuleSet
+
+local function names_list()
+  local names = {}
+  for n in pairs(M.catalogue) do names[#names + 1] = n end
+  table.sort(names)
+  return names
+end
+
+-- "did you mean 'sleep'?" for a near miss, else the known names.
+function known_hint(word)
+  local near = require("kwb.recipe").nearest(word, names_list())
+  if near then return "did you mean '" .. near .. "'?" end
+  return "known: default, " .. table.concat(names_list(), ", ")
+end
+
+-- set(spec): spec is a list of rule names, "default", "-name" (drop a rule),
+-- and rule tables { name =, words =, symbols =, asm =, pattern = (LPeg), why = }.
+-- Raises on an unknown name.
+function M.set(spec)
+  spec = spec or { "default" }
+  if type(spec) ~= "table" then error("forbid must be a list of rule names", 2) end
+  local chosen, order = {}, {}
+  local function add(name, def)
+    if not chosen[name] then order[#order + 1] = name end
+    chosen[name] = def
+  end
+  for i, item in ipairs(spec) do
+    if item == "default" then
+      for _, n in ipairs(M.default) do add(n, M.catalogue[n]) end
+    elseif type(item) == "string" and item:sub(1, 1) == "-" then
+      local n = item:sub(2)
+      if not M.catalogue[n] and not chosen[n] then
+        error(string.format("forbid[%d]: no rule named '%s' to drop (%s)", i, n, known_hint(n)), 2)
+      end
+      chosen[n] = false
+    elseif type(item) == "string" then
+      if not M.catalogue[item] then
+        error(string.format("forbid[%d]: no rule named '%s' (%s)", i, item, known_hint(item)), 2)
+      end
+      add(item, M.catalogue[item])
+    elseif type(item) == "table" then
+      if type(item.name) ~= "string" then error(string.format("forbid[%d]: a rule table needs a name", i), 2) end
+      if not (item.words or item.symbols or item.asm or item.pattern) then
+        error(string.format("forbid[%d]: rule '%s' needs words, symbols, asm or pattern", i, item.name), 2)
+      end
+      add(item.name, item)
+    else
+      error(string.format("forbid[%d]: expected a rule name or a rule table, got %s", i, type(item)), 2)
+    end
+  end
+  local rs = setmetatable({ rules = {} }, RuleSet)
+  for _, n in ipairs(order) do
+    if chosen[n] then rs.rules[#rs.rules + 1] = compile_rule(n, chosen[n]) end
+  end
+  return rs
+end
+
+function M.names() return table.concat(names_list(), ", ") end
+
+function RuleSet:names()
+  local out = {}
+  for i, r in ipairs(self.rules) do out[i] = r.name end
+  return out
+end
+
+local function rejection(r, word, line, view)
+  local where = line and ("line " .. line) or "the module"
+  return { rule = r.name, word = word, line = line, view = view,
+           message = string.format("rule '%s': %s at %s (%s; found in the %s)", r.name, word, where, r.why, view) }
+end
+
+-- Text views: lines = nil (line numbers from the text itself) or a map from
+-- the text's own line numbers to source line numbers.
+local function scan_text(self, text, view, linemap)
+  for _, r in ipairs(self.rules) do
+    local hits = r.scan:match(text)
+    if hits[1] then
+      local pos, word = hits[1][1], hits[1][2]
+      local line = line_of(text, pos)
+      return rejection(r, word, linemap and linemap[line] or line, view)
+    end
+  end
+  return nil
+end
+
+local function scan_asm(self, src, view, linemap)
+  local lits
+  for _, r in ipairs(self.rules) do
+    if r.asm[1] then
+      lits = lits or M.literals(src)
+      for _, lit in ipairs(lits) do
+        for _, pat in ipairs(r.asm) do
+          if lit.text:find(pat, 1, true) then
+            return rejection(r, pat, linemap and linemap[lit.line] or lit.line, view)
+          end
+        end
+      end
+    end
+  end
+  return nil
+end
+
+-- check_source(src): the first forbidden word in the stripped source, or in
+-- a string literal's assembly text; nil when clean.
+function RuleSet:check_source(src)
+  return scan_text(self, M.strip(src), "source") or scan_asm(self, src, "source")
+end
+
+-- check_preprocessed(pp): pp from M.preprocess ({ text =, lines = map }).
+function RuleSet:check_preprocessed(pp)
+  return scan_text(self, M.strip(pp.text), "preprocessed source", pp.lines)
+      or scan_asm(self, pp.text, "preprocessed source", pp.lines)
+end
+
+-- The first source line where word appears as an identifier, or nil.
+local function find_line(word, pp)
+  for _, id in ipairs(M.identifiers(M.strip(pp.text))) do
+    if id[2] == word then return pp.lines[line_of(pp.text, id[1])] end
+  end
+  return nil
+end
+
+-- check_symbols(syms, pp): syms from M.symbols (undefined, data); pp gives
+-- lines. Data symbols count when the candidate's own code names them (the
+-- toolchain's own objects never appear in its source).
+function RuleSet:check_symbols(syms, pp)
+  for _, r in ipairs(self.rules) do
+    for _, s in ipairs(syms.undefined) do
+      if r.symbol_set[s] then return rejection(r, s, find_line(s, pp), "module's undefined symbols") end
+    end
+    if r.data then   -- the first one in the source
+      local first, first_line
+      for _, s in ipairs(syms.data) do
+        local base = s:match("^([%a_][%w_]*)")
+        local line = base and find_line(base, pp)
+        if line and (not first_line or line < first_line) then first, first_line = base, line end
+      end
+      if first then return rejection(r, first, first_line, "module's writable data") end
+    end
+  end
+  return nil
+end
+
+-- ---- the toolchain views ------------------------------------------------
+
+local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+M.quote = quote
+
+local function run(cmd)
+  local f = io.popen(cmd .. " 2>&1", "r")
+  local out = f:read("a")
+  local ok, _, code = f:close()
+  return ok, out, code
+end
+
+-- preprocess(src, { cc =, flags =, defines = (list of NAME=VALUE) }) ->
+-- { text = lines of the candidate's own file, lines = { [i] = source line } }
+-- or nil, message, { code = "compile-error", log = }.
+function M.preprocess(src, opts)
+  opts = opts or {}
+  local tmp = os.tmpname()
+  local path = tmp .. ".c"
+  local f = assert(io.open(path, "wb"))
+  f:write(src, "\n")
+  f:close()
+  os.remove(tmp)
+  local cmd = { quote(opts.cc or os.getenv("CC") or "cc"), "-E", "-std=c11" }
+  for _, fl in ipairs(opts.flags or {}) do cmd[#cmd + 1] = quote(fl) end
+  for _, d in ipairs(opts.defines or {}) do cmd[#cmd + 1] = quote("-D" .. d) end
+  cmd[#cmd + 1] = quote(path)
+  local ok, out, code = run(table.concat(cmd, " "))
+  os.remove(path)
+  if not ok then
+    return nil, string.format("the preprocessor failed (exit status %s)", tostring(code)),
+           { code = "compile-error", log = out }
+  end
+  local keep, lines, cur, mine = {}, {}, 1, false
+  for l in out:gmatch("([^\n]*)\n?") do
+    local n, file = l:match('^#%s*(%d+)%s+"(.-)"')
+    if n then
+      cur, mine = tonumber(n), file == path
+    else
+      if mine then
+        keep[#keep + 1] = l
+        lines[#keep] = cur
+      end
+      cur = cur + 1
+    end
+  end
+  return { text = table.concat(keep, "\n"), lines = lines }
+end
+
+-- Writable objects the toolchain itself puts into every shared object.
+local toolchain_data = { ["completed.0"] = true, completed = true, __dso_handle = true, __TMC_END__ = true,
+  _DYNAMIC = true, _GLOBAL_OFFSET_TABLE_ = true, __bss_start = true, _edata = true, _end = true,
+  __do_global_dtors_aux_fini_array_entry = true, __frame_dummy_init_array_entry = true }
+
+-- symbols(path) -> { undefined = { names }, data = { names } } or nil, message.
+function M.symbols(path)
+  local ok, out = run("nm -P " .. quote(path))
+  if not ok then return nil, "nm failed on " .. path .. ": " .. out end
+  local syms = { undefined = {}, data = {} }
+  for name, t in out:gmatch("([^%s]+) (%a)[^\n]*") do
+    name = name:match("^([^@]+)") or name
+    if t == "U" or t == "w" or t == "v" then syms.undefined[#syms.undefined + 1] = name
+    elseif t:match("[DdBbGgSsV]") and not toolchain_data[name] then syms.data[#syms.data + 1] = name end
+  end
+  return syms
+end
+
+return M

@@ -1,0 +1,120 @@
+-- kwb/store.lua: what the loop remembers between runs, kept in the candidate
+-- cache (kwb.cache): every evaluated candidate, its build log, one result row
+-- per device kind and shape whatever the outcome, and the run records.
+--
+--   local s = store.open()                          -- kwb.core.cache_path
+--   local ctx = s:context { problem = "matmul", device = ..., shapes = { "n=64", ... }, flags = {...} }
+--   s:known(ctx, id)            -- the stored result of candidate id, or nil
+--   s:record(ctx, cand, result) -- always, whatever the outcome
+--   s:results(ctx)              -- every stored result of ctx, oldest first
+--   s:begin_run(info) -> run; s:end_run(run, summary)
+--
+-- A result is known under a context when the cache holds a row for each of
+-- the context's shapes on its device kind; a candidate's id (kwb.cache's)
+-- already covers the problem, the source, the parameters and the flags.
+local cache = require "kwb.cache"
+
+local M = {}
+
+local Store = {}
+Store.__index = Store
+
+-- open([path]) -> store; raises when the cache cannot be opened.
+function M.open(path)
+  local c, msg = cache.open(path)
+  if not c then error("cannot open the cache: " .. msg, 2) end
+  return setmetatable({ cache = c, path = c.path }, Store)
+end
+
+-- The id kwb.cache gives a candidate.
+function M.candidate_id(problem, source, params, flags)
+  return cache.candidate_id(problem, source, params, flags)
+end
+
+function M.device() return cache.host_kind() end
+
+function Store:context(c)
+  return { problem = c.problem, device = c.device or M.device(), shapes = c.shapes, flags = c.flags or {},
+           toolchain = c.toolchain or "cc" }
+end
+
+-- known(ctx, id) -> the result as the loop made it, or nil.
+function Store:known(ctx, id)
+  local rows = self.cache:results(id)
+  if not rows then return nil end
+  local mine = {}
+  for _, r in ipairs(rows) do
+    if r.device == ctx.device then mine[r.shape] = r end
+  end
+  for _, key in ipairs(ctx.shapes) do
+    if not mine[key] then return nil end
+  end
+  local first = mine[ctx.shapes[1]]
+  local v = first.verify
+  local res = { id = id, short = id:sub(1, 8), outcome = v.outcome or first.outcome, reason = v.reason,
+                rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
+                name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
+                seconds = {}, shapes = {} }
+  for _, key in ipairs(ctx.shapes) do
+    local t = mine[key].timing
+    if t.median then res.shapes[key] = t end
+  end
+  return res
+end
+
+-- record(ctx, cand, result): the candidate, its build log and a result row
+-- for every shape of the context, in one transaction.
+function Store:record(ctx, cand, res, run)
+  self.cache:transaction(function()
+    local id = self.cache:put_candidate {
+      problem = ctx.problem, source = cand.source, params = cand.defines, flags = ctx.flags,
+      parent = cand.parent and self.cache:resolve(cand.parent) and cand.parent or nil,
+      origin = { strategy = cand.origin }, rationale = cand.rationale,
+      outcome = res.outcome ~= "start" and res.outcome or nil, run = run and run.id,
+    }
+    assert(id == res.id, "the loop's candidate id differs from the cache's")
+    if res.outcome ~= "start" then self.cache:set_outcome(id, res.outcome) end
+    if res.log or res.seconds.build then
+      self.cache:add_build { candidate = id, arch = ctx.device, toolchain = ctx.toolchain,
+                             ok = res.outcome ~= "compile-error", log = res.log or "" }
+    end
+    local verify = { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
+                     seed = res.seed, score = res.score, origin = res.origin, name = res.name,
+                     params = res.params, parent = res.parent, seq = res.seq }
+    for _, key in ipairs(ctx.shapes) do
+      -- the cache's outcomes are the funnel's; the start kernel is a correct, timed kernel
+      local outcome = res.outcome == "start" and "accepted" or res.outcome
+      self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = outcome,
+                              verify = verify, timing = res.shapes[key] or {}, run = run and run.id }
+    end
+  end)
+end
+
+-- results(ctx) -> every result known under ctx, oldest first.
+function Store:results(ctx)
+  local out = {}
+  local flags = table.concat(ctx.flags, "\0")
+  for _, c in ipairs(self.cache:list(ctx.problem)) do
+    if table.concat(c.flags, "\0") == flags then
+      local r = self:known(ctx, c.id)
+      if r then out[#out + 1] = r end
+    end
+  end
+  table.sort(out, function(a, b) return (a.seq or 0) < (b.seq or 0) end)
+  return out
+end
+
+-- begin_run { recipe = path or name, source = text, settings = {} } -> run
+function Store:begin_run(info)
+  local id = self.cache:begin_run { recipe = info.recipe, source = info.source, settings = info.settings }
+  return { id = id, short = id:sub(1, 12) }
+end
+
+-- end_run(run, summary): the funnel goes into the run record.
+function Store:end_run(run, summary)
+  self.cache:end_run(run.id, summary.funnel)
+end
+
+function Store:runs() return self.cache:runs() end
+
+return M

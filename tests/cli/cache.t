@@ -1,0 +1,183 @@
+# kwb cache: the subcommands over a small cache with fixed contents (cache_setup.lua).
+# Ids are content hashes, the same on every run.
+$ rm -rf build/test-cache && ./kwb tests/cli/cache_setup.lua build/test-cache/cli.db
+$ ./kwb --cache build/test-cache/cli.db cache ls
+id            problem  parent        origin      outcome   created
+dd8d64fa1560  axpy     -             seed        accepted  2026-12-02 10:00:00
+b5013c3146fc  axpy     dd8d64fa1560  rewrite/m1  accepted  2026-12-02 10:01:00
+bf611c14e4bc  axpy     dd8d64fa1560  rewrite/m1  wrong     2026-12-02 10:02:00
+301972303f35  dot      -             seed        -         2026-12-02 10:03:00
+$ ./kwb --cache build/test-cache/cli.db cache ls axpy
+id            problem  parent        origin      outcome   created
+dd8d64fa1560  axpy     -             seed        accepted  2026-12-02 10:00:00
+b5013c3146fc  axpy     dd8d64fa1560  rewrite/m1  accepted  2026-12-02 10:01:00
+bf611c14e4bc  axpy     dd8d64fa1560  rewrite/m1  wrong     2026-12-02 10:02:00
+$ ./kwb --cache build/test-cache/cli.db cache ls nothing
+no candidates for nothing
+$ ./kwb --cache build/test-cache/cli.db cache show b501
+candidate  b5013c3146fc16fd082ff29750f983ff52c014f772b6c203d6b5cfbb44dc6e46
+problem    axpy
+parent     dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e
+origin     rewrite/m1
+created    2026-12-02 10:01:00 UTC
+outcome    accepted
+rationale  unroll by four
+params     {"UNROLL":4}
+lineage    b5013c3146fc <- dd8d64fa1560
+builds
+  arch    toolchain   status  resources
+  x86-64  gcc 12.2.0  ok      {"bytes":512}
+results
+  device           shape    outcome     median   n
+  host:Test CPU:2  1000     accepted    1.2 us  30
+  host:Test CPU:2  1000000  slower    1.600 ms  30
+source
+  void axpy(int n, float a, const float *x, float *y) {
+      int i = 0;
+      for (; i + 4 <= n; i += 4) {
+          y[i] = a * x[i] + y[i];
+          y[i + 1] = a * x[i + 1] + y[i + 1];
+          y[i + 2] = a * x[i + 2] + y[i + 2];
+          y[i + 3] = a * x[i + 3] + y[i + 3];
+      }
+      for (; i < n; i++)
+          y[i] = a * x[i] + y[i];
+  }
+$ ./kwb --cache build/test-cache/cli.db cache show dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e
+candidate  dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e
+problem    axpy
+parent     -
+origin     seed
+created    2026-12-02 10:00:00 UTC
+outcome    accepted
+params     {}
+lineage    dd8d64fa1560
+results
+  device           shape    outcome     median   n
+  host:Test CPU:2  1000     accepted    2.0 us  30
+  host:Test CPU:2  1000000  accepted  1.500 ms  30
+source
+  void axpy(int n, float a, const float *x, float *y) {
+      for (int i = 0; i < n; i++)
+          y[i] = a * x[i] + y[i];
+  }
+$ ./kwb --cache build/test-cache/cli.db cache show 5e1c
+kwb cache: no candidate 5e1c in the cache build/test-cache/cli.db
+[exit 1]
+$ ./kwb --cache build/test-cache/cli.db cache show b5
+kwb cache: 'b5' is not a candidate id (4 to 64 hex digits)
+[exit 1]
+$ ./kwb --cache build/test-cache/cli.db cache show
+kwb cache: show takes one ID
+try 'kwb cache --help'
+[exit 2]
+$ ./kwb --cache build/test-cache/cli.db cache best axpy
+device           shape    candidate       median  outcome
+host:Test CPU:2  1000     b5013c3146fc    1.2 us  accepted
+host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted
+$ ./kwb --cache build/test-cache/cli.db cache best axpy --shape 1000
+device           shape  candidate     median  outcome
+host:Test CPU:2  1000   b5013c3146fc  1.2 us  accepted
+$ ./kwb --cache build/test-cache/cli.db cache best axpy --shape=1000000 --device 'host:Test CPU:2'
+device           shape    candidate       median  outcome
+host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted
+$ ./kwb --cache build/test-cache/cli.db cache best dot
+no timed correct candidates for dot
+$ ./kwb --cache build/test-cache/cli.db cache best axpy --size 3
+kwb cache: unknown option '--size'
+try 'kwb cache --help'
+[exit 2]
+$ ./kwb --cache build/test-cache/cli.db cache diff dd8d b501
+--- dd8d64fa1560
++++ b5013c3146fc
+@@ -1,4 +1,11 @@
+ void axpy(int n, float a, const float *x, float *y) {
+-    for (int i = 0; i < n; i++)
++    int i = 0;
++    for (; i + 4 <= n; i += 4) {
++        y[i] = a * x[i] + y[i];
++        y[i + 1] = a * x[i + 1] + y[i + 1];
++        y[i + 2] = a * x[i + 2] + y[i + 2];
++        y[i + 3] = a * x[i + 3] + y[i + 3];
++    }
++    for (; i < n; i++)
+         y[i] = a * x[i] + y[i];
+ }
+$ ./kwb --cache build/test-cache/cli.db cache diff dd8d bf61
+--- dd8d64fa1560
++++ bf611c14e4bc
+@@ -1,4 +1,4 @@
+-void axpy(int n, float a, const float *x, float *y) {
++void axpy(int n, float a, const float *x, float *restrict y) {
+     for (int i = 0; i < n; i++)
+         y[i] = a * x[i] + y[i];
+ }
+$ ./kwb --cache build/test-cache/cli.db cache diff b501 b501
+$ ./kwb --cache build/test-cache/cli.db cache stats | grep -v '^file'
+cache       build/test-cache/cli.db (schema 1)
+candidates  4 in 2 problems
+builds      1
+results     5
+runs        0
+blobs       5 (3 full, 2 deltas, longest chain 1)
+content     625 bytes raw, 295 bytes stored
+ratio       2.1x
+$ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/axpy.kwb --problem axpy --outcome accepted
+wrote build/test-cache/axpy.kwb: 2 candidates, 1 build, 4 results, 0 runs
+$ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/x.kwb --since 2026-13
+kwb cache: --since wants a date YYYY-MM-DD, not '2026-13'
+try 'kwb cache --help'
+[exit 2]
+$ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/x.kwb --outcome great
+kwb cache: unknown outcome 'great' (known: forbidden, compile-error, wrong, impossible, crashed, timeout, slower, accepted)
+try 'kwb cache --help'
+[exit 2]
+$ ./kwb --cache build/test-cache/two.db cache import build/test-cache/axpy.kwb
+imported build/test-cache/axpy.kwb: 2 candidates, 1 build, 4 results, 0 runs new (3 blobs)
+$ ./kwb --cache build/test-cache/two.db cache import build/test-cache/axpy.kwb
+imported build/test-cache/axpy.kwb: 0 candidates, 0 builds, 0 results, 0 runs new (0 blobs)
+$ ./kwb --cache build/test-cache/two.db cache ls
+id            problem  parent        origin      outcome   created
+dd8d64fa1560  axpy     -             seed        accepted  2026-12-02 10:00:00
+b5013c3146fc  axpy     dd8d64fa1560  rewrite/m1  accepted  2026-12-02 10:01:00
+$ head -c 700 build/test-cache/axpy.kwb >build/test-cache/cut.kwb && ./kwb --cache build/test-cache/three.db cache import build/test-cache/cut.kwb
+kwb cache: bundle build/test-cache/cut.kwb is truncated: entry 3 runs past the end of the file
+[exit 1]
+$ ./kwb --cache build/test-cache/three.db cache stats | grep candidates
+candidates  0 in 0 problems
+$ cp build/test-cache/axpy.kwb build/test-cache/bad.kwb && printf 'X' | dd of=build/test-cache/bad.kwb bs=1 seek=400 conv=notrunc 2>/dev/null && ./kwb --cache build/test-cache/three.db cache import build/test-cache/bad.kwb
+kwb cache: bundle build/test-cache/bad.kwb is corrupt: entry 2 (a candidate record) fails its SHA-256 check
+[exit 1]
+$ printf 'KWBUNDLE\002\000\000\000\000\000\000\000' >build/test-cache/v2.kwb && ./kwb --cache build/test-cache/three.db cache import build/test-cache/v2.kwb
+kwb cache: bundle build/test-cache/v2.kwb has format version 2; this kwb reads version 1
+[exit 1]
+$ ./kwb --cache build/test-cache/three.db cache import build/test-cache/none.kwb
+kwb cache: cannot read the bundle build/test-cache/none.kwb: No such file or directory
+[exit 1]
+$ ./kwb --cache build/test-cache/three.db cache stats | grep candidates
+candidates  0 in 0 problems
+$ ./kwb --cache build/test-cache/cli.db -e 'local c = kwb.cache.open(); c:put_blob("unused"); c:close()'
+$ ./kwb --cache build/test-cache/cli.db cache gc
+removed 1 blob no record needs (19 bytes stored)
+$ ./kwb --cache build/test-cache/cli.db cache frobnicate
+kwb cache: unknown command 'frobnicate'
+try 'kwb cache --help'
+[exit 2]
+$ ./kwb --cache build/test-cache/cli.db cache
+usage: kwb cache COMMAND [args]
+
+  ls [PROBLEM]               candidates, oldest first
+  show ID                    a candidate: origin, lineage, builds, results, source
+  best PROBLEM [--shape S] [--device D]
+                             the fastest correct candidate of each device kind and shape
+  diff ID1 ID2               the line diff of two candidates' sources
+  export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]
+                             write matching candidates (with their ancestors, builds,
+                             results and runs) to a bundle file for a teammate
+  import FILE                add a bundle's records: all of them, or none if the file is bad
+  stats                      counts, sizes and the compression ratio
+  gc                         drop blobs no record needs, then compact the file
+
+IDs may be shortened to any unique prefix of at least 4 hex digits.
+The cache is kwb's --cache PATH, else $KWB_CACHE, else cache/kwb.db.
+[exit 2]

@@ -1,0 +1,463 @@
+-- tests/lua/test_cache.lua: kwb.cache through its Lua API.
+local t = require "t"
+local cache_mod = require "kwb.cache"
+local core = require "kwb.core"
+
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p " .. dir))
+local n_paths = 0
+local function fresh()
+  n_paths = n_paths + 1
+  local path = string.format("%s/c%d.db", dir, n_paths)
+  return assert(cache_mod.open(path)), path
+end
+
+local src = assert(io.open("kernels/cuda/matmul_tiled.cu")):read("a")
+local function edited(s, k)   -- a small edit: one tunable's default
+  return (s:gsub("#define BK 16", "#define BK " .. (16 + k), 1))
+end
+
+local function sh(cmd)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+local function file_size(path)
+  local f = io.open(path, "rb")
+  if not f then return 0 end
+  local n = f:seek("end")
+  f:close()
+  return n
+end
+
+t.test("cache_candidate_round_trip", function()
+  local c = fresh()
+  local id, new = c:put_candidate { problem = "sgemm", source = src, params = { BM = 64, name = "x" },
+                                    flags = { "-O3" }, origin = { strategy = "seed", model = "m1" },
+                                    rationale = "start", created = 1000 }
+  t.eq(new, true, "new")
+  t.eq(#id, 64, "id length")
+  t.eq(id, cache_mod.candidate_id("sgemm", src, { name = "x", BM = 64 }, { "-O3" }), "id is the content hash")
+  local again, new2 = c:put_candidate { problem = "sgemm", source = src, params = { BM = 64, name = "x" },
+                                        flags = { "-O3" } }
+  t.eq(again, id, "same content, same id")
+  t.eq(new2, false, "second put is not new")
+  local g = assert(c:get(id))
+  t.eq(g.source, src, "source")
+  t.eq(g.problem, "sgemm", "problem")
+  t.eq(g.params.BM, 64, "params.BM")
+  t.eq(math.type(g.params.BM), "integer", "params.BM type")
+  t.eq(g.flags[1], "-O3", "flags")
+  t.eq(g.strategy, "seed", "strategy")
+  t.eq(g.model, "m1", "model")
+  t.eq(g.rationale, "start", "rationale")
+  t.eq(g.created, 1000.0, "created")
+  local other = c:put_candidate { problem = "sgemm", source = src, params = { BM = 128 } }
+  t.truthy(other ~= id, "params change the id")
+  t.truthy(c:put_candidate { problem = "other", source = src, params = { BM = 64, name = "x" },
+                             flags = { "-O3" } } ~= id, "the problem changes the id")
+  c:close()
+end)
+
+t.test("cache_lineage_and_deltas", function()
+  local c = fresh()
+  local ids = { (c:put_candidate { problem = "p", source = src }) }
+  for k = 1, 5 do
+    ids[#ids + 1] = c:put_candidate { problem = "p", source = edited(src, k), parent = ids[#ids]:sub(1, 10) }
+  end
+  local lin = c:lineage(ids[6])
+  t.eq(#lin, 6, "lineage length")
+  t.eq(lin[1], ids[6], "lineage starts at the candidate")
+  t.eq(lin[6], ids[1], "lineage ends at the root")
+  local g = assert(c:get(ids[4]))
+  t.eq(g.parent, ids[3], "parent resolved to the full id")
+  t.eq(g.source, edited(src, 3), "delta source")
+  local info = c.db:blob_info(g.source_blob)
+  t.eq(info.depth, 3, "chain depth follows the lineage")
+  t.truthy(info.stored_size < 100, "a one-line edit stores under 100 bytes (got " .. info.stored_size .. ")")
+  local ok, err = pcall(c.put_candidate, c, { problem = "p", source = "x", parent = "ffffffff" })
+  t.eq(ok, false, "unknown parent raises")
+  t.truthy(err:find("candidate.parent: no candidate ffffffff", 1, true), err)
+  c:close()
+end)
+
+t.test("cache_compression_ratio_over_chain_of_edits", function()
+  local c = fresh()
+  local parent, s = nil, src
+  for k = 1, 200 do
+    -- each step changes two lines: a tunable and a comment
+    s = s:gsub("#define PAD %d+", "#define PAD " .. k, 1)
+    s = s:gsub("// Epilogue[^\n]*", "// Epilogue " .. k .. ": scale and write back", 1)
+    parent = c:put_candidate { problem = "p", source = s, parent = parent }
+  end
+  local st = c:stats()
+  t.eq(st.candidates, 200, "candidates")
+  t.eq(st.blobs, 200, "blobs")
+  t.eq(st.max_depth, core.cache_max_depth, "chains reach the bound and no further")
+  t.eq(st.full_blobs, math.ceil(200 / (core.cache_max_depth + 1)), "one full frame per bounded chain")
+  t.truthy(st.ratio > 25, string.format("ratio %.1f exceeds 25", st.ratio))
+  c:close()
+end)
+
+t.test("cache_corrupt_blob_loses_only_its_chain", function()
+  local c, path = fresh()
+  local a = c:put_candidate { problem = "p", source = src }
+  local b = c:put_candidate { problem = "p", source = edited(src, 1), parent = a }
+  local d = c:put_candidate { problem = "p", source = edited(src, 2), parent = b }
+  local lone = c:put_candidate { problem = "q", source = "int unrelated;\n" }
+  c:close()
+  c = assert(cache_mod.open(path))   -- no recently decoded blobs
+  local function blob_of(id) return c:exec("SELECT source FROM candidate WHERE id = ?1", id)[1].source end
+  -- flip one byte in the middle of the leaf's frame
+  local function corrupt(id)
+    local blob = blob_of(id)
+    local frame = c:exec("SELECT frame FROM blob WHERE id = ?1", blob)[1].frame
+    local k = #frame // 2
+    frame = frame:sub(1, k - 1) .. string.char(frame:byte(k) ~ 0xff) .. frame:sub(k + 1)
+    c:exec("UPDATE blob SET frame = CAST(?2 AS BLOB) WHERE id = ?1", blob, frame)
+    return blob
+  end
+  local leaf = corrupt(d)
+  local ok, msg, info = c:get(d)
+  t.eq(ok, nil, "corrupt leaf is lost")
+  t.eq(info.code, "corrupt-blob", "code")
+  t.truthy(msg:find("blob " .. leaf .. " is corrupt", 1, true), msg)
+  t.eq(assert(c:get(b)).source, edited(src, 1), "its base still reads")
+  t.eq(assert(c:get(a)).source, src, "the root still reads")
+  t.eq(assert(c:get(lone)).source, "int unrelated;\n", "other blobs still read")
+  -- now the middle of the chain: its delta descendant fails naming it
+  c:close()
+  c = assert(cache_mod.open(path))
+  local mid = corrupt(b)
+  ok, msg, info = c:get(d)
+  t.eq(ok, nil, "a blob on a corrupt base is lost")
+  t.truthy(msg:find("its base blob " .. mid .. " is corrupt", 1, true), msg)
+  t.eq(assert(c:get(a)).source, src, "the root still reads")
+  t.eq(c:integrity(), "ok", "the database itself is sound")
+  c:close()
+end)
+
+t.test("cache_resolve_prefixes", function()
+  local c = fresh()
+  -- find two sources whose ids share their first 4 hex digits
+  local seen, x, y = {}, nil, nil
+  for k = 1, 100000 do
+    local s = "int v = " .. k .. ";\n"
+    local p = cache_mod.candidate_id("p", s, {}, {}):sub(1, 4)
+    if seen[p] then x, y = seen[p], s break end
+    seen[p] = s
+  end
+  local ix = c:put_candidate { problem = "p", source = x }
+  local iy = c:put_candidate { problem = "p", source = y }
+  t.eq(c:resolve(ix), ix, "full id")
+  t.eq(c:resolve(ix:upper()), ix, "case does not matter")
+  local ok, msg, info = c:resolve(ix:sub(1, 4))
+  t.eq(ok, nil, "shared prefix")
+  t.eq(info.code, "ambiguous", "code")
+  t.eq(#info.matches, 2, "both match")
+  t.truthy(msg:find(ix:sub(1, 16), 1, true) and msg:find(iy:sub(1, 16), 1, true), msg)
+  local n = 5
+  while ix:sub(1, n) == iy:sub(1, n) do n = n + 1 end
+  t.eq(c:resolve(ix:sub(1, n)), ix, "first unique prefix")
+  ok, msg, info = c:resolve("abc")
+  t.eq(info.code, "bad-id", "too short")
+  t.eq(msg, "'abc' is not a candidate id (4 to 64 hex digits)", "message")
+  t.eq(select(3, c:resolve("xyz12")).code, "bad-id", "not hex")
+  local unused = "0000"
+  while seen[unused] or ix:sub(1, 4) == unused do unused = string.format("%04x", math.random(0, 65535)) end
+  ok, msg, info = c:resolve(unused)
+  t.eq(info.code, "not-found", "no match")
+  c:close()
+end)
+
+t.test("cache_results_builds_best_runs", function()
+  local c = fresh()
+  local a = c:put_candidate { problem = "mm", source = src }
+  local b = c:put_candidate { problem = "mm", source = edited(src, 1), parent = a }
+  local d = c:put_candidate { problem = "mm", source = edited(src, 2), parent = b }
+  local dev = "host:Test CPU:2"
+  c:add_result { candidate = a, device = dev, shape = "256", outcome = "accepted", timing = { median = 3e-3, n = 9 },
+                 verify = { max_rel = 1e-6 }, clocks = { before = 1, after = 1 } }
+  c:add_result { candidate = b, device = dev, shape = "256", outcome = "accepted", timing = { median = 2e-3 } }
+  c:add_result { candidate = d, device = dev, shape = "256", outcome = "wrong", timing = { median = 1e-3 } }
+  c:add_result { candidate = a, device = dev, shape = "1024", outcome = "slower", timing = { median = 0.5 } }
+  c:add_result { candidate = d, device = dev, shape = "1024", outcome = "accepted", timing = { median = 0.4 } }
+  c:add_result { candidate = d, device = "gpu:X", shape = "1024", outcome = "accepted", timing = { median = 0.01 } }
+  local best = c:best("mm", { device = dev })
+  t.eq(#best, 2, "one per shape")
+  t.eq(best[1].shape, "1024", "sorted by shape")
+  t.eq(best[1].candidate, d, "fastest correct at 1024")
+  t.eq(best[2].candidate, b, "the wrong one is not best at 256")
+  t.eq(#c:best("mm", { shape = "1024" }), 2, "one per device")
+  t.eq(c:best("mm", { shape = "256" })[1].median, 2e-3, "median")
+  local rs = c:results(a)
+  t.eq(#rs, 2, "results of a")
+  t.eq(rs[2].verify.max_rel, 1e-6, "verify figures")
+  t.eq(rs[2].clocks.after, 1, "clocks")
+  t.eq(rs[2].timing.n, 9, "timing stats")
+  c:add_result { candidate = a, device = dev, shape = "256", outcome = "slower", timing = { median = 4e-3 } }
+  t.eq(#c:results(a), 2, "a new measurement replaces the old one")
+  t.raises(function() c:add_result { candidate = a, device = dev, shape = "1", outcome = "great" } end,
+           "unknown outcome 'great'")
+  local bid = c:add_build { candidate = b, arch = "x86-64", toolchain = "gcc 12.2", ok = true,
+                            log = "warning: none\n", binary = "\127ELF\0\1\2", resources = { regs = 32 } }
+  t.eq(bid, cache_mod.build_id(b, "x86-64", "gcc 12.2"), "build id")
+  local bl = assert(c:build(b:sub(1, 8), "x86-64", "gcc 12.2"))
+  t.eq(bl.binary, "\127ELF\0\1\2", "binary round trip")
+  t.eq(bl.log, "warning: none\n", "log")
+  t.eq(bl.resources.regs, 32, "resources")
+  t.eq(select(3, c:build(b, "sm_90", "nvrtc 12")).code, "not-found", "other arch")
+  local run = c:begin_run { recipe = "recipes/host_demo.lua", settings = { budget = 5 }, started = 50 }
+  c:end_run(run, { accepted = 2, wrong = 1 }, 60)
+  local runs = c:runs()
+  t.eq(#runs, 1, "runs")
+  t.eq(runs[1].recipe_hash, core.sha256(assert(io.open("recipes/host_demo.lua")):read("a")), "recipe hash")
+  t.eq(runs[1].funnel.wrong, 1, "funnel")
+  t.eq(runs[1].settings.budget, 5, "settings")
+  t.eq(runs[1].ended, 60.0, "end")
+  c:close()
+end)
+
+t.test("cache_export_import_round_trip_is_idempotent", function()
+  local c = fresh()
+  local ids = { (c:put_candidate { problem = "mm", source = src, created = 1 }) }
+  for k = 1, 20 do
+    ids[#ids + 1] = c:put_candidate { problem = "mm", source = edited(src, k), parent = ids[#ids], created = 1 + k }
+  end
+  c:put_candidate { problem = "other", source = "x", created = 5 }
+  c:add_result { candidate = ids[21], device = "d", shape = "s", outcome = "accepted", timing = { median = 1 } }
+  c:add_build { candidate = ids[21], arch = "a", toolchain = "t", log = "log", binary = "bin" }
+  local file = dir .. "/mm.kwb"
+  local n = assert(c:export(file, { problem = "mm" }))
+  t.eq(n.candidates, 21, "exported candidates")
+  t.eq(n.results, 1, "exported results")
+  t.eq(n.builds, 1, "exported builds")
+  local d = fresh()
+  local got = assert(d:import(file))
+  t.eq(got.candidates, 21, "imported candidates")
+  t.eq(got.blobs, 23, "imported blobs: 21 sources, a log, a binary")
+  t.eq(d:stats().candidates, 21, "the other problem stayed home")
+  for k, id in ipairs(ids) do
+    t.eq(assert(d:get(id)).source, k == 1 and src or edited(src, k - 1), "source " .. k)
+  end
+  t.eq(d:build(ids[21], "a", "t").binary, "bin", "binary")
+  t.eq(d:best("mm")[1].candidate, ids[21], "best")
+  local again = assert(d:import(file))
+  t.eq(again.candidates + again.results + again.builds + again.blobs, 0, "second import adds nothing")
+  t.eq(d:stats().candidates, 21, "still 21")
+  -- one candidate brings its ancestors along
+  local e = fresh()
+  assert(c:export(dir .. "/one.kwb", { ids = { ids[3]:sub(1, 8) } }))
+  t.eq(assert(e:import(dir .. "/one.kwb")).candidates, 3, "a candidate and its two ancestors")
+  t.eq(#e:lineage(ids[3]), 3, "lineage intact")
+  c:close(); d:close(); e:close()
+end)
+
+-- A cache with a bundle's worth of content, and a bundle of it.
+local function bundle_fixture()
+  local c = fresh()
+  local parent
+  for k = 1, 5 do parent = c:put_candidate { problem = "mm", source = edited(src, k), parent = parent } end
+  local file = string.format("%s/fixture%d.kwb", dir, n_paths)
+  assert(c:export(file, {}))
+  c:close()
+  local f = assert(io.open(file, "rb"))
+  local bytes = f:read("a")
+  f:close()
+  return file, bytes
+end
+
+local function write(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
+t.test("cache_import_rejects_corrupt_bundle", function()
+  local file, bytes = bundle_fixture()
+  local d = fresh()
+  local bad = dir .. "/bad.kwb"
+  -- flip one byte at a time, at a spread of places: every one is refused
+  for _, at in ipairs { 20, 40, 200, #bytes // 2, #bytes - 100, #bytes - 10 } do
+    write(bad, bytes:sub(1, at - 1) .. string.char(bytes:byte(at) ~ 0x01) .. bytes:sub(at + 1))
+    local ok, msg, info = d:import(bad)
+    t.eq(ok, nil, "flip at " .. at)
+    t.eq(info.code, "corrupt-bundle", "code at " .. at)
+    t.truthy(msg:find("bundle " .. bad .. " is corrupt", 1, true), msg)
+  end
+  t.eq(d:stats().candidates, 0, "nothing imported")
+  t.eq(d:stats().blobs, 0, "no blobs imported")
+  write(bad, "PK\3\4 this is a zip file")
+  local _, msg = d:import(bad)
+  t.eq(msg, bad .. " is not a kwb bundle (no KWBUNDLE magic)", "not a bundle")
+  assert(d:import(file))
+  t.eq(d:stats().candidates, 5, "the good file imports")
+  d:close()
+end)
+
+t.test("cache_import_rejects_truncated_bundle", function()
+  local _, bytes = bundle_fixture()
+  local d = fresh()
+  local bad = dir .. "/cut.kwb"
+  local step = math.max(1, #bytes // 97)
+  for len = 0, #bytes - 1, step do
+    write(bad, bytes:sub(1, len))
+    local ok, msg, info = d:import(bad)
+    t.eq(ok, nil, "cut at " .. len)
+    t.eq(info.code, "corrupt-bundle", "code at " .. len .. ": " .. msg)
+  end
+  write(bad, bytes:sub(1, #bytes - 1))
+  local _, msg = d:import(bad)
+  t.truthy(msg:find("is truncated", 1, true), msg)
+  write(bad, bytes .. "extra")
+  _, msg = d:import(bad)
+  t.eq(msg, "bundle " .. bad .. " is corrupt: 5 bytes follow the end marker", "trailing bytes")
+  t.eq(d:stats().candidates, 0, "nothing imported")
+  d:close()
+end)
+
+t.test("cache_import_rejects_newer_bundle_format", function()
+  local _, bytes = bundle_fixture()
+  local d = fresh()
+  local bad = dir .. "/v2.kwb"
+  write(bad, bytes:sub(1, 8) .. string.pack("<I4", 2) .. bytes:sub(13))
+  local ok, msg, info = d:import(bad)
+  t.eq(ok, nil, "refused")
+  t.eq(info.code, "bundle-version", "code")
+  t.eq(msg, "bundle " .. bad .. " has format version 2; this kwb reads version 1", "message")
+  d:close()
+end)
+
+t.test("cache_open_refuses_newer_schema", function()
+  local c, path = fresh()
+  c:put_candidate { problem = "p", source = "x" }
+  c:exec("PRAGMA user_version = 99")
+  c:close()
+  local ok, msg, info = cache_mod.open(path)
+  t.eq(ok, nil, "refused")
+  t.eq(info.code, "schema-too-new", "code")
+  t.eq(msg, string.format("cache %s has schema version 99, newer than this kwb understands (%d); "
+                          .. "use a newer kwb or another cache (--cache PATH)", path, core.cache_schema_version),
+       "message")
+  write(dir .. "/text.db", "just some text, not a database at all..........................................")
+  ok, msg, info = cache_mod.open(dir .. "/text.db")
+  t.eq(info.code, "not-a-cache", "text file")
+  t.eq(msg, "cache " .. dir .. "/text.db: not a kwb cache (not an SQLite database)", "message")
+end)
+
+t.test("cache_gc_removes_only_unreferenced_blobs", function()
+  local c = fresh()
+  local a = c:put_candidate { problem = "p", source = src }
+  local b = c:put_candidate { problem = "p", source = edited(src, 1), parent = a }
+  local orphan = c:put_blob("nobody refers to this")
+  -- b's source is a delta on a's; a's source must survive even if a's row went
+  c:exec("DELETE FROM candidate WHERE id = ?1", a)
+  local r = c:gc()
+  t.eq(r.blobs, 1, "one blob removed")
+  t.eq(c.db:blob_info(orphan), nil, "the orphan is gone")
+  t.eq(assert(c:get(b)).source, edited(src, 1), "a delta's base is kept")
+  t.eq(c:gc().blobs, 0, "nothing left to remove")
+  c:close()
+end)
+
+t.test("cache_concurrent_writers_lose_nothing", function()
+  local path = dir .. "/shared.db"   -- created by the writers themselves, at once
+  local cmd = {}
+  for w = 1, 4 do
+    cmd[#cmd + 1] = string.format("./kwb tests/lua/cache_writer.lua %s w%d 200 >%s/w%d.out 2>&1 &", path, w, dir, w)
+  end
+  assert(os.execute(table.concat(cmd, " ") .. " wait"))
+  for w = 1, 4 do
+    t.eq(sh(string.format("tail -n 1 %s/w%d.out", dir, w)), "200\n", "writer " .. w .. " finished")
+  end
+  local c = assert(cache_mod.open(path))
+  t.eq(c:stats().candidates, 800, "all 800 present")
+  for w = 1, 4 do
+    local rows = c:list("w" .. w)
+    t.eq(#rows, 200, "writer " .. w)
+    t.eq(assert(c:get(rows[200].id)).source, string.format("// w%d\nvoid f(float *x) {\n  x[0] = 200;\n}\n", w),
+         "last source of writer " .. w)
+    t.eq(#c:lineage(rows[200].id), 200, "lineage of writer " .. w)
+  end
+  t.eq(c:integrity(), "ok", "integrity")
+  c:close()
+end)
+
+t.test("cache_survives_kill_9_mid_write", function()
+  for round = 1, 2 do
+    local path = string.format("%s/killed%d.db", dir, round)
+    local log = path .. ".log"
+    local pid = sh(string.format("./kwb tests/lua/cache_writer.lua %s k 100000 >%s 2>&1 & echo $!", path, log))
+                :match("%d+")
+    -- let it commit a while, then kill it wherever it is
+    local committed = 0
+    for _ = 1, 400 do
+      committed = tonumber(sh("tail -n 1 " .. log):match("%d+") or "0")
+      if committed >= 150 * round then break end
+      os.execute("sleep 0.02")
+    end
+    os.execute("kill -9 " .. pid)
+    while os.execute("kill -0 " .. pid .. " 2>/dev/null") do os.execute("sleep 0.02") end
+    committed = tonumber(sh("tail -n 1 " .. log):match("%d+") or "0")
+    t.truthy(committed >= 150 * round, "the writer committed before the kill")
+    local c = assert(cache_mod.open(path))
+    t.eq(c:integrity(), "ok", "integrity after kill")
+    local rows = c:list("k")
+    t.truthy(#rows >= committed, string.format("%d rows, %d reported committed", #rows, committed))
+    for i, r in ipairs(rows) do
+      local g = assert(c:get(r.id))
+      t.eq(g.source, string.format("// k\nvoid f(float *x) {\n  x[0] = %d;\n}\n", i), "row " .. i)
+    end
+    -- and it takes writes again
+    assert(c:put_candidate { problem = "k", source = "after" })
+    c:close()
+  end
+end)
+
+t.test("cache_import_rejects_records_whose_ids_do_not_match", function()
+  local c = fresh()
+  local id = c:put_candidate { problem = "mm", source = src, created = 7 }
+  local row = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
+  row.problem = "renamed"   -- a record that claims the id of other content, with valid entry hashes
+  local file = dir .. "/forged.kwb"
+  assert(c.db:export(file, cache_mod.json { format = 1 }, { { table = "candidate", json = cache_mod.json(row) } },
+                     { row.source }))
+  local d = fresh()
+  local ok, msg, info = d:import(file)
+  t.eq(ok, nil, "refused")
+  t.eq(info.code, "corrupt-bundle", "code")
+  t.eq(msg, string.format("bundle %s is corrupt: record 1 (candidate) has id %s, but its content hashes to %s",
+                          file, id, cache_mod.candidate_id("renamed", src, {}, {})), "message")
+  assert(c.db:export(file, cache_mod.json { format = 1 },
+                     { { table = "result", json = cache_mod.json { candidate = id, device = "d", shape = "s",
+                         outcome = "accepted", verify = "{}", timing = "{}", clocks = "{}", created = 1 } } }, {}))
+  ok, msg = d:import(file)
+  t.eq(msg, string.format("bundle %s is corrupt: record 1 (result) belongs to candidate %s, which is in neither "
+                          .. "the bundle nor the cache", file, id), "orphan result")
+  t.eq(d:stats().candidates + d:stats().results, 0, "nothing imported")
+  c:close(); d:close()
+end)
+
+t.test("cache_host_kind_names_cpu_model_and_cores", function()
+  local info = "processor\t: 0\nmodel name\t: AMD EPYC  7B13\nflags\t: x\n\n"
+            .. "processor\t: 1\nmodel name\t: AMD EPYC  7B13\nflags\t: x\n"
+  t.eq(cache_mod.host_kind(info), "host:AMD EPYC 7B13:2", "kind")
+  t.truthy(cache_mod.host_kind():match("^host:.+:%d+$"), "this machine's kind")
+end)
+
+t.test("linediff_unified_hunks", function()
+  local d = require "kwb.linediff"
+  local a = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"
+  local b = "1\ntwo\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n"
+  t.eq(d.unified(a, b, { from = "x", to = "y" }),
+       "--- x\n+++ y\n@@ -1,5 +1,5 @@\n 1\n-2\n+two\n 3\n 4\n 5\n@@ -10,3 +10,4 @@\n 10\n 11\n 12\n+13\n",
+       "two hunks")
+  t.eq(d.unified(a, a), "", "equal texts")
+  t.eq(d.unified("", "x\n"), "--- a\n+++ b\n@@ -0,0 +1 @@\n+x\n", "from nothing")
+end)
+
+os.execute("rm -rf " .. dir)
+t.done()

@@ -1,0 +1,74 @@
+-- tests/lua/test_hostile.lua: hostile host candidates, each trying to game
+-- the measurement its own way, and the exact outcome kwb gives each.
+local t = require "t"
+local store = require "kwb.store"
+
+local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local function fresh_store(name)
+  local path = tmp .. "/" .. name .. ".db"
+  for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(path .. suffix) end
+  return store.open(path)
+end
+
+local r = kwb.load "tests/recipes/hostile.lua"
+local summary, run = r:run { mode = "quiet", store = fresh_store("hostile") }
+local by_name = {}
+for _, res in ipairs(run.results) do by_name[res.name] = res end
+
+-- file -> outcome, rule (forbidden only), line, and a piece of the reason
+local want = {
+  { "hostile_partial.c", "wrong", nil, nil, "output c at n=32 (the first run): 32 elements never written, first c[993]" },
+  { "hostile_stale.c", "forbidden", "global-state", 7, "saved at line 7" },
+  { "hostile_mutate.c", "wrong", nil, nil, "input b changed by the candidate at n=32" },
+  { "hostile_small_only.c", "wrong", nil, nil, "output c at n=96 (the first run): " },
+  { "hostile_precision.c", "wrong", nil, nil, "output c at n=32 (the first run): " },
+  { "hostile_clock.c", "forbidden", "timer", 6, "found in the module's undefined symbols" },
+  { "hostile_rdtsc.c", "forbidden", "timer", 5, "rdtsc at line 5" },
+  { "hostile_thread.c", "forbidden", "other-streams", 23, "pthread_create at line 23" },
+  { "hostile_early_return.c", "impossible", nil, nil, "is under the physical floor" },
+  { "hostile_calls.c", "forbidden", "global-state", 4, "calls at line 4" },
+  { "hostile_dlsym.c", "forbidden", "escape", 7, "dlsym at line 7" },
+  { "hostile_spin.c", "timeout", nil, nil, "(the timeout is 0.02 s)" },
+}
+
+t.test("hostile_set_has_every_candidate_once", function()
+  t.eq(#run.results, #want)
+  t.eq(summary.funnel.accepted + summary.funnel.slower, 0, "none gets through")
+end)
+
+for _, w in ipairs(want) do
+  local file, outcome, rule, line, reason = table.unpack(w, 1, 5)
+  t.test("hostile_" .. file:match("hostile_(.-)%.c") .. "_is_" .. outcome, function()
+    local res = t.truthy(by_name[file], file)
+    t.eq(res.outcome, outcome, file)
+    t.eq(res.rule, rule, file .. " rule")
+    t.eq(res.line, line, file .. " line")
+    t.truthy(res.reason:find(reason, 1, true), res.reason)
+  end)
+end
+
+t.test("hostile_stale_results_are_wrong_once_the_global_state_rule_is_dropped", function()
+  local loose = kwb.recipe {
+    name = "hostile_loose", problem = require("kwb.problems.matmul") {}, shapes = { n = { 32 } },
+    start = "../../kernels/host/matmul_naive.c", forbid = { "default", "-global-state" },
+    strategy = { propose = function(self)
+      if self.done then return nil end
+      self.done = true
+      return { file = "../candidates/hostile_stale.c" }
+    end },
+    flags = { "-O2" }, timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+  }
+  local _, lrun = loose:run { mode = "quiet", store = fresh_store("loose") }
+  local res = lrun.results[1]
+  t.eq(res.outcome, "wrong")
+  t.truthy(res.reason:find("(the second run, other inputs in the same buffers)", 1, true), res.reason)
+end)
+
+t.test("hostile_early_return_is_right_in_every_check_but_the_floor", function()
+  local res = by_name["hostile_early_return.c"]
+  local sh = res.shapes["n=32"]
+  t.truthy(sh.median < sh.floor, "median under the floor")
+  t.eq(res.score, nil, "never scored")
+end)
+
+t.done()

@@ -1,0 +1,150 @@
+-- tests/lua/test_loop.lua: the research loop end to end on the host: the
+-- funnel of planted candidates, resume from the cache, the REPL helpers and
+-- the shipped host recipe through the command line.
+local t = require "t"
+local store = require "kwb.store"
+local cjson = require "cjson"
+
+local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+
+local function fresh_store(name)
+  local path = tmp .. "/" .. name .. ".db"
+  for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(path .. suffix) end
+  return store.open(path), path
+end
+
+local planted_store, planted_path = fresh_store("planted")
+local planted = kwb.load "tests/recipes/planted.lua"
+local summary, run = planted:run { mode = "quiet", store = planted_store }
+
+t.test("loop_planted_candidates_give_the_exact_funnel", function()
+  local want = { forbidden = 2, ["compile-error"] = 1, wrong = 1, impossible = 0, crashed = 0,
+                 timeout = 0, slower = 1, accepted = 1 }
+  for k, v in pairs(want) do t.eq(summary.funnel[k], v, "funnel " .. k) end
+  t.eq(summary.candidates, 6, "candidates")
+  t.eq(summary.known, 0, "known")
+  t.eq(summary.exhausted, true, "exhausted")
+end)
+
+t.test("loop_planted_outcomes_name_their_rule_line_and_shape", function()
+  local r = run.results
+  t.eq(r[1].name, "planted_forbidden.c")
+  t.eq(r[1].rule, "timer"); t.eq(r[1].line, 7)
+  t.truthy(r[1].reason:find("found in the source", 1, true), r[1].reason)
+  t.eq(r[2].rule, "timer"); t.eq(r[2].line, 9)
+  t.truthy(r[2].reason:find("clock_gettime at line 9", 1, true), r[2].reason)
+  t.truthy(r[2].reason:find("preprocessed source", 1, true), r[2].reason)
+  t.eq(r[3].outcome, "compile-error")
+  t.truthy(r[3].reason:find("planted_syntax.c:4:%d+: error:"), r[3].reason)
+  t.eq(r[4].outcome, "wrong")
+  t.truthy(r[4].reason:find("^output c at n=48 %(the first run%): %d+ elements off"), r[4].reason)
+  t.eq(r[5].outcome, "slower")
+  t.truthy(r[5].score < 0.3, "ten times the work scores " .. r[5].score)
+  t.eq(r[6].outcome, "accepted")
+  t.truthy(r[6].score > 1.5, "the tiled kernel scores " .. r[6].score)
+end)
+
+t.test("loop_summary_names_the_best_and_its_speedup_per_shape", function()
+  t.eq(summary.best.id, run.results[6].id)
+  t.truthy(summary.best.speedup["n=48"] > 1, "n=48")
+  t.truthy(summary.best.speedup["n=96"] > 1, "n=96")
+  t.eq(summary.best.params.UNROLL, 4)
+end)
+
+t.test("loop_records_every_outcome_and_the_run", function()
+  local again = store.open(planted_path)
+  local st = again.cache:stats()
+  t.eq(st.candidates, 7, "the start kernel and six candidates")
+  t.eq(st.results, 14, "one row per candidate and shape")
+  t.eq(st.builds, 5, "everything that reached the compiler (not the two forbidden)")
+  t.eq(#again:results(planted:session().ctx), 7)
+  local runs = again:runs()
+  t.eq(#runs, 1)
+  t.eq(runs[1].funnel.forbidden, 2)
+  t.eq(runs[1].funnel.accepted, 1)
+  local c = assert(again.cache:get(run.results[1].id))
+  t.eq(c.outcome, "forbidden")
+  t.eq(c.problem, "matmul")
+  local b = assert(again.cache:build(run.results[3].id, again:context({}).device, "cc"))
+  t.eq(b.ok, false)
+  t.truthy(b.log:find("error:", 1, true), "the compile log is kept")
+end)
+
+t.test("loop_resume_evaluates_nothing_twice", function()
+  local r2 = kwb.load "tests/recipes/planted.lua"   -- a new session on the same store
+  local s2 = r2:run { mode = "quiet", store = store.open(planted_path) }
+  t.eq(s2.candidates, 0, "evaluated")
+  t.eq(s2.known, 6, "known from the cache")
+  t.eq(s2.best.id, summary.best.id, "best")
+  local st = store.open(planted_path).cache:stats()
+  t.eq(st.candidates, 7, "no candidate added")
+  t.eq(st.results, 14, "no result added")
+  t.eq(st.runs, 2, "a second run record")
+end)
+
+t.test("loop_resume_continues_a_grid_where_it_stopped", function()
+  local st, path = fresh_store("grid")
+  local function recipe()
+    return kwb.recipe {
+      name = "grid_resume", problem = require("kwb.problems.matmul") {}, shapes = { n = { 24 } },
+      start = "../../kernels/host/matmul_naive.c", template = "../../kernels/host/matmul_tiled.c",
+      space = { BM = { 8, 16 }, BN = { 16, 32 }, BK = { 8 }, restrict = function(p) return p.BM < p.BN end },
+      strategy = "grid", flags = { "-O2" },
+      timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+    }
+  end
+  local a = recipe():run { mode = "quiet", store = st, candidates = 2 }
+  t.eq(a.candidates, 2)
+  local b = recipe():run { mode = "quiet", store = store.open(path), candidates = 10 }
+  t.eq(b.candidates, 1, "the one point left (BM=16 BN=32)")
+  t.eq(b.exhausted, true)
+  local c = recipe():run { mode = "quiet", store = store.open(path) }
+  t.eq(c.candidates, 0)
+  local ids, n = {}, 0
+  for _, r in ipairs(store.open(path):results(recipe():session({ store = store.open(path) }).ctx)) do
+    t.eq(ids[r.id], nil, "recorded once: " .. r.id)
+    ids[r.id] = true
+    n = n + 1
+  end
+  t.eq(n, 4, "start + 3 grid points")
+end)
+
+t.test("loop_try_evaluates_one_candidate_and_accept_can_change", function()
+  local r = kwb.load "tests/recipes/planted.lua"
+  r:session { store = fresh_store("try") }
+  local out = {}
+  local real_print = print
+  print = function(...) out[#out + 1] = table.concat({ ... }, "\t") end
+  local ok, res = pcall(r.try, r, { BM = 16, BN = 32, BK = 16, UNROLL = 2 })
+  print = real_print
+  assert(ok, res)
+  t.eq(res.outcome, "accepted")
+  t.truthy(out[1]:find("accepted · %d+%.%d+x geomean over the start kernel"), out[1])
+  t.truthy(out[2]:find("^shape%s+start%s+this%s+speedup"), out[2])
+  t.truthy(out[3]:find("^n=48 "), out[3])
+  r.accept = function() return false end
+  print = function() end
+  local ok2, res2 = pcall(r.try, r, { BM = 16, BN = 32, BK = 16, UNROLL = 4 })
+  print = real_print
+  assert(ok2, res2)
+  t.eq(res2.outcome, "slower")
+end)
+
+t.test("loop_cli_json_ends_with_the_summary_of_host_matmul", function()
+  local p = io.popen("./kwb recipes/host_matmul.lua --json --budget 3 --seed 5 2>&1")
+  local events = {}
+  for line in p:lines() do events[#events + 1] = cjson.decode(line) end
+  t.eq(p:close(), true, "exit status")
+  t.eq(events[1].event, "start")
+  t.eq(events[2].event, "start-kernel")
+  local last = events[#events]
+  t.eq(last.event, "summary")
+  t.eq(#events, 6, "start, start-kernel, three candidates, summary")
+  local total = 0
+  for _, v in pairs(last.funnel) do total = total + v end
+  t.eq(total, 3, "the funnel counts every candidate")
+  t.truthy(last.best.score > 1, "best speedup " .. tostring(last.best.score))
+  t.truthy(last.best.speedup["n=200"] > 1, "n=200")
+end)
+
+t.done()

@@ -23,7 +23,7 @@ CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
-.PHONY: all run test unit deps clean bench-cache
+.PHONY: all run test unit deps clean bench-cache gpu-test
 all: kwb
 
 deps:
@@ -81,6 +81,10 @@ test: kwb unit
 # The candidate cache's compression ratio, insert and lookup rates (docs/perf.md).
 bench-cache: kwb
 	$(Q)./kwb tests/bench/cache_bench.lua 1000
+
+# The GPU tests: run on the GPU machine with the ./kwb built here (never rebuilds).
+gpu-test:
+	$(Q)tests/gpu/run
 
 clean:
 	rm -rf build kwb

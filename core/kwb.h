@@ -303,4 +303,152 @@ const char *kwb_cache_bundle_blob(const kwb_cache_bundle *b, uint32_t i);
  * transaction, if any); *added (may be NULL) counts them. */
 int kwb_cache_import_blobs(kwb_cache *c, const kwb_cache_bundle *b, uint32_t *added);
 
+/* ---- CUDA backend ------------------------------------------------------
+ * The driver, NVRTC, NVML and cuBLAS are loaded with dlopen on first use.
+ * Without a driver, compiling still works and every device call fails with
+ * one sentence ("no CUDA driver: libcuda.so.1 not found"). */
+
+typedef struct kwb_cuda_module kwb_cuda_module;
+typedef struct kwb_cuda_fn kwb_cuda_fn;
+typedef struct kwb_cuda_buffer kwb_cuda_buffer;
+typedef struct kwb_cuda_plan kwb_cuda_plan;
+
+/* Device-only element types, beside the kwb_dtype values. */
+typedef enum kwb_cuda_dtype { KWB_CUDA_E4M3 = 64, KWB_CUDA_E2M1 = 65 } kwb_cuda_dtype;
+
+typedef struct kwb_cuda_device_info {
+    char name[256];
+    char pci_bus_id[32];
+    int32_t ordinal, cc_major, cc_minor, sms, l2_bytes, clock_khz, mem_clock_khz, bus_width;
+    int32_t smem_optin, max_threads, driver_version;
+    uint64_t memory_bytes;
+} kwb_cuda_device_info;
+
+int kwb_cuda_device_count(int *n);
+int kwb_cuda_device_info_get(int ordinal, kwb_cuda_device_info *d);
+int kwb_cuda_nvrtc_version(int *major, int *minor);
+int kwb_cuda_arch_valid(const char *arch);   /* sm_80, sm_90a, sm_100a, ... */
+
+typedef enum kwb_cuda_kind { KWB_CUDA_NVRTC, KWB_CUDA_NVCC } kwb_cuda_kind;
+
+typedef struct kwb_cuda_build {
+    const char *source;
+    const char *name;          /* file name in diagnostics ("kernel.cu") */
+    const char *arch;          /* "sm_90", "sm_90a", ...; NULL: the device's */
+    const char *const *defines;       /* NULL-terminated "NAME=VALUE" */
+    const char *const *flags;         /* NULL-terminated extra compiler options */
+    const char *const *include_dirs;  /* NULL-terminated; the CUDA headers are added */
+    const char *build_dir;     /* <cache dir>/build/cuda */
+    int lineinfo;
+    int nvcc;                  /* kwb_cuda_compile_many: build this one with nvcc */
+} kwb_cuda_build;
+
+/* One kernel's resources, from ptxas's report. max_threads is derived from
+ * the registers (the driver's own figure is kwb_cuda_fn_attr's). */
+typedef struct kwb_cuda_kernel_info {
+    char name[256];
+    int32_t registers, spill_stores, spill_loads, stack, static_smem, max_threads;
+} kwb_cuda_kernel_info;
+
+/* NVRTC (device-only source -> cubin) and nvcc (.cu module with extern "C"
+ * host launchers -> shared object). The content key covers the headers the
+ * source includes from include_dirs. On KWB_ECOMPILE *log holds the
+ * compiler's output (free with kwb_free). */
+int kwb_cuda_compile(const kwb_cuda_build *b, kwb_cuda_module **out, char **log);
+int kwb_cuda_nvcc(const kwb_cuda_build *b, kwb_cuda_module **out, char **log);
+/* n builds (NVRTC, or nvcc where .nvcc is set) on up to `threads` threads; per build rcs[i], mods[i],
+ * msgs[i] (error sentence) and logs[i] (compiler output), freed by the caller. */
+int kwb_cuda_compile_many(const kwb_cuda_build *builds, uint32_t n, uint32_t threads,
+                          kwb_cuda_module **mods, int *rcs, char **msgs, char **logs);
+void kwb_cuda_module_free(kwb_cuda_module *m);
+const char *kwb_cuda_module_hash(const kwb_cuda_module *m);
+const char *kwb_cuda_module_arch(const kwb_cuda_module *m);
+const char *kwb_cuda_module_log(const kwb_cuda_module *m);
+const char *kwb_cuda_module_ptx(const kwb_cuda_module *m);
+const char *kwb_cuda_module_path(const kwb_cuda_module *m);
+int kwb_cuda_module_cached(const kwb_cuda_module *m);
+const void *kwb_cuda_module_image(const kwb_cuda_module *m, size_t *len);
+uint32_t kwb_cuda_module_nkernels(const kwb_cuda_module *m);
+const kwb_cuda_kernel_info *kwb_cuda_module_kernel(const kwb_cuda_module *m, uint32_t i);
+
+/* A kernel (NVRTC module) or a host launcher (nvcc module) ready to launch.
+ * A launcher is `extern "C" int name(void **args, cudaStream_t stream)`:
+ * args[i] points at argument i, as cuLaunchKernel's kernelParams. */
+kwb_cuda_fn *kwb_cuda_fn_get(kwb_cuda_module *m, const char *name);
+void kwb_cuda_fn_free(kwb_cuda_fn *f);
+int kwb_cuda_fn_is_launcher(const kwb_cuda_fn *f);
+/* Parameter layout from the kernel itself (cuFuncGetParamInfo); -1 if the
+ * driver cannot tell. */
+int32_t kwb_cuda_fn_nparams(const kwb_cuda_fn *f);
+int kwb_cuda_fn_param(const kwb_cuda_fn *f, uint32_t i, uint32_t *offset, uint32_t *size);
+/* A driver function attribute (CU_FUNC_ATTRIBUTE_*). */
+int kwb_cuda_fn_attr(const kwb_cuda_fn *f, int attr, int32_t *value);
+
+/* Device buffers. dtype is a kwb_dtype or a kwb_cuda_dtype; e2m1 packs two
+ * elements a byte, low nibble first. */
+kwb_cuda_buffer *kwb_cuda_buffer_new(int dtype, uint64_t n);   /* NULL on failure */
+void kwb_cuda_buffer_free(kwb_cuda_buffer *b);
+uint64_t kwb_cuda_buffer_ptr(const kwb_cuda_buffer *b);
+uint64_t kwb_cuda_buffer_len(const kwb_cuda_buffer *b);
+int kwb_cuda_buffer_dtype(const kwb_cuda_buffer *b);
+size_t kwb_cuda_buffer_bytes(const kwb_cuda_buffer *b);
+const char *kwb_cuda_dtype_name(int dtype);
+int kwb_cuda_dtype_from_name(const char *name);   /* -1 if unknown */
+/* The same values as the host fills for the same (seed, i) (uniform: bit
+ * for bit; normal: to the last bit of the device's libm). */
+int kwb_cuda_buffer_fill_uniform(kwb_cuda_buffer *b, uint64_t seed, double lo, double hi);
+int kwb_cuda_buffer_fill_normal(kwb_cuda_buffer *b, uint64_t seed, double mean, double stdev);
+int kwb_cuda_buffer_fill_value(kwb_cuda_buffer *b, double v);
+int kwb_cuda_buffer_poison(kwb_cuda_buffer *b);
+int kwb_cuda_buffer_zero(kwb_cuda_buffer *b);
+int kwb_cuda_buffer_upload(kwb_cuda_buffer *b, const void *src, size_t bytes);
+int kwb_cuda_buffer_download(const kwb_cuda_buffer *b, void *dst, size_t bytes);
+int kwb_cuda_buffer_copy(kwb_cuda_buffer *dst, const kwb_cuda_buffer *src);
+/* A 64-bit content checksum computed on the device; kwb_cuda_checksum_host
+ * gives the same value for the same bytes on the CPU. */
+int kwb_cuda_buffer_checksum(const kwb_cuda_buffer *b, uint64_t *sum);
+uint64_t kwb_cuda_checksum_host(const void *data, size_t bytes);
+/* Compare on the device (worst is not computed there: -1). */
+int kwb_cuda_compare(const kwb_cuda_buffer *out, const kwb_cuda_buffer *ref, double atol,
+                     double rtol, kwb_diff *d);
+
+/* Launch plans: kernels and launchers in order, run or timed as one unit on
+ * the harness's stream. params is packed at the kernel's parameter offsets. */
+typedef struct kwb_cuda_launch {
+    kwb_cuda_fn *fn;
+    uint32_t grid[3], block[3], cluster[3];   /* cluster {0,0,0}: none */
+    uint32_t smem;                            /* dynamic shared memory bytes */
+    const void *params;
+    uint32_t params_len;
+    const uint32_t *offsets;                  /* nargs offsets into params (launchers) */
+    uint32_t nargs;
+} kwb_cuda_launch;
+
+kwb_cuda_plan *kwb_cuda_plan_new(void);
+void kwb_cuda_plan_free(kwb_cuda_plan *p);
+int kwb_cuda_plan_add(kwb_cuda_plan *p, const kwb_cuda_launch *l);
+/* Run once and wait; a failure names the step and the CUDA error. */
+int kwb_cuda_plan_run(kwb_cuda_plan *p);
+
+typedef struct kwb_cuda_clocks {
+    int32_t sm_mhz_before, sm_mhz_after, sm_mhz_max, temp_before, temp_after;
+    uint64_t reasons_after;    /* NVML clock event reasons after sampling */
+    int throttled;             /* thermal or power slowdown seen */
+    int valid;                 /* 0 when NVML is missing */
+} kwb_cuda_clocks;
+
+/* Time a plan: warm-up, then the stop rule, each sample its own event pair
+ * around a CUDA-graph replay (graph 0: plain launches); cold 1 writes a
+ * flush buffer of twice the L2 before each sample. */
+int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int graph,
+                       kwb_stats *st, kwb_cuda_clocks *clk);
+int kwb_cuda_clocks_read(int32_t *sm_mhz, int32_t *temp, uint64_t *reasons);
+
+/* Ceilings for `kwb doctor`: seconds for the measured work. */
+int kwb_cuda_measure_copy(uint64_t bytes, uint32_t reps, double *seconds);
+int kwb_cuda_measure_fma(double *flops_per_s);
+/* bf16 tensor-core rate: cuBLAS where present (*via = "cublas"), else
+ * kwb's own kernel (*via = "kwb-wmma"). */
+int kwb_cuda_measure_bf16(uint32_t n, double *flops_per_s, const char **via);
+
 #endif

@@ -20,6 +20,7 @@ void kwb_lua_open_buffer(lua_State *L);
 void kwb_lua_open_host(lua_State *L);
 void kwb_lua_open_worker(lua_State *L);
 void kwb_lua_open_cache(lua_State *L);
+void kwb_lua_open_cuda(lua_State *L);
 /* Push a stats or diff result as a Lua table. */
 struct kwb_stats;
 void kwb_lua_push_stats(lua_State *L, const struct kwb_stats *st);

@@ -10,6 +10,8 @@ M.commands = {
     summary = "serve a pool of the loop: run candidates sent on fd 3 (started by kwb itself)" },
   { name = "cache", module = "kwb.cache_cli",
     summary = "the candidate cache: ls, show, best, diff, export, import, stats, gc" },
+  { name = "doctor", module = "kwb.doctor",
+    summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings" },
 }
 
 function M.help()

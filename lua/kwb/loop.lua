@@ -189,7 +189,8 @@ function Session:round(fn, b, seed, round, timeout)
     for _, a in ipairs(p.buffers) do bufs[a.name] = b.refs[a.name] or b.bufs[a.name] end
     ref.lua(bufs, b.shape)
   else
-    ref.fn(table.unpack(b.refargs, 1, b.n))
+    local ok, err = self.backend.call(ref.fn, b, b.refargs)
+    if not ok then error("the reference of " .. p.name .. " failed at " .. b.key .. ": " .. tostring(err), 0) end
   end
   b.sums = {}
   for _, a in ipairs(p.buffers) do
@@ -198,8 +199,9 @@ function Session:round(fn, b, seed, round, timeout)
     elseif a.role == "inout" then b.bufs[a.name]:copy(b.init[a.name]) end
   end
   local t0 = core.now()
-  fn(table.unpack(b.args, 1, b.n))
+  local ok, err = self.backend.call(fn, b, b.args)
   local dt = core.now() - t0
+  if not ok then return "crashed", string.format("the call failed at %s: %s", b.key, tostring(err)) end
   if timeout and dt > timeout then
     return "timeout", string.format("one call took %.2f s at %s (the timeout is %g s)", dt, b.key, timeout)
   end
@@ -241,13 +243,14 @@ function Session:time_shape(fn, b, full)
   if race and not full and best then
     local few = { warmup = t.warmup, warmup_min = t.warmup_min, min_samples = t.min_samples,
                   max_samples = t.min_samples, cap = t.cap, min_sample = t.min_sample }
-    local st = self.backend.time(fn, b.args, few)
+    local st, err = self.backend.time(fn, b, few)
+    if not st then return nil, err end
     if st.min > best * (1 + race) then
       st.partial = true
       return st
     end
   end
-  return self.backend.time(fn, b.args, t)
+  return self.backend.time(fn, b, t)
 end
 
 -- evaluate(cand [, { start = true, seq = }]) -> result (not yet recorded).
@@ -256,7 +259,7 @@ function Session:evaluate(cand, opts)
   local recipe, p = self.recipe, self.problem
   self.seq = self.seq + 1
   local res = { id = cand.id, short = cand.short, origin = cand.origin, params = cand.params,
-                parent = cand.parent, name = cand.name, seq = self.seq, seconds = {}, shapes = {} }
+                parent = cand.parent, rationale = cand.rationale, name = cand.name, seq = self.seq, seconds = {}, shapes = {} }
   local t0 = core.now()
   local fn = self:build(cand, res)
   if fn then
@@ -279,7 +282,8 @@ function Session:evaluate(cand, opts)
       local c = self:ceilings()
       for _, sh in ipairs(recipe.shapes) do
         local b = self:bench(sh)
-        local st = self:time_shape(fn, b, opts.start)
+        local st, terr = self:time_shape(fn, b, opts.start)
+        if not st then res.outcome, res.reason = "crashed", string.format("timing failed at %s: %s", sh.key, tostring(terr)); break end
         local out, why = self:check(b, "after the timed runs", true)
         if out then res.outcome, res.reason = out, why; break end
         local bytes, flops = p:bytes_of(sh.shape), p:flops_of(sh.shape)
@@ -401,6 +405,11 @@ local function rng(seed)
 end
 M.rng = rng
 
+-- The candidate id of a parameter table or proposal (strategies name parents with it).
+function Run:id(params_or_cand)
+  return self.session:candidate(params_or_cand).id
+end
+
 function Run:known(params_or_cand)
   local ok, cand = pcall(self.session.candidate, self.session, params_or_cand)
   if not ok then return false end
@@ -480,9 +489,14 @@ function M.run(recipe, opts)
   local misses = 0
   local deadline = run.started + budget.minutes * 60
   while run.evaluated < budget.candidates and core.now() < deadline do
-    local prop = strategy:propose(run)
+    local prop, meta = strategy:propose(run)
     if prop == nil then run.exhausted = true; break end
     local cand = s:candidate(prop, sname)
+    if meta then   -- a strategy may say where a proposal comes from and why
+      cand.parent = meta.parent or cand.parent
+      cand.rationale = meta.rationale or cand.rationale
+    end
+    report:evaluating(run, cand)
     local res, fresh = s:consider(cand)
     if fresh then
       run.evaluated = run.evaluated + 1

@@ -103,9 +103,14 @@ function M.define(spec)
   end
   local ref = spec.reference
   if type(ref) == "function" then p.reference = { lua = ref }
-  elseif type(ref) == "table" and (ref.source or ref.file) then
+  elseif type(ref) == "table" and (ref.source or ref.file or ref.cuda) then
     p.reference = { source = ref.source, file = ref.file, fn = ref.fn or (p.fn .. "_ref"), flags = ref.flags }
-  else fail(name, "'reference' must be a Lua function or { source = | file =, fn = }") end
+    if ref.cuda ~= nil then
+      local c = ref.cuda
+      if type(c) ~= "table" or type(c.source) ~= "string" then fail(name, "'reference.cuda' must be { source =, fn =, launch = }") end
+      p.reference.cuda = { source = c.source, fn = c.fn or (p.fn .. "_ref"), launch = c.launch }
+    end
+  else fail(name, "'reference' must be a Lua function or { source = | file =, fn =, cuda = }") end
   local tol = spec.tolerance or {}
   if type(tol) ~= "table" then fail(name, "'tolerance' must be { atol =, rtol = }") end
   p.tolerance = { atol = tol.atol or 0, rtol = tol.rtol or 0 }

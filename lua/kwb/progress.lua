@@ -99,6 +99,16 @@ function Reporter:candidate(run, res)
   end
 end
 
+-- Before a candidate is evaluated: the live line says which (terminal only).
+function Reporter:evaluating(run, cand)
+  if self.mode ~= "tty" then return end
+  local left = run.started + run.budget.minutes * 60 - core.now()
+  io.stdout:write(string.format("\r\27[K[ %d/%d ]  %s  %s  evaluating %s  %s left", run.evaluated, run.budget.candidates,
+    best_text(run), funnel_text(run.funnel), cand.short, clock(left)))
+  io.stdout:flush()
+  self.live = true
+end
+
 -- The per-shape table of a result against the start kernel.
 function Reporter:table(s, res)
   local rows = {}

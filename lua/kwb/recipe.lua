@@ -59,7 +59,7 @@ end
 local fields = {
   "name", "description", "problem", "shapes", "start", "template", "space", "strategy", "model",
   "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing",
-  "race", "ceilings", "backend",
+  "race", "ceilings", "backend", "launch",
 }
 M.fields = fields
 
@@ -386,7 +386,9 @@ function M.new(spec, level)
   end
   if spec.seed ~= nil and math.type(spec.seed) ~= "integer" then c:fail("seed", "an integer", spec.seed) end
   r.seed = spec.seed
-  r.flags = spec.flags and c:string_list("flags", spec.flags, true) or { "-O2" }
+  r.flags = spec.flags and c:string_list("flags", spec.flags, true) or (r.backend == "host" and { "-O2" } or {})
+  if spec.launch ~= nil and type(spec.launch) ~= "function" then c:fail("launch", "a function(shape, params) -> { grid =, block =, smem = }", spec.launch) end
+  r.launch = spec.launch
   if spec.cc ~= nil then a_string(c, "cc", spec.cc) end
   r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }

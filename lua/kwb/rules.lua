@@ -308,6 +308,48 @@ function RuleSet:check_symbols(syms, pp)
   return nil
 end
 
+-- check_ptx(ptx, source, name): the PTX of a CUDA module: words as
+-- identifiers (vprintf, ...), asm patterns over the whole text (%globaltimer,
+-- trap;), and .global variables (device state kept across launches). Lines
+-- come from the .loc directives of the candidate's file, else from where the
+-- source names the word.
+function RuleSet:check_ptx(ptx, source, name)
+  local files, locs, cur = {}, {}, nil
+  local n = 0
+  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local id, fname = l:match('^%s*%.file%s+(%d+)%s+"([^"]*)"')
+    if id then files[id] = fname end
+    local fid, line = l:match("^%s*%.loc%s+(%d+)%s+(%d+)")
+    if fid then cur = (files[fid] == name or files[fid] and name and files[fid]:sub(-#name) == name) and tonumber(line) or nil end
+    locs[n] = cur
+  end
+  local src_pp = source and { text = source, lines = setmetatable({}, { __index = function(_, k) return k end }) }
+  local function line_for(pos, word)
+    local l = locs[line_of(ptx, pos)]
+    return l or (src_pp and find_line(word:gsub("^%%", ""), src_pp)) or nil
+  end
+  for _, r in ipairs(self.rules) do
+    local hits = r.scan:match(ptx)
+    if hits[1] then return rejection(r, hits[1][2], line_for(hits[1][1], hits[1][2]), "PTX") end
+    for _, pat in ipairs(r.asm) do
+      local pos = ptx:find(pat, 1, true)
+      if pos then return rejection(r, pat, line_for(pos, pat), "PTX") end
+    end
+    if r.data then
+      for l in ptx:gmatch("[^\n]+") do
+        local var = l:match("^%s*%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
+               or l:match("^%s*%.visible%s+%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
+               or l:match("^%s*%.weak%s+%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
+        if var then
+          return rejection(r, var, src_pp and find_line(var, src_pp) or nil, "PTX (a .global variable)")
+        end
+      end
+    end
+  end
+  return nil
+end
+
 -- ---- the toolchain views ------------------------------------------------
 
 local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end

@@ -40,7 +40,7 @@ t.test("problem_mistakes_are_named", function()
   t.raises(function() problem.define { name = "x", vars = { "n" }, reference = function() end,
     args = { { "a", "f32", shape = "n", role = "output" } } } end, "role must be 'in', 'out' or 'inout', got output")
   t.raises(function() problem.define { name = "x", vars = { "n" }, args = { { "n", "i32", value = "n" } } } end,
-    "'reference' must be a Lua function or { source = | file =, fn = }")
+    "'reference' must be a Lua function or { source = | file =, fn =, cuda = }")
   t.raises(function() require("kwb.problems.matmul") { tol = 1 } end, "matmul: unknown option 'tol' (known: tolerance)")
   local p = require("kwb.problems.matmul") {}
   local ok, err = p:check_shape { n = 0 }

@@ -19,7 +19,15 @@ B.define_list = host.define_list
 
 function B.device() return require("kwb.store").device() end
 
-function B.time(kernel, args, opts) return host.time(kernel, args, opts) end
+-- call(kernel, bench, args) -> true: one call with the bench's arguments.
+-- Host kernels run in this process: a fault here is not survivable yet.
+function B.call(kernel, b, args)
+  kernel(table.unpack(args, 1, b.n))
+  return true
+end
+
+-- time(kernel, bench, opts) -> stats (seconds per call)
+function B.time(kernel, b, opts) return host.time(kernel, b.args, opts) end
 
 -- The measured ceilings of the host (once per process), combined with the
 -- recipe's: the larger of each wins.

@@ -12,6 +12,13 @@ void vecadd_ref(int n, const float *a, const float *b, float *c) {
 }
 ]]
 
+local cuda_reference = [[
+extern "C" __global__ void vecadd_ref(int n, const float *a, const float *b, float *c) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+]]
+
 return function(opts)
   opts = opts or {}
   for k in pairs(opts) do error("vecadd: unknown option '" .. tostring(k) .. "' (it has none)", 2) end
@@ -26,7 +33,9 @@ return function(opts)
       { "b", "f32", shape = "n", role = "in", init = { "uniform", -1, 1 } },
       { "c", "f32", shape = "n", role = "out" },
     },
-    reference = { source = reference, fn = "vecadd_ref" },
+    reference = { source = reference, fn = "vecadd_ref",
+                  cuda = { source = cuda_reference, fn = "vecadd_ref",
+                           launch = function(shape) return { grid = { (shape.n + 255) // 256 }, block = { 256 } } end } },
     tolerance = { atol = 0, rtol = 0 },   -- one rounding, the same everywhere
     bytes = "12 * n",
     flops = "n",

@@ -57,7 +57,7 @@ function S:propose(run)
     local p = space.params(self.space, n)
     if space.fresh(run, p) then
       self.pending = n
-      return p
+      return p, { parent = run.id and run:id(space.params(self.space, self.cur)) or nil }
     end
   end
   local idx, p = random_fresh(self, run)   -- a local optimum, fully explored: restart

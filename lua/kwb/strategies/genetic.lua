@@ -43,7 +43,10 @@ function S:propose(run)
         if run.random() < 1 / dims then child[i] = run.random(#self.space.dims[i].values) end
       end
       local p = space.params(self.space, child)
-      if space.fresh(run, p) then return p end
+      if space.fresh(run, p) then
+        local better = a.score >= b.score and a or b
+        return p, { parent = run.id and run:id(space.params(self.space, better.idx)) or nil }
+      end
     end
   end
   for _ = 1, 2000 do

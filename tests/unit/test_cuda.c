@@ -1,0 +1,120 @@
+/* test_cuda.c: the CUDA backend's C side without a GPU: arch names, dtypes,
+ * the host checksum, NVRTC builds on threads with their resource reports
+ * (or the no-NVRTC failure where libnvrtc is missing), and device calls
+ * failing with one sentence when there is no driver. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kwb.h"
+#include "unit.h"
+
+static void test_arch_names(void) {
+    CHECK(kwb_cuda_arch_valid("sm_80"));
+    CHECK(kwb_cuda_arch_valid("sm_90a"));
+    CHECK(kwb_cuda_arch_valid("sm_100a"));
+    CHECK(!kwb_cuda_arch_valid("sm_9"));
+    CHECK(!kwb_cuda_arch_valid("sm_90b"));
+    CHECK(!kwb_cuda_arch_valid("compute_90"));
+    CHECK(!kwb_cuda_arch_valid(NULL));
+}
+
+static void test_fp8_fp4_dtype_names(void) {
+    CHECK_INT(kwb_cuda_dtype_from_name("e4m3"), KWB_CUDA_E4M3);
+    CHECK_INT(kwb_cuda_dtype_from_name("e2m1"), KWB_CUDA_E2M1);
+    CHECK_INT(kwb_cuda_dtype_from_name("bf16"), KWB_BF16);
+    CHECK_INT(kwb_cuda_dtype_from_name("e5m2"), -1);
+    CHECK_STR(kwb_cuda_dtype_name(KWB_CUDA_E2M1), "e2m1");
+}
+
+static void test_host_checksum_covers_every_byte(void) {
+    unsigned char a[19];
+    for (int i = 0; i < 19; i++) a[i] = (unsigned char)i;
+    uint64_t base = kwb_cuda_checksum_host(a, sizeof a);
+    CHECK_INT(kwb_cuda_checksum_host(a, 0), 0);
+    for (int i = 0; i < 19; i++) {
+        a[i] ^= 1;
+        CHECK(kwb_cuda_checksum_host(a, sizeof a) != base);
+        a[i] ^= 1;
+    }
+    CHECK(kwb_cuda_checksum_host(a, 18) != base);
+}
+
+static const char *src =
+    "extern \"C\" __global__ void k(float *x) { __shared__ float s[256];\n"
+    "  s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[255 - threadIdx.x] * K; }\n";
+
+static void test_parallel_builds_report_resources(void) {
+    int major, minor;
+    char dir[] = "/tmp/kwb-unit-cuda.XXXXXX";
+    CHECK(mkdtemp(dir));
+    kwb_cuda_build b[6];
+    const char *defs[6][2] = {{"K=1"}, {"K=2"}, {"K=3"}, {"K=4"}, {"K=5"}, {"K=6"}};
+    for (int i = 0; i < 6; i++)
+        b[i] = (kwb_cuda_build){.source = i == 3 ? "not cuda" : src, .arch = "sm_90", .defines = defs[i],
+                                .build_dir = dir};
+    kwb_cuda_module *m[6];
+    int rcs[6];
+    char *msgs[6], *logs[6];
+    int rc = kwb_cuda_compile_many(b, 6, 3, m, rcs, msgs, logs);
+    if (kwb_cuda_nvrtc_version(&major, &minor) != 0) {   /* no NVRTC on this machine */
+        CHECK_INT(rc, KWB_EIO);
+        CHECK(strncmp(kwb_last_error(), "no NVRTC", 8) == 0);
+        rmdir(dir);
+        return;
+    }
+    CHECK_INT(rc, 0);
+    for (int i = 0; i < 6; i++) {
+        if (i == 3) {
+            CHECK_INT(rcs[i], KWB_ECOMPILE);
+            CHECK(msgs[i] && strstr(msgs[i], "NVRTC rejected kernel.cu"));
+            CHECK(logs[i] && strstr(logs[i], "error"));
+        } else {
+            CHECK_INT(rcs[i], 0);
+            CHECK_INT(kwb_cuda_module_nkernels(m[i]), 1);
+            const kwb_cuda_kernel_info *k = kwb_cuda_module_kernel(m[i], 0);
+            CHECK_STR(k->name, "k");
+            CHECK_INT(k->static_smem, 1024);
+            CHECK(k->registers > 0 && k->registers < 64);
+            CHECK_INT(k->spill_stores, 0);
+            CHECK(!kwb_cuda_module_cached(m[i]));
+        }
+        kwb_cuda_module_free(m[i]);
+        free(msgs[i]);
+        free(logs[i]);
+    }
+    /* the same build again comes from the directory */
+    kwb_cuda_module *again = NULL;
+    CHECK_INT(kwb_cuda_compile(&b[0], &again, NULL), 0);
+    CHECK(kwb_cuda_module_cached(again));
+    CHECK_INT(kwb_cuda_module_kernel(again, 0)->static_smem, 1024);
+    kwb_cuda_module_free(again);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_INT(system(cmd), 0);
+}
+
+static void test_device_calls_fail_plainly_without_a_driver(void) {
+    int n = -1;
+    if (kwb_cuda_device_count(&n) == 0) return;   /* a GPU machine: tests/gpu covers it */
+    CHECK_STR(kwb_last_error(), "no CUDA driver: libcuda.so.1 not found");
+    CHECK(kwb_cuda_buffer_new(KWB_F32, 16) == NULL);
+    CHECK_STR(kwb_last_error(), "no CUDA driver: libcuda.so.1 not found");
+    kwb_cuda_plan *p = kwb_cuda_plan_new();
+    CHECK(p);
+    CHECK_INT(kwb_cuda_plan_run(p), KWB_ERUN);
+    CHECK_STR(kwb_last_error(), "no CUDA driver: libcuda.so.1 not found");
+    kwb_cuda_plan_free(p);
+    double s;
+    CHECK_INT(kwb_cuda_measure_copy(1 << 20, 1, &s), KWB_ERUN);
+}
+
+int main(void) {
+    RUN(test_arch_names);
+    RUN(test_fp8_fp4_dtype_names);
+    RUN(test_host_checksum_covers_every_byte);
+    RUN(test_parallel_builds_report_resources);
+    RUN(test_device_calls_fail_plainly_without_a_driver);
+    return UNIT_EXIT();
+}

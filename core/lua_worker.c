@@ -273,6 +273,11 @@ static int l_cwd(lua_State *L) {
     return 1;
 }
 
+static int l_uid(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)getuid());
+    return 1;
+}
+
 static int l_signal_name(lua_State *L) {
     push_signal(L, (int)luaL_checkinteger(L, 1));
     return 1;
@@ -289,7 +294,7 @@ void kwb_lua_open_worker(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"worker_start", l_start}, {"worker_wait", l_wait}, {"worker_recv", l_recv},
         {"worker_reply", l_reply}, {"worker_lock", l_lock}, {"worker_reap", l_reap},
-        {"environ", l_environ}, {"cwd", l_cwd}, {"signal_name", l_signal_name}, {NULL, NULL},
+        {"environ", l_environ}, {"uid", l_uid}, {"cwd", l_cwd}, {"signal_name", l_signal_name}, {NULL, NULL},
     };
     if (luaL_newmetatable(L, WORKER_MT)) {
         luaL_setfuncs(L, meta, 0);

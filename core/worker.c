@@ -99,12 +99,21 @@ static int isolate(const char *scratch) {
     }
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) say("mount --make-rprivate /: ", strerror(errno));
     if (mount(scratch, scratch, NULL, MS_BIND, NULL) != 0) say("cannot bind the scratch directory: ", strerror(errno));
+    /* a private /tmp (scratch/tmp) unless scratch itself lives in /tmp */
+    char tmp[4096];
+    int own_tmp = strncmp(scratch, "/tmp/", 5) != 0 && (size_t)snprintf(tmp, sizeof tmp, "%s/tmp", scratch) < sizeof tmp;
+    if (own_tmp && mount(tmp, "/tmp", NULL, MS_BIND, NULL) != 0) {
+        say("cannot give the worker its own /tmp: ", strerror(errno));
+        own_tmp = 0;
+    }
     struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
     if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) != 0)
         say("cannot make / read-only: ", strerror(errno));
     struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
     if (mount_setattr(AT_FDCWD, scratch, 0, &rw, sizeof rw) != 0)
         say("cannot make the scratch directory writable: ", strerror(errno));
+    if (own_tmp && mount_setattr(AT_FDCWD, "/tmp", 0, &rw, sizeof rw) != 0)
+        say("cannot make /tmp writable: ", strerror(errno));
     return 1;
 }
 
@@ -214,7 +223,13 @@ int kwb_worker_start(const kwb_worker_opts *o, kwb_worker **out) {
         kwb_fail(KWB_ENOMEM, "out of memory");
         goto fail;
     }
-    if (root && chown(w->scratch, (uid_t)o->uid, (gid_t)o->gid) != 0) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s/tmp", w->scratch);
+    if (mkdir(tmp, 0700) != 0) {
+        kwb_fail(KWB_EIO, "cannot make %s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (root && (chown(w->scratch, (uid_t)o->uid, (gid_t)o->gid) != 0 || chown(tmp, (uid_t)o->uid, (gid_t)o->gid) != 0)) {
         kwb_fail(KWB_EIO, "cannot give %s to uid %d: %s", w->scratch, (int)o->uid, strerror(errno));
         goto fail;
     }

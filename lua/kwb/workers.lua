@@ -69,7 +69,7 @@ function M.environment(extra)
     end
   end
   table.sort(env)
-  for _, kv in ipairs { "HOME=%SCRATCH%", "TMPDIR=%SCRATCH%", "KWB_CACHE=%SCRATCH%/kwb.db" } do
+  for _, kv in ipairs { "HOME=%SCRATCH%", "TMPDIR=%SCRATCH%/tmp", "KWB_CACHE=%SCRATCH%/kwb.db" } do
     env[#env + 1] = kv
   end
   for _, kv in ipairs(extra or {}) do env[#env + 1] = kv end
@@ -77,6 +77,14 @@ function M.environment(extra)
 end
 
 -- ---- the pool -----------------------------------------------------------
+
+-- Where scratch directories go: /var/tmp, so that an isolated worker can get
+-- a /tmp of its own (its scratch/tmp) without hiding its scratch; /tmp otherwise.
+function M.scratch_in()
+  local f = io.open("/var/tmp/.", "r")
+  if f then f:close(); return "/var/tmp" end
+  return "/tmp"
+end
 
 local Pool = {}
 Pool.__index = Pool
@@ -123,7 +131,7 @@ function M.pool(opts)
   local lockdir = cache_dir() .. "/locks"
   mkdirs(lockdir)
   local pool = setmetatable({ backend = backend, n = n, limits = limits, grace = opts.grace or 1.0,
-                              scratch_in = opts.scratch_in or os.getenv("TMPDIR") or "/tmp",
+                              scratch_in = opts.scratch_in or M.scratch_in(),
                               isolate = opts.isolate ~= false, uid = opts.uid, gid = opts.gid,
                               recycle_cpu = opts.recycle_cpu or limits.cpu / 2,
                               slots = {}, queue = {}, next_id = 0, started = 0 }, Pool)

@@ -4,6 +4,7 @@
 -- candidate's code); the session merges the answer, or the worker's death or
 -- overrun, into the result with merge() and judges it (floor, score, accept).
 local core = require "kwb.core"
+local worker_deadline = require("kwb.worker").deadline
 
 local M = {}
 
@@ -32,6 +33,15 @@ local function session(file)
                    loop.Session)
   sessions[file] = s
   return s
+end
+
+-- In a worker: load the recipe and build its reference ahead of the first
+-- candidate, so every worker of a fresh pool gets ready at once.
+function M.prepare(file)
+  local s = session(file)
+  worker_deadline(require("kwb.loop").build_limit, "building the reference")
+  s:reference()
+  return true
 end
 
 -- In a worker: measure one candidate. args = { recipe = absolute file, cand =

@@ -370,6 +370,11 @@ function Session:workers()
   if self.pool ~= nil then return self.pool or nil end
   if not self.recipe.returned_by then self.pool = false; return nil end
   self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = self.n_workers or 1 }
+  -- every worker loads the recipe and builds the reference now, side by side
+  local file = require("kwb.evaluate").absolute(self.recipe.returned_by)
+  for _ = 1, self.pool.n do
+    self.pool:submit("kwb.evaluate.prepare", { file }, { deadline = M.build_limit, what = "loading the recipe" })
+  end
   return self.pool
 end
 

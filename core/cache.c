@@ -2,6 +2,9 @@
  * schema migrations on open, a statement cache, and content-addressed blobs
  * stored as zstd frames, each either whole or a delta against a base blob
  * (the base's content is the frame's zstd prefix), with a bounded chain.
+ * A blob that is the base of another keeps a second copy of its frame (its
+ * mirror), so one corrupt frame loses at most one blob: itself, if nothing
+ * is stored against it.
  *
  * Records (candidates, builds, results, runs) are written by the Lua side
  * (lua/kwb/cache.lua) through the statement cache; this file owns what needs
@@ -20,9 +23,11 @@
 #include "util.h"
 
 /* A blob whose base is this deep is stored whole: reading any blob decodes at
- * most MAX_DEPTH + 1 frames, and a corrupt frame can take down at most the
- * blobs of its own chain below it. */
-enum { MAX_DEPTH = 15, NSTMT = 48, NLRU = 8, LEVEL = 19, BUSY_MS = 60000 };
+ * most MAX_DEPTH + 1 frames. The last NLRU blobs decoded or stored (at most
+ * LRU_BYTES of them together) are kept per handle, so reads along a chain
+ * decode only the frames above the nearest one decoded before. */
+enum { MAX_DEPTH = 63, NSTMT = 48, NLRU = 64, LEVEL = 19, BUSY_MS = 60000 };
+#define LRU_BYTES ((size_t)64 << 20)
 
 /* kwb's application id in the SQLite header: "kwb1". */
 #define APPLICATION_ID 0x6b776231
@@ -39,6 +44,7 @@ struct kwb_cache {
     int nstmt, evict;
     lru_entry lru[NLRU];   /* recently stored or decoded blobs: parents are read back often */
     int lru_next;
+    size_t lru_bytes;      /* their sizes together, at most LRU_BYTES */
 };
 
 /* Schema migrations: migrations[v] takes the schema from version v to v + 1.
@@ -53,6 +59,11 @@ static const char *const migrations[] = {
     "  stored_size INTEGER NOT NULL,"
     "  frame BLOB NOT NULL) WITHOUT ROWID;"
     "CREATE INDEX blob_base ON blob(base);"
+    /* A second copy of the frame of every blob that is some blob's base, in
+     * its own table (so in other pages of the file than the first copy). */
+    "CREATE TABLE mirror("
+    "  id TEXT PRIMARY KEY,"           /* the blob's id */
+    "  frame BLOB NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE candidate("
     "  id TEXT PRIMARY KEY,"           /* SHA-256 of problem, source, params, flags */
     "  problem TEXT NOT NULL,"
@@ -279,16 +290,23 @@ static const lru_entry *lru_find(kwb_cache *c, const char *id) {
 }
 
 static void lru_add(kwb_cache *c, const char *id, const char *data, size_t len) {
-    if (lru_find(c, id)) return;
+    if (len > LRU_BYTES / 4 || lru_find(c, id)) return;
     char *copy = malloc(len + 1);
     if (!copy) return;   /* only a cache */
     memcpy(copy, data, len);
     copy[len] = 0;
+    /* oldest first: the slot this one takes, then as many more as the budget needs */
+    for (int k = 0; k == 0 || c->lru_bytes + len > LRU_BYTES; k++) {
+        lru_entry *old = &c->lru[(c->lru_next + k) % NLRU];
+        if (old->data) c->lru_bytes -= old->len;
+        free(old->data);
+        old->data = NULL;
+    }
     lru_entry *e = &c->lru[c->lru_next++ % NLRU];
-    free(e->data);
     snprintf(e->id, sizeof e->id, "%s", id);
     e->data = copy;
     e->len = len;
+    c->lru_bytes += len;
 }
 
 /* ---- blobs -------------------------------------------------------------- */
@@ -327,7 +345,9 @@ int kwb_blob_decode(ZSTD_DCtx *d, const char *id, const void *frame, size_t flen
 }
 
 int kwb_cache_blob_info(kwb_cache *c, const char *id, kwb_blob_info *info) {
-    sqlite3_stmt *st = kwb_cache_stmt(c, "SELECT base, depth, raw_size, stored_size FROM blob WHERE id = ?1");
+    sqlite3_stmt *st = kwb_cache_stmt(c, "SELECT base, depth, raw_size, stored_size, "
+                                         "EXISTS(SELECT 1 FROM mirror WHERE mirror.id = blob.id) "
+                                         "FROM blob WHERE id = ?1");
     if (!st) return KWB_CACHE_EDB;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
@@ -337,12 +357,58 @@ int kwb_cache_blob_info(kwb_cache *c, const char *id, kwb_blob_info *info) {
         info->depth = (uint32_t)sqlite3_column_int(st, 1);
         info->raw_size = (uint64_t)sqlite3_column_int64(st, 2);
         info->stored_size = (uint64_t)sqlite3_column_int64(st, 3);
+        info->mirrored = (uint32_t)sqlite3_column_int(st, 4);
     }
     rc = rc == SQLITE_ROW ? 0
        : rc == SQLITE_DONE ? kwb_fail(KWB_CACHE_ENOTFOUND, "no blob %s in the cache %s", id, c->path)
        : kwb_cache_dberr(c, "reading a blob");
     done(st);
     return rc;
+}
+
+/* Copy column col of the row st is on into a fresh buffer. */
+static int column_copy(sqlite3_stmt *st, int col, void **out, size_t *len) {
+    *len = (size_t)sqlite3_column_bytes(st, col);
+    if (!(*out = malloc(*len ? *len : 1))) return kwb_fail(KWB_ENOMEM, "out of memory");
+    if (*len) memcpy(*out, sqlite3_column_blob(st, col), *len);
+    return 0;
+}
+
+/* The mirror copy of blob id's frame in a fresh buffer; *frame stays NULL if
+ * the blob has none. */
+static int mirror_get(kwb_cache *c, const char *id, void **frame, size_t *flen) {
+    *frame = NULL;
+    *flen = 0;
+    sqlite3_stmt *st = kwb_cache_stmt(c, "SELECT frame FROM mirror WHERE id = ?1");
+    if (!st) return KWB_CACHE_EDB;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st), rc = 0;
+    if (s == SQLITE_ROW) rc = column_copy(st, 0, frame, flen);
+    else if (s != SQLITE_DONE) rc = kwb_cache_dberr(c, "reading a blob's mirror");
+    done(st);
+    return rc;
+}
+
+/* Decode blob id from its frame; if that frame is corrupt, from its mirror.
+ * Fails (naming id) only if no copy decodes to the content. */
+static int decode_either(kwb_cache *c, const char *id, const void *frame, size_t flen, const void *prefix,
+                         size_t plen, uint64_t raw, char **out) {
+    int rc = kwb_blob_decode(c->dctx, id, frame, flen, prefix, plen, raw, out);
+    if (rc != KWB_CACHE_ECORRUPT) return rc;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", kwb_last_error());
+    void *m = NULL;
+    size_t mlen = 0;
+    int mrc = mirror_get(c, id, &m, &mlen);
+    if (mrc) return mrc;
+    if (!m) return kwb_fail(rc, "%s", why);
+    mrc = kwb_blob_decode(c->dctx, id, m, mlen, prefix, plen, raw, out);
+    free(m);
+    if (mrc == 0) return 0;
+    const char *mwhy = kwb_last_error(), *p = strstr(mwhy, " is corrupt: ");
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", p ? p + 13 : mwhy);
+    return kwb_fail(rc, "%s (and so is its mirror copy: %s)", why, tmp);
 }
 
 typedef struct { char id[65]; void *frame; size_t flen; uint64_t raw; } frame_ref;
@@ -352,7 +418,8 @@ static void free_links(frame_ref *l, int n) {
 }
 
 /* Decode blob id into a fresh buffer, walking its chain of bases down to a
- * full frame (or one recently decoded) and checking every frame's hash. */
+ * full frame (or one recently decoded) and checking every frame's hash; a
+ * corrupt frame is replaced by its mirror copy. */
 static int blob_load(kwb_cache *c, const char *id, char **data, size_t *len) {
     const lru_entry *hit = lru_find(c, id);
     if (hit) {
@@ -387,14 +454,10 @@ static int blob_load(kwb_cache *c, const char *id, char **data, size_t *len) {
         frame_ref *l = &chain[n];
         snprintf(l->id, sizeof l->id, "%s", cur);
         l->raw = (uint64_t)sqlite3_column_int64(st, 1);
-        l->flen = (size_t)sqlite3_column_bytes(st, 2);
-        l->frame = malloc(l->flen ? l->flen : 1);
-        if (!l->frame) {
+        if ((rc = column_copy(st, 2, &l->frame, &l->flen))) {
             done(st);
-            rc = kwb_fail(KWB_ENOMEM, "out of memory");
             goto out;
         }
-        memcpy(l->frame, sqlite3_column_blob(st, 2), l->flen);
         n++;
         const char *base = (const char *)sqlite3_column_text(st, 0);
         if (!base) { done(st); break; }
@@ -411,7 +474,7 @@ static int blob_load(kwb_cache *c, const char *id, char **data, size_t *len) {
     }
     for (int i = n - 1; i >= 0; i--) {
         char *buf = NULL;
-        rc = kwb_blob_decode(c->dctx, chain[i].id, chain[i].frame, chain[i].flen, prefix, plen, chain[i].raw, &buf);
+        rc = decode_either(c, chain[i].id, chain[i].frame, chain[i].flen, prefix, plen, chain[i].raw, &buf);
         free(prefix);
         if (rc) {
             if (i > 0) {
@@ -439,6 +502,208 @@ int kwb_cache_blob_get(kwb_cache *c, const char *id, char **data, size_t *len) {
     return blob_load(c, id, data, len);
 }
 
+/* Both stored copies of one blob's frame, each decoded against the base's
+ * content: frame and mirror get KWB_COPY_OK, _CORRUPT or (mirror) _NONE, and
+ * why what the first corrupt copy's check said. The copies stay in r. */
+typedef struct {
+    kwb_blob_info bi;
+    void *frame, *mirror;
+    size_t flen, mlen;
+    int32_t fstate, mstate;
+    char why[1024];
+} copies;
+
+static void copies_free(copies *r) {
+    free(r->frame);
+    free(r->mirror);
+}
+
+static int copies_check(kwb_cache *c, const char *id, copies *r) {
+    memset(r, 0, sizeof *r);
+    int rc = kwb_cache_blob_info(c, id, &r->bi);
+    if (rc) return rc;
+    sqlite3_stmt *st = kwb_cache_stmt(c, "SELECT frame FROM blob WHERE id = ?1");
+    if (!st) return KWB_CACHE_EDB;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    rc = s == SQLITE_ROW ? column_copy(st, 0, &r->frame, &r->flen)
+       : s == SQLITE_DONE ? kwb_fail(KWB_CACHE_ENOTFOUND, "no blob %s in the cache %s", id, c->path)
+       : kwb_cache_dberr(c, "reading a blob");
+    done(st);
+    if (rc || (rc = mirror_get(c, id, &r->mirror, &r->mlen))) return rc;
+    char *prefix = NULL;
+    size_t plen = 0;
+    if (r->bi.base[0] && (rc = blob_load(c, r->bi.base, &prefix, &plen))) {
+        if (rc == KWB_CACHE_ECORRUPT || rc == KWB_CACHE_ENOTFOUND) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", kwb_last_error());
+            rc = kwb_fail(rc, "cannot rebuild blob %s: its base %s", id, why);
+        }
+        return rc;
+    }
+    char *out = NULL;
+    rc = kwb_blob_decode(c->dctx, id, r->frame, r->flen, prefix, plen, r->bi.raw_size, &out);
+    free(out);
+    r->fstate = rc == 0 ? KWB_COPY_OK : KWB_COPY_CORRUPT;
+    if (rc) snprintf(r->why, sizeof r->why, "%s", kwb_last_error());
+    if (rc && rc != KWB_CACHE_ECORRUPT) goto out;
+    rc = 0;
+    r->mstate = KWB_COPY_NONE;
+    if (r->mirror) {
+        rc = kwb_blob_decode(c->dctx, id, r->mirror, r->mlen, prefix, plen, r->bi.raw_size, &out);
+        free(out);
+        r->mstate = rc == 0 ? KWB_COPY_OK : KWB_COPY_CORRUPT;
+        if (rc && !r->why[0]) snprintf(r->why, sizeof r->why, "%s", kwb_last_error());
+        if (rc == KWB_CACHE_ECORRUPT) rc = 0;
+    }
+out:
+    free(prefix);
+    return rc;
+}
+
+int kwb_cache_blob_check(kwb_cache *c, const char *id, kwb_blob_health *h) {
+    h->frame = h->mirror = KWB_COPY_NONE;
+    copies r;
+    int rc = copies_check(c, id, &r);
+    if (rc == 0) {
+        h->frame = r.fstate;
+        h->mirror = r.mstate;
+        if (r.fstate != KWB_COPY_OK || r.mstate == KWB_COPY_CORRUPT) kwb_fail(KWB_CACHE_ECORRUPT, "%s", r.why);
+    }
+    copies_free(&r);
+    return rc;
+}
+
+int kwb_cache_blob_frame(kwb_cache *c, const char *id, kwb_blob_info *bi, void **frame, size_t *flen) {
+    *frame = NULL;
+    *flen = 0;
+    copies r;
+    int rc = copies_check(c, id, &r);
+    if (rc == 0) {
+        *bi = r.bi;
+        if (r.fstate == KWB_COPY_OK) {
+            *frame = r.frame, *flen = r.flen;
+            r.frame = NULL;
+        } else if (r.mstate == KWB_COPY_OK) {
+            *frame = r.mirror, *flen = r.mlen;
+            r.mirror = NULL;
+        } else {
+            rc = kwb_fail(KWB_CACHE_ECORRUPT, "%s%s", r.why,
+                          r.mstate == KWB_COPY_CORRUPT ? " (and so is its mirror copy)" : "");
+        }
+    }
+    copies_free(&r);
+    return rc;
+}
+
+int kwb_cache_blob_repair(kwb_cache *c, const char *id, int *fixed) {
+    *fixed = 0;
+    copies r;
+    int rc = copies_check(c, id, &r);
+    if (rc) goto out;
+    sqlite3_stmt *st = NULL;
+    if (r.fstate == KWB_COPY_CORRUPT && r.mstate == KWB_COPY_OK) {
+        if (!(st = kwb_cache_stmt(c, "UPDATE blob SET frame = ?2, stored_size = ?3 WHERE id = ?1"))) goto db;
+        sqlite3_bind_blob(st, 2, r.mirror, (int)r.mlen, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)r.mlen);
+    } else if (r.fstate == KWB_COPY_OK && r.mstate == KWB_COPY_CORRUPT) {
+        if (!(st = kwb_cache_stmt(c, "UPDATE mirror SET frame = ?2 WHERE id = ?1"))) goto db;
+        sqlite3_bind_blob(st, 2, r.frame, (int)r.flen, SQLITE_STATIC);
+    } else if (r.fstate == KWB_COPY_CORRUPT) {
+        rc = kwb_fail(KWB_CACHE_ECORRUPT, "%s%s", r.why,
+                      r.mstate == KWB_COPY_CORRUPT ? " (and so is its mirror copy)" : "");
+        goto out;
+    } else {
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : kwb_cache_dberr(c, "repairing a blob");
+    done(st);
+    *fixed = rc == 0;
+    goto out;
+db:
+    rc = KWB_CACHE_EDB;
+out:
+    copies_free(&r);
+    return rc;
+}
+
+int kwb_cache_mirror_base(kwb_cache *c, const char *id) {
+    sqlite3_stmt *st = kwb_cache_stmt(c, "SELECT 1 FROM mirror WHERE id = ?1");
+    if (!st) return KWB_CACHE_EDB;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    done(st);
+    if (s == SQLITE_ROW) return 0;
+    if (s != SQLITE_DONE) return kwb_cache_dberr(c, "reading a blob's mirror");
+    kwb_blob_info bi;
+    void *frame = NULL;
+    size_t flen = 0;
+    int rc = kwb_cache_blob_frame(c, id, &bi, &frame, &flen);
+    if (rc) return rc;
+    if (!(st = kwb_cache_stmt(c, "INSERT OR IGNORE INTO mirror(id, frame) VALUES (?1, ?2)"))) {
+        free(frame);
+        return KWB_CACHE_EDB;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, frame, (int)flen, SQLITE_STATIC);
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : kwb_cache_dberr(c, "storing a blob's mirror");
+    done(st);
+    free(frame);
+    return rc;
+}
+
+/* Store a new blob (and its base's mirror) in one transaction: the caller's,
+ * or one of its own. */
+static int blob_insert(kwb_cache *c, const char *hex, const char *base, uint32_t depth, size_t len,
+                       const void *frame, size_t n, int *created) {
+    int own = sqlite3_get_autocommit(c->db);
+    if (own && exec(c, "BEGIN IMMEDIATE", "starting to store a blob")) return KWB_CACHE_EDB;
+    int rc = base ? kwb_cache_mirror_base(c, base) : 0;
+    sqlite3_stmt *st = rc ? NULL : kwb_cache_stmt(c, "INSERT OR IGNORE INTO blob(id, base, depth, raw_size, "
+                                                     "stored_size, frame) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    if (!rc && !st) rc = KWB_CACHE_EDB;
+    if (st) {
+        sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+        if (base) sqlite3_bind_text(st, 2, base, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 3, (int)depth);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)len);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)n);
+        sqlite3_bind_blob(st, 6, frame, (int)n, SQLITE_STATIC);
+        rc = sqlite3_step(st) == SQLITE_DONE ? 0 : kwb_cache_dberr(c, "storing a blob");
+        if (rc == 0 && created) *created = sqlite3_changes(c->db) > 0;
+        done(st);
+    }
+    if (own) {
+        if (rc == 0 && exec(c, "COMMIT", "committing a blob")) rc = KWB_CACHE_EDB;
+        if (rc) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", kwb_last_error());
+            sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+            kwb_fail(rc, "%s", msg);
+        }
+    }
+    return rc;
+}
+
+static int compress(kwb_cache *c, const char *hex, const void *data, size_t len, const void *prefix,
+                    size_t plen, void **frame, size_t *flen) {
+    size_t cap = ZSTD_compressBound(len);
+    if (!(*frame = malloc(cap ? cap : 1))) return kwb_fail(KWB_ENOMEM, "out of memory");
+    size_t n = ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_and_parameters);
+    if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, LEVEL);
+    if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_checksumFlag, 1);
+    if (!ZSTD_isError(n) && prefix) n = ZSTD_CCtx_refPrefix(c->cctx, prefix, plen);
+    if (!ZSTD_isError(n)) n = ZSTD_compress2(c->cctx, *frame, cap, data, len);
+    if (ZSTD_isError(n)) {
+        free(*frame);
+        *frame = NULL;
+        return kwb_fail(KWB_EIO, "zstd could not compress blob %s: %s", hex, ZSTD_getErrorName(n));
+    }
+    *flen = n;
+    return 0;
+}
+
 int kwb_cache_blob_put(kwb_cache *c, const void *data, size_t len, const char *base,
                        char *id, int *created) {
     if (created) *created = 0;
@@ -460,40 +725,48 @@ int kwb_cache_blob_put(kwb_cache *c, const void *data, size_t len, const char *b
         depth = bi.depth + 1;
     else
         base = NULL;
-
-    size_t cap = ZSTD_compressBound(len);
-    void *frame = malloc(cap ? cap : 1);
-    if (!frame) {
-        free(prefix);
-        return kwb_fail(KWB_ENOMEM, "out of memory");
-    }
-    size_t n = ZSTD_CCtx_reset(c->cctx, ZSTD_reset_session_and_parameters);
-    if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_compressionLevel, LEVEL);
-    if (!ZSTD_isError(n)) n = ZSTD_CCtx_setParameter(c->cctx, ZSTD_c_checksumFlag, 1);
-    if (!ZSTD_isError(n) && prefix) n = ZSTD_CCtx_refPrefix(c->cctx, prefix, plen);
-    if (!ZSTD_isError(n)) n = ZSTD_compress2(c->cctx, frame, cap, data, len);
+    void *frame = NULL;
+    size_t n = 0;
+    rc = compress(c, hex, data, len, prefix, plen, &frame, &n);
     free(prefix);
-    if (ZSTD_isError(n)) {
+    if (rc) return rc;
+    rc = blob_insert(c, hex, base, depth, len, frame, n, created);
+    if (rc == KWB_CACHE_ECORRUPT && base) {
+        /* the base's stored frame is corrupt (its content came from memory):
+         * nothing can be stored against it, so store this one whole */
         free(frame);
-        return kwb_fail(KWB_EIO, "zstd could not compress blob %s: %s", hex, ZSTD_getErrorName(n));
+        if ((rc = compress(c, hex, data, len, NULL, 0, &frame, &n))) return rc;
+        rc = blob_insert(c, hex, NULL, 0, len, frame, n, created);
     }
-    sqlite3_stmt *st = kwb_cache_stmt(c, "INSERT OR IGNORE INTO blob(id, base, depth, raw_size, "
-                                         "stored_size, frame) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-    if (!st) {
-        free(frame);
-        return KWB_CACHE_EDB;
-    }
-    sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
-    if (base) sqlite3_bind_text(st, 2, base, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 3, (int)depth);
-    sqlite3_bind_int64(st, 4, (sqlite3_int64)len);
-    sqlite3_bind_int64(st, 5, (sqlite3_int64)n);
-    sqlite3_bind_blob(st, 6, frame, (int)n, SQLITE_STATIC);
-    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : kwb_cache_dberr(c, "storing a blob");
-    if (rc == 0 && created) *created = sqlite3_changes(c->db) > 0;
-    done(st);
     free(frame);
     if (rc) return rc;
     lru_add(c, hex, data, len);
     return 0;
+}
+
+int kwb_cache_blob_put_frame(kwb_cache *c, const char *id, const char *base, uint64_t raw,
+                             const void *frame, size_t flen, int *created) {
+    *created = 0;
+    kwb_blob_info bi;
+    int rc = kwb_cache_blob_info(c, id, &bi);
+    if (rc != KWB_CACHE_ENOTFOUND) return rc;   /* 0: there already */
+    if (!base || !*base) return blob_insert(c, id, NULL, 0, (size_t)raw, frame, flen, created);
+    /* the depth is the local base's + 1: the cache may hold the base in
+     * another encoding than the bundle did */
+    if ((rc = kwb_cache_blob_info(c, base, &bi))) return rc;
+    if (bi.depth < MAX_DEPTH) return blob_insert(c, id, base, bi.depth + 1, (size_t)raw, frame, flen, created);
+    /* too deep here: store the content whole */
+    char *prefix = NULL, *data = NULL;
+    size_t plen = 0;
+    if ((rc = blob_load(c, base, &prefix, &plen))) return rc;
+    rc = kwb_blob_decode(c->dctx, id, frame, flen, prefix, plen, raw, &data);
+    free(prefix);
+    if (rc) return rc;
+    void *whole = NULL;
+    size_t n = 0;
+    if ((rc = compress(c, id, data, (size_t)raw, NULL, 0, &whole, &n)) == 0)
+        rc = blob_insert(c, id, NULL, 0, (size_t)raw, whole, n, created);
+    free(whole);
+    free(data);
+    return rc;
 }

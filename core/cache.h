@@ -19,5 +19,19 @@ int kwb_cache_dberr(kwb_cache *c, const char *what);
  * the size against raw_size and the content against id. */
 int kwb_blob_decode(ZSTD_DCtx *d, const char *id, const void *frame, size_t flen,
                     const void *prefix, size_t plen, uint64_t raw_size, char **out);
+/* Blob id's row and a stored copy of its frame that decodes to its content
+ * (the first copy, else the mirror) in a fresh buffer; KWB_CACHE_ECORRUPT
+ * naming id if neither does. */
+int kwb_cache_blob_frame(kwb_cache *c, const char *id, kwb_blob_info *bi, void **frame, size_t *flen);
+/* Give blob id a mirror (a copy of its checked frame) if it has none, because
+ * a blob is about to be stored against it; KWB_CACHE_ECORRUPT if its frame
+ * does not check. Call inside a write transaction. */
+int kwb_cache_mirror_base(kwb_cache *c, const char *id);
+/* Store blob id from a checked frame (a bundle's): a delta against base (or
+ * whole if base is NULL or ""), at the depth the cache's copy of base gives
+ * it, giving base its mirror; stored whole instead if that depth would pass
+ * the bound. *created is 1 if the blob was new. */
+int kwb_cache_blob_put_frame(kwb_cache *c, const char *id, const char *base, uint64_t raw,
+                             const void *frame, size_t flen, int *created);
 
 #endif

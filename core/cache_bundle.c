@@ -12,7 +12,9 @@
  *   'M' first (name "manifest", JSON); 'R' name = table, payload = JSON row;
  *   'B' name = blob id, payload = base id (64 hex or 64 zero bytes), u32
  *   depth, u32 zero, u64 raw size, zstd frame (bases come before their
- *   deltas); 'E' last, payload = u64 number of entries before it and the
+ *   deltas; one copy of each frame, the sound one where the cache holds a
+ *   corrupt copy and its mirror; import gives the bases their mirrors again);
+ *   'E' last, payload = u64 number of entries before it and the
  *   SHA-256 of every byte before it. Nothing follows 'E'. */
 #include <errno.h>
 #include <stdio.h>
@@ -211,24 +213,18 @@ int kwb_cache_export(kwb_cache *c, const char *path, const char *manifest, uint3
     entry(&w, 'M', "manifest", 8, NULL, 0, manifest, strlen(manifest));
     for (uint32_t i = 0; i < nrec; i++)
         entry(&w, 'R', tables[i], strlen(tables[i]), NULL, 0, records[i], strlen(records[i]));
-    sqlite3_stmt *st = kwb_cache_stmt(c, "SELECT base, depth, raw_size, frame FROM blob WHERE id = ?1");
-    if (!st) { rc = KWB_CACHE_EDB; goto out; }
     for (size_t i = 0; i < nb && !w.err; i++) {
-        sqlite3_bind_text(st, 1, bl[i].id, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_ROW) {
-            rc = kwb_cache_dberr(c, "reading a blob for the bundle");
-            sqlite3_reset(st);
-            goto out;
-        }
+        /* one copy of each blob: its first copy, or its mirror if that one is corrupt */
+        kwb_blob_info bi;
+        void *frame = NULL;
+        size_t flen = 0;
+        if ((rc = kwb_cache_blob_frame(c, bl[i].id, &bi, &frame, &flen))) goto out;
         unsigned char bh[BLOB_HDR] = {0};
-        const char *base = (const char *)sqlite3_column_text(st, 0);
-        if (base) memcpy(bh, base, 64);
-        put32(bh + 64, (uint32_t)sqlite3_column_int(st, 1));
-        put64(bh + 72, (uint64_t)sqlite3_column_int64(st, 2));
-        entry(&w, 'B', bl[i].id, 64, bh, BLOB_HDR, sqlite3_column_blob(st, 3),
-              (size_t)sqlite3_column_bytes(st, 3));
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
+        if (bi.base[0]) memcpy(bh, bi.base, 64);
+        put32(bh + 64, bi.depth);
+        put64(bh + 72, bi.raw_size);
+        entry(&w, 'B', bl[i].id, 64, bh, BLOB_HDR, frame, flen);
+        free(frame);
     }
     unsigned char end[8 + HASH];
     unsigned int mdlen = 0;
@@ -492,23 +488,16 @@ int kwb_cache_bundle_record(const kwb_cache_bundle *b, uint32_t i, const char **
 
 int kwb_cache_import_blobs(kwb_cache *c, const kwb_cache_bundle *b, uint32_t *added) {
     if (added) *added = 0;
-    sqlite3_stmt *st = kwb_cache_stmt(c, "INSERT OR IGNORE INTO blob(id, base, depth, raw_size, "
-                                         "stored_size, frame) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-    if (!st) return KWB_CACHE_EDB;
-    for (uint32_t i = 0; i < b->nblob; i++) {
+    for (uint32_t i = 0; i < b->nblob; i++) {   /* bases first, so each base is in the cache */
         const bundle_blob *x = &b->blobs[i];
-        sqlite3_bind_text(st, 1, x->id, -1, SQLITE_STATIC);
-        if (x->base[0]) sqlite3_bind_text(st, 2, x->base, -1, SQLITE_STATIC);
-        else sqlite3_bind_null(st, 2);
-        sqlite3_bind_int(st, 3, (int)x->depth);
-        sqlite3_bind_int64(st, 4, (sqlite3_int64)x->raw);
-        sqlite3_bind_int64(st, 5, (sqlite3_int64)x->flen);
-        sqlite3_bind_blob(st, 6, x->frame, (int)x->flen, SQLITE_STATIC);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE && added) *added += (uint32_t)sqlite3_changes(kwb_cache_db(c));
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        if (rc != SQLITE_DONE) return kwb_cache_dberr(c, "importing a blob");
+        int created = 0;
+        int rc = kwb_cache_blob_put_frame(c, x->id, x->base, x->raw, x->frame, x->flen, &created);
+        if (rc) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", kwb_last_error());
+            return kwb_fail(rc, "cannot import blob %s: %s", x->id, why);
+        }
+        if (added) *added += (uint32_t)created;
     }
     return 0;
 }

@@ -230,7 +230,7 @@ const char kwb_cuda_builtin_source[] =
 
 /* The tensor-core probe needs the CUDA headers (mma.h), so it is a module
  * of its own, built only when cuBLAS is missing. */
-static const char wmma_source[] =
+const char kwb_cuda_wmma_source[] =
     "#include <mma.h>\n"
     "using namespace nvcuda;\n"
     "extern \"C\" __global__ void kwb_wmma_bf16(float *out, int iters) {\n"
@@ -239,7 +239,8 @@ static const char wmma_source[] =
     "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[4];\n"
     "  wmma::fill_fragment(a, __float2bfloat16(0.001f * (threadIdx.x + 1)));\n"
     "  wmma::fill_fragment(b, __float2bfloat16(0.002f));\n"
-    "  for (int k = 0; k < 4; k++) wmma::fill_fragment(c[k], 0.0f);\n"
+    /* distinct accumulators, or the compiler merges the four chains into one */
+    "  for (int k = 0; k < 4; k++) wmma::fill_fragment(c[k], (float)(k + 1) * (threadIdx.x + 1));\n"
     "  for (int i = 0; i < iters; i++) {\n"
     "#pragma unroll\n"
     "    for (int k = 0; k < 4; k++) wmma::mma_sync(c[k], a, b, c[k]);\n"
@@ -438,13 +439,13 @@ int kwb_cuda_measure_fma(double *flops_per_s) {
     return 0;
 }
 
-int kwb_cuda_measure_bf16(uint32_t n, double *flops_per_s, const char **via) {
+int kwb_cuda_measure_bf16(uint32_t n, int own, double *flops_per_s, const char **via) {
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     if (!c) return KWB_ERUN;
-    const kwb_cublas_api *cb = kwb_cublas();
+    const kwb_cublas_api *cb = own ? NULL : kwb_cublas();
     if (!cb) {
         *via = "kwb-wmma";
-        CUfunction f = get_fn(&wmma_mod, wmma_source, "kwb_wmma.cu", "kwb_wmma_bf16");
+        CUfunction f = get_fn(&wmma_mod, kwb_cuda_wmma_source, "kwb_wmma.cu", "kwb_wmma_bf16");
         if (!f) return KWB_ERUN;
         CUdeviceptr out = scratch(c);
         int iters = 8192;

@@ -37,6 +37,7 @@ void kwb_cuda_module_unload(kwb_cuda_module *m);
 /* The built-in kernels (cuda_builtin.c), compiled with NVRTC on first use. */
 CUfunction kwb_cuda_builtin(const char *name);
 extern const char kwb_cuda_builtin_source[];
+extern const char kwb_cuda_wmma_source[];   /* needs the CUDA headers (mma.h) */
 /* Where the built-in kernels' cubins are kept (<cache dir>/build/cuda). */
 void kwb_cuda_set_build_dir(const char *dir);
 const char *kwb_cuda_nvcc_path(char *buf, size_t len);

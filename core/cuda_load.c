@@ -40,10 +40,14 @@ static char cu_err[512];
 
 static void cu_load(void) {
     const char *missing = NULL;
-    /* the loader path only: the toolkit's stubs/libcuda.so is no driver */
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    /* the loader path only: the toolkit's stubs/libcuda.so is no driver;
+     * KWB_CUDA_DRIVER names another library (or a missing one, to run as if
+     * there were no GPU) */
+    const char *pick = getenv("KWB_CUDA_DRIVER");
+    void *h = dlopen(pick && *pick ? pick : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(cu_err, sizeof cu_err, "no CUDA driver: libcuda.so.1 not found");
+        if (pick && *pick) snprintf(cu_err, sizeof cu_err, "no CUDA driver: KWB_CUDA_DRIVER names %.400s, which cannot be loaded", pick);
+        else snprintf(cu_err, sizeof cu_err, "no CUDA driver: libcuda.so.1 not found");
         return;
     }
     kwb_cu_api *t = &cu_tab;

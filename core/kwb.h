@@ -242,7 +242,8 @@ void kwb_free(void *p);
 /* One SQLite database (WAL) shared by any number of kwb processes, holding the
  * records of candidates, builds, results and runs, and content-addressed blobs
  * (zstd frames; a blob may be stored as a delta against a base blob, with a
- * bounded chain). A handle is for one thread at a time. */
+ * bounded chain, and a blob that is a base keeps a second copy of its frame,
+ * its mirror). A handle is for one thread at a time. */
 typedef struct kwb_cache kwb_cache;
 typedef struct kwb_cache_bundle kwb_cache_bundle;
 
@@ -258,8 +259,21 @@ typedef struct kwb_blob_info {
     char base[65];          /* the blob this frame is a delta against, "" for a full frame */
     uint32_t depth;         /* 0 for a full frame, else the base's depth + 1 */
     uint64_t raw_size;      /* bytes of content */
-    uint64_t stored_size;   /* bytes of the stored zstd frame */
+    uint64_t stored_size;   /* bytes of the stored zstd frame (one copy) */
+    uint32_t mirrored;      /* 1 if a second copy of the frame is kept (the blob is a base) */
 } kwb_blob_info;
+
+/* The state of one stored copy of a blob's frame. */
+typedef enum kwb_blob_copy {
+    KWB_COPY_OK = 0,        /* decodes to the blob's content */
+    KWB_COPY_CORRUPT = 1,   /* does not */
+    KWB_COPY_NONE = 2       /* no such copy (a blob nothing is stored against has no mirror) */
+} kwb_blob_copy;
+
+typedef struct kwb_blob_health {
+    int32_t frame;          /* kwb_blob_copy of the first copy */
+    int32_t mirror;         /* kwb_blob_copy of the mirror */
+} kwb_blob_health;
 
 /* The schema version this kwb writes (PRAGMA user_version). */
 int kwb_cache_schema_version(void);
@@ -276,10 +290,20 @@ const char *kwb_cache_path(const kwb_cache *c);
 int kwb_cache_blob_put(kwb_cache *c, const void *data, size_t len, const char *base,
                        char *id, int *created);
 /* Read a blob back (free *data with kwb_free; it is NUL-terminated). Checks
- * every frame of its chain against its hash: KWB_CACHE_ECORRUPT names the blob
- * that is corrupt; KWB_CACHE_ENOTFOUND if the blob (or a base) is missing. */
+ * every frame of its chain against its hash, reading a frame's mirror where
+ * the frame is corrupt: KWB_CACHE_ECORRUPT names the blob none of whose
+ * copies is sound; KWB_CACHE_ENOTFOUND if the blob (or a base) is missing. */
 int kwb_cache_blob_get(kwb_cache *c, const char *id, char **data, size_t *len);
 int kwb_cache_blob_info(kwb_cache *c, const char *id, kwb_blob_info *info);
+/* Decode each stored copy of blob id's frame (against its base's content)
+ * and report their states in *h. Returns 0 when they could be checked, even
+ * if corrupt (kwb_last_error then says what was wrong), and an error when the
+ * blob is missing or its base cannot be rebuilt. */
+int kwb_cache_blob_check(kwb_cache *c, const char *id, kwb_blob_health *h);
+/* Rewrite a corrupt copy of blob id's frame from its sound copy (call inside
+ * a write transaction); *fixed is 1 if a copy was rewritten. KWB_CACHE_ECORRUPT
+ * if no copy is sound. */
+int kwb_cache_blob_repair(kwb_cache *c, const char *id, int *fixed);
 
 /* Write a bundle file: the manifest (JSON text), nrec records (each a table
  * name and a JSON text), and the blobs named, with every base their chains
@@ -447,8 +471,8 @@ int kwb_cuda_clocks_read(int32_t *sm_mhz, int32_t *temp, uint64_t *reasons);
 /* Ceilings for `kwb doctor`: seconds for the measured work. */
 int kwb_cuda_measure_copy(uint64_t bytes, uint32_t reps, double *seconds);
 int kwb_cuda_measure_fma(double *flops_per_s);
-/* bf16 tensor-core rate: cuBLAS where present (*via = "cublas"), else
- * kwb's own kernel (*via = "kwb-wmma"). */
-int kwb_cuda_measure_bf16(uint32_t n, double *flops_per_s, const char **via);
+/* bf16 tensor-core rate: cuBLAS where present (*via = "cublas"), else, or
+ * when own is 1, kwb's own WMMA kernel (*via = "kwb-wmma"). */
+int kwb_cuda_measure_bf16(uint32_t n, int own, double *flops_per_s, const char **via);
 
 #endif

@@ -171,7 +171,7 @@ static int l_get_blob(lua_State *L) {
     return 1;
 }
 
-/* db:blob_info(id) -> {base, depth, raw_size, stored_size} | nil, msg, info */
+/* db:blob_info(id) -> {base, depth, raw_size, stored_size, mirrored} | nil, msg, info */
 static int l_blob_info(lua_State *L) {
     kwb_cache *c = check_cache(L, 1);
     kwb_blob_info bi;
@@ -189,6 +189,73 @@ static int l_blob_info(lua_State *L) {
     lua_setfield(L, -2, "raw_size");
     lua_pushinteger(L, (lua_Integer)bi.stored_size);
     lua_setfield(L, -2, "stored_size");
+    lua_pushboolean(L, (int)bi.mirrored);
+    lua_setfield(L, -2, "mirrored");
+    return 1;
+}
+
+static const char *copy_word(int32_t state) {
+    return state == KWB_COPY_OK ? "ok" : state == KWB_COPY_CORRUPT ? "corrupt" : "none";
+}
+
+/* db:check_blob(id) -> {frame = "ok"|"corrupt", mirror = "ok"|"corrupt"|"none", message = ...}
+ *                    | nil, msg, {code = "corrupt-blob" | "not-found", blob = id} when its base is lost */
+static int l_check_blob(lua_State *L) {
+    kwb_cache *c = check_cache(L, 1);
+    const char *id = luaL_checkstring(L, 2);
+    kwb_blob_health h;
+    int rc = kwb_cache_blob_check(c, id, &h);
+    if (rc) {
+        if (rc == KWB_CACHE_EDB) return luaL_error(L, "%s", kwb_last_error());
+        kwb_lua_fail(L, status_code(rc, "corrupt-blob", "corrupt-blob"), kwb_last_error());
+        lua_pushstring(L, id);
+        lua_setfield(L, -2, "blob");
+        return 3;
+    }
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, copy_word(h.frame));
+    lua_setfield(L, -2, "frame");
+    lua_pushstring(L, copy_word(h.mirror));
+    lua_setfield(L, -2, "mirror");
+    if (h.frame != KWB_COPY_OK || h.mirror == KWB_COPY_CORRUPT) {
+        lua_pushstring(L, kwb_last_error());
+        lua_setfield(L, -2, "message");
+    }
+    return 1;
+}
+
+/* db:mirror_base(id): give a blob that is some blob's base its mirror, if it has none
+ * (inside a write transaction) -> true | nil, msg, {code = "corrupt-blob", blob = id} */
+static int l_mirror_base(lua_State *L) {
+    kwb_cache *c = check_cache(L, 1);
+    const char *id = luaL_checkstring(L, 2);
+    int rc = kwb_cache_mirror_base(c, id);
+    if (rc) {
+        if (rc == KWB_CACHE_EDB) return luaL_error(L, "%s", kwb_last_error());
+        kwb_lua_fail(L, status_code(rc, "corrupt-blob", "corrupt-blob"), kwb_last_error());
+        lua_pushstring(L, id);
+        lua_setfield(L, -2, "blob");
+        return 3;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* db:repair_blob(id) -> true if a corrupt copy was rewritten from the sound one, false if
+ * none needed it | nil, msg, {code = "corrupt-blob", blob = id} if no copy is sound */
+static int l_repair_blob(lua_State *L) {
+    kwb_cache *c = check_cache(L, 1);
+    const char *id = luaL_checkstring(L, 2);
+    int fixed = 0;
+    int rc = kwb_cache_blob_repair(c, id, &fixed);
+    if (rc) {
+        if (rc == KWB_CACHE_EDB) return luaL_error(L, "%s", kwb_last_error());
+        kwb_lua_fail(L, status_code(rc, "corrupt-blob", "corrupt-blob"), kwb_last_error());
+        lua_pushstring(L, id);
+        lua_setfield(L, -2, "blob");
+        return 3;
+    }
+    lua_pushboolean(L, fixed);
     return 1;
 }
 
@@ -327,7 +394,9 @@ void kwb_lua_open_cache(lua_State *L) {
     static const luaL_Reg cache_methods[] = {
         {"exec", l_exec}, {"script", l_script}, {"changes", l_changes},
         {"in_transaction", l_in_transaction}, {"put_blob", l_put_blob}, {"get_blob", l_get_blob},
-        {"blob_info", l_blob_info}, {"export", l_export}, {"import_blobs", l_import_blobs},
+        {"blob_info", l_blob_info}, {"check_blob", l_check_blob}, {"repair_blob", l_repair_blob},
+        {"mirror_base", l_mirror_base},
+        {"export", l_export}, {"import_blobs", l_import_blobs},
         {"path", l_cache_path}, {"close", l_cache_close}, {NULL, NULL},
     };
     static const luaL_Reg cache_meta[] = {

@@ -777,7 +777,7 @@ static int l_measure_bf16(lua_State *L) {
     if (n < 256 || n > 65536) return luaL_error(L, "matrix size must be in 256..65536 (got %d)", (int)n);
     double r = 0;
     const char *via = "";
-    int rc = kwb_cuda_measure_bf16((uint32_t)n, &r, &via);
+    int rc = kwb_cuda_measure_bf16((uint32_t)n, lua_toboolean(L, 2), &r, &via);
     if (rc) return fail_run(L, rc, "run-failed");
     lua_pushnumber(L, r);
     lua_pushstring(L, via);
@@ -854,4 +854,6 @@ void kwb_lua_open_cuda(lua_State *L) {
     luaL_setfuncs(L, fns, 0);
     lua_pushstring(L, kwb_cuda_builtin_source);
     lua_setfield(L, -2, "cuda_builtin_source");
+    lua_pushstring(L, kwb_cuda_wmma_source);
+    lua_setfield(L, -2, "cuda_wmma_source");
 }

@@ -18,6 +18,8 @@ usage: kwb cache COMMAND [args]
                              results and runs) to a bundle file for a teammate
   import FILE                add a bundle's records: all of them, or none if the file is bad
   stats                      counts, sizes and the compression ratio
+  check [--repair]           decode every stored copy of every blob; --repair rewrites
+                             a corrupt copy from its sound one (exit 1 if a blob is lost)
   gc                         drop blobs no record needs, then compact the file
 
 IDs may be shortened to any unique prefix of at least 4 hex digits.
@@ -228,9 +230,38 @@ function commands.stats(c, pos)
   print(string.format("runs        %d", s.runs))
   print(string.format("blobs       %d (%d full, %d deltas, longest chain %d)", s.blobs, s.full_blobs, s.delta_blobs,
                       s.max_depth))
-  print(string.format("content     %d bytes raw, %d bytes stored", s.raw_bytes, s.stored_bytes))
+  print(string.format("mirrored    %d (bases keep a second copy: %d bytes)", s.mirrored_blobs, s.mirror_bytes))
+  print(string.format("content     %d bytes raw, %d bytes stored with the mirrors", s.raw_bytes, s.stored_bytes))
   print(string.format("ratio       %s", s.ratio and string.format("%.1fx", s.ratio) or "-"))
   return 0
+end
+
+function commands.check(c, words)
+  local pos, opts = parse(words, { repair = "flag" })
+  if not pos then return usage_error(opts) end
+  if #pos > 0 then return usage_error("check takes no arguments but --repair") end
+  local r = c:check { repair = opts.repair }
+  local lost = 0
+  for _, e in ipairs(r.corrupt) do
+    local what = e.frame == "ok" and "its mirror copy is corrupt"
+      or e.mirror == "corrupt" and "both copies of its frame are corrupt"
+      or e.mirror == "none" and "its frame is corrupt and it has no mirror"
+      or "its frame is corrupt, its mirror is sound"
+    local fate = not e.recoverable and "lost" or e.repaired and "repaired" or "recoverable (--repair)"
+    if not e.recoverable then lost = lost + 1 end
+    print(string.format("blob %s: %s: %s", e.blob, what, fate))
+  end
+  for _, e in ipairs(r.unreadable) do
+    lost = lost + 1
+    print(string.format("blob %s: lost: %s", e.blob, e.message))
+  end
+  for _, id in ipairs(r.unmirrored) do
+    print(string.format("blob %s: is a base without a mirror (--repair adds one)", id))
+  end
+  print(string.format("checked %s (%s): %s", count(r.blobs, "blob"), count(r.frames, "stored frame"),
+                      r.ok and "all sound" or lost > 0 and count(lost, "blob") .. " lost"
+                      or opts.repair and "repaired" or "no blob lost"))
+  return lost > 0 and 1 or 0
 end
 
 function commands.gc(c, pos)
@@ -252,7 +283,7 @@ function M.main(cmd, ...)
   local fn = commands[cmd]
   if not fn then return usage_error("unknown command '" .. cmd .. "'") end
   local words = { ... }
-  if cmd ~= "best" and cmd ~= "export" then
+  if cmd ~= "best" and cmd ~= "export" and cmd ~= "check" then
     for _, w in ipairs(words) do
       if w:sub(1, 2) == "--" then return usage_error(cmd .. ": unknown option '" .. w .. "'") end
     end

@@ -46,6 +46,9 @@ function M.help()
     "  KWB_LUA_PATH   directories searched before the bundled kwb modules (try: lua)",
     "  KWB_CACHE      the candidate cache path",
     "  KWB_HISTORY    the REPL history file (default ~/.kwb_history)",
+    "  CUDA_HOME      the CUDA toolkit: NVRTC, nvcc, headers (default /usr/local/cuda)",
+    "  KWB_NVRTC      the NVRTC library to load, exactly (default: found under CUDA_HOME)",
+    "  KWB_CUDA_DRIVER  the CUDA driver library (default libcuda.so.1 on the loader path)",
     "",
     "exit status: 0 success, 1 a Lua or run error, 2 a usage error",
   } do lines[#lines + 1] = l end

@@ -25,13 +25,14 @@ local function write_json(path, t)
   return true
 end
 
--- doctor [--no-measure]
+-- doctor [--no-measure] [--own-gemm]
 function M.main(...)
-  local measure = true
+  local measure, own = true, false
   for _, a in ipairs { ... } do
     if a == "--no-measure" then measure = false
+    elseif a == "--own-gemm" then own = true
     else
-      io.stderr:write("kwb doctor: unknown option '", a, "' (known: --no-measure)\n")
+      io.stderr:write("kwb doctor: unknown option '", a, "' (known: --no-measure, --own-gemm)\n")
       return 2
     end
   end
@@ -77,8 +78,9 @@ function M.main(...)
   line("copy (cuMemcpyDtoD)", string.format("%.0f GB/s read+write (1 GiB, fastest of 20)", copy / 1e9))
   local fma = assert(core.cuda_measure_fma())
   line("FMA fp32", string.format("%.1f TFLOP/s", fma / 1e12))
-  local bf16, via = assert(core.cuda_measure_bf16(8192))
-  line("bf16 tensor cores", string.format("%.0f TFLOP/s (8192^3 GEMM via %s, fastest of 10)", bf16 / 1e12, via))
+  local bf16, via = assert(core.cuda_measure_bf16(8192, own))
+  line("bf16 tensor cores", string.format(via == "cublas" and "%.0f TFLOP/s (8192^3 GEMM via cublas, fastest of 10)"
+    or "%.0f TFLOP/s (kwb's own WMMA kernel, mma.sync from registers, fastest of 10)", bf16 / 1e12))
   local clk2 = cuda.clocks()
   if clk2 then line("SM clock after", string.format("%d MHz, %d C", clk2.sm_mhz, clk2.temp)) end
   local path = cuda.ceilings_path(kind)

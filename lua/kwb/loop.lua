@@ -122,7 +122,7 @@ function Session:reference()
   if self.ref then return self.ref end
   local r = self.problem.reference
   if r.lua then self.ref = { lua = r.lua }
-  else self.ref = { fn = self.backend.reference(self.problem, self.recipe.dir) } end
+  else self.ref = { fn = self.backend.reference(self.problem, self.recipe.dir, self.recipe.arch) } end
   return self.ref
 end
 
@@ -195,14 +195,15 @@ function Session:round(fn, b, seed, round, timeout)
   end
   b.sums = {}
   for _, a in ipairs(p.buffers) do
-    if a.role == "in" then b.sums[a.name] = b.bufs[a.name]:checksum() end
+    if a.role == "in" then b.sums[a.name] = assert(b.bufs[a.name]:checksum()) end
     if a.role == "out" then b.bufs[a.name]:poison()
     elseif a.role == "inout" then b.bufs[a.name]:copy(b.init[a.name]) end
   end
   if b.on_call then b.on_call() end   -- a worker arms the candidate's timeout here
-  local t0 = core.now()
+  local clock = self.backend.clock
+  local t0 = clock()
   local ok, err = self.backend.call(fn, b, b.args)
-  local dt = core.now() - t0
+  local dt = clock() - t0
   if not ok then return "crashed", string.format("the call failed at %s: %s", b.key, tostring(err)) end
   if timeout and dt > timeout then
     return "timeout", string.format("one call took %.2f s at %s (the timeout is %g s)", dt, b.key, timeout)
@@ -213,7 +214,7 @@ end
 -- Inputs unchanged and outputs right? nil, or "wrong", reason.
 function Session:check(b, when, skip_inout)
   for _, a in ipairs(self.problem.buffers) do
-    if a.role == "in" and b.bufs[a.name]:checksum() ~= b.sums[a.name] then
+    if a.role == "in" and assert(b.bufs[a.name]:checksum()) ~= b.sums[a.name] then
       return "wrong", string.format("input %s changed by the candidate at %s (%s)", a.name, b.key, when)
     end
   end
@@ -545,6 +546,7 @@ local function load_strategy(spec)
   elseif type(spec) == "table" and spec.propose then
     spec = { name = spec.name or "inline", table = spec }
   end
+  local mod
   if spec.table then mod = spec.table
   elseif spec.module then mod = require(spec.module)
   else

@@ -55,8 +55,9 @@ function Reporter:begin(run)
     emit { event = "start", recipe = r.name, problem = r.problem:key(), run = run.record.short, seed = run.seed,
            strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device }
   elseif self.mode ~= "quiet" then
-    out(self, string.format("kwb: recipe %s · %s · %d shapes · strategy %s · budget %d candidates, %g min · seed %d",
-      r.name, r.problem:key(), #r.shapes, run.strategy_name, run.budget.candidates, run.budget.minutes, run.seed))
+    out(self, string.format("kwb: recipe %s · %s · %d shapes on %s · strategy %s · budget %d candidates, %g min · seed %d · cache %s",
+      r.name, r.problem:key(), #r.shapes, run.session.ctx.device, run.strategy_name, run.budget.candidates,
+      run.budget.minutes, run.seed, run.session.store.path))
   end
 end
 
@@ -142,8 +143,11 @@ function Reporter:summary(run, sm)
       b.params and ("  " .. require("kwb.loop").params_text(b.params)) or ""))
     if self.mode ~= "quiet" then self:table(s, b) end
   end
-  print(string.format("funnel: %d candidates · %s · %.1f s, %.2f candidates/s%s", sm.candidates,
-    funnel_text(sm.funnel, true), sm.seconds, sm.per_second, sm.known > 0 and string.format(" · %d known from the cache", sm.known) or ""))
+  local bad = 0
+  for _, o in ipairs { "forbidden", "compile-error", "wrong", "impossible", "crashed", "timeout" } do bad = bad + sm.funnel[o] end
+  print(string.format("funnel: %d candidates · %d bad (%.0f%%) · %s · %.1f s, %.2f candidates/s%s", sm.candidates, bad,
+    sm.candidates > 0 and 100 * bad / sm.candidates or 0, funnel_text(sm.funnel, true), sm.seconds, sm.per_second,
+    sm.known > 0 and string.format(" · %d known from the cache", sm.known) or ""))
 end
 
 return M

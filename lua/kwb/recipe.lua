@@ -62,7 +62,7 @@ end
 local fields = {
   "name", "description", "problem", "shapes", "start", "template", "space", "strategy", "model",
   "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing",
-  "race", "ceilings", "backend", "launch",
+  "race", "ceilings", "backend", "launch", "arch",
 }
 M.fields = fields
 
@@ -392,6 +392,11 @@ function M.new(spec, level)
   r.flags = spec.flags and c:string_list("flags", spec.flags, true) or (r.backend == "host" and { "-O2" } or {})
   if spec.launch ~= nil and type(spec.launch) ~= "function" then c:fail("launch", "a function(shape, params) -> { grid =, block =, smem = }", spec.launch) end
   r.launch = spec.launch
+  if spec.arch ~= nil then
+    if r.backend ~= "cuda" then c:fail("arch", "backend = 'cuda' (arch names a CUDA architecture)", false) end
+    if type(spec.arch) ~= "string" or not spec.arch:match("^sm_%d+a?$") then c:fail("arch", "a CUDA arch like \"sm_90\"", spec.arch) end
+  end
+  r.arch = spec.arch
   if spec.cc ~= nil then a_string(c, "cc", spec.cc) end
   r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }

@@ -315,11 +315,10 @@ end
 -- source names the word.
 function RuleSet:check_ptx(ptx, source, name)
   local files, locs, cur = {}, {}, nil
+  for id, fname in ptx:gmatch('%.file%s+(%d+)%s+"([^"]*)"') do files[id] = fname end   -- NVRTC puts them last
   local n = 0
   for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    local id, fname = l:match('^%s*%.file%s+(%d+)%s+"([^"]*)"')
-    if id then files[id] = fname end
     local fid, line = l:match("^%s*%.loc%s+(%d+)%s+(%d+)")
     if fid then cur = (files[fid] == name or files[fid] and name and files[fid]:sub(-#name) == name) and tonumber(line) or nil end
     locs[n] = cur
@@ -331,7 +330,13 @@ function RuleSet:check_ptx(ptx, source, name)
   end
   for _, r in ipairs(self.rules) do
     local hits = r.scan:match(ptx)
-    if hits[1] then return rejection(r, hits[1][2], line_for(hits[1][1], hits[1][2]), "PTX") end
+    if hits[1] then   -- prefer a use with a source line (a call) to a declaration
+      for _, h in ipairs(hits) do
+        local l = locs[line_of(ptx, h[1])]
+        if l then return rejection(r, h[2], l, "PTX") end
+      end
+      return rejection(r, hits[1][2], line_for(hits[1][1], hits[1][2]), "PTX")
+    end
     for _, pat in ipairs(r.asm) do
       local pos = ptx:find(pat, 1, true)
       if pos then return rejection(r, pat, line_for(pos, pat), "PTX") end

@@ -103,6 +103,10 @@ for _, k in ipairs(order) do
   if c.source ~= sources[k] then error("candidate " .. ids[k] .. " read back wrong") end
 end
 local t_lookup = kwb.now() - t0
+local t_check = kwb.now()
+local check = cache:check()
+t_check = kwb.now() - t_check
+if not check.ok then error("check found problems in a fresh cache") end
 local s = cache:stats()
 local sizes = {}
 for _, r in ipairs(cache:exec("SELECT depth > 0 AS delta, avg(stored_size) AS avg FROM blob GROUP BY depth > 0")) do
@@ -119,10 +123,15 @@ print(string.format("candidates         %d stored of %d made (%d distinct source
 print(string.format("blobs              %d full, %d deltas, longest chain %d", s.full_blobs, s.delta_blobs,
                     s.max_depth))
 print(string.format("mean stored size   %.0f bytes a delta, %.0f bytes a full frame", sizes[1] or 0, sizes[0] or 0))
-print(string.format("content            %d bytes raw, %d bytes stored", s.raw_bytes, s.stored_bytes))
-print(string.format("compression ratio  %.1fx (raw / stored blob bytes)", s.ratio))
+print(string.format("mirrored           %d blobs (those others are stored against), %d bytes",
+                    s.mirrored_blobs, s.mirror_bytes))
+print(string.format("content            %d bytes raw, %d bytes stored (mirrors included)", s.raw_bytes,
+                    s.stored_bytes))
+print(string.format("compression ratio  %.1fx (raw / stored blob bytes, mirrors included)", s.ratio))
 print(string.format("database file      %d bytes (%.1fx smaller than the raw sources, with every record and index)",
                     s.file_bytes, s.raw_bytes / s.file_bytes))
 print(string.format("insert rate        %.0f candidates/s (one transaction each)", N / t_insert))
 print(string.format("lookup rate        %.0f candidates/s (random ids, source decoded and hash-checked)",
                     N / t_lookup))
+print(string.format("check              %.2f s for %d blobs (%d stored frames decoded and hash-checked)",
+                    t_check, check.blobs, check.frames))

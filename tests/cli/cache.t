@@ -120,8 +120,9 @@ builds      1
 results     5
 runs        0
 blobs       5 (3 full, 2 deltas, longest chain 1)
-content     625 bytes raw, 295 bytes stored
-ratio       2.1x
+mirrored    1 (bases keep a second copy: 101 bytes)
+content     625 bytes raw, 396 bytes stored with the mirrors
+ratio       1.6x
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/axpy.kwb --problem axpy --outcome accepted
 wrote build/test-cache/axpy.kwb: 2 candidates, 1 build, 4 results, 0 runs
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/x.kwb --since 2026-13
@@ -159,6 +160,30 @@ candidates  0 in 0 problems
 $ ./kwb --cache build/test-cache/cli.db -e 'local c = kwb.cache.open(); c:put_blob("unused"); c:close()'
 $ ./kwb --cache build/test-cache/cli.db cache gc
 removed 1 blob no record needs (19 bytes stored)
+$ cp build/test-cache/cli.db build/test-cache/chk.db && ./kwb --cache build/test-cache/chk.db cache check
+checked 5 blobs (6 stored frames): all sound
+$ ./kwb --cache build/test-cache/chk.db -e 'local c = kwb.cache.open(); local r = c:exec("SELECT id, frame FROM blob WHERE id IN (SELECT id FROM mirror)")[1]; local f = r.frame; local k = #f // 2; c:exec("UPDATE blob SET frame = CAST(?2 AS BLOB) WHERE id = ?1", r.id, f:sub(1, k - 1) .. string.char(f:byte(k) ~ 0xff) .. f:sub(k + 1)); c:close()'
+$ ./kwb --cache build/test-cache/chk.db cache check
+blob ed750abb5fe9a3fc8efdc24c3c18ebb8bd649020a1875217a79ebde887ba5c34: its frame is corrupt, its mirror is sound: recoverable (--repair)
+checked 5 blobs (6 stored frames): no blob lost
+$ ./kwb --cache build/test-cache/chk.db cache show b501 | tail -3
+      for (; i < n; i++)
+          y[i] = a * x[i] + y[i];
+  }
+$ ./kwb --cache build/test-cache/chk.db cache check --repair
+blob ed750abb5fe9a3fc8efdc24c3c18ebb8bd649020a1875217a79ebde887ba5c34: its frame is corrupt, its mirror is sound: repaired
+checked 5 blobs (6 stored frames): repaired
+$ ./kwb --cache build/test-cache/chk.db cache check
+checked 5 blobs (6 stored frames): all sound
+$ ./kwb --cache build/test-cache/chk.db -e 'local c = kwb.cache.open(); local r = c:exec("SELECT id, frame FROM blob WHERE base IS NOT NULL AND id NOT IN (SELECT id FROM mirror)")[1]; local f = r.frame; local k = #f // 2; c:exec("UPDATE blob SET frame = CAST(?2 AS BLOB) WHERE id = ?1", r.id, f:sub(1, k - 1) .. string.char(f:byte(k) ~ 0xff) .. f:sub(k + 1)); c:close()'
+$ ./kwb --cache build/test-cache/chk.db cache check
+blob 906cad73ee1740af334e0734621986557fda3659167dc0edafe1d13f5c4ec92b: its frame is corrupt and it has no mirror: lost
+checked 5 blobs (6 stored frames): 1 blob lost
+[exit 1]
+$ ./kwb --cache build/test-cache/chk.db cache check --fix
+kwb cache: unknown option '--fix'
+try 'kwb cache --help'
+[exit 2]
 $ ./kwb --cache build/test-cache/cli.db cache frobnicate
 kwb cache: unknown command 'frobnicate'
 try 'kwb cache --help'
@@ -176,6 +201,8 @@ usage: kwb cache COMMAND [args]
                              results and runs) to a bundle file for a teammate
   import FILE                add a bundle's records: all of them, or none if the file is bad
   stats                      counts, sizes and the compression ratio
+  check [--repair]           decode every stored copy of every blob; --repair rewrites
+                             a corrupt copy from its sound one (exit 1 if a blob is lost)
   gc                         drop blobs no record needs, then compact the file
 
 IDs may be shortened to any unique prefix of at least 4 hex digits.

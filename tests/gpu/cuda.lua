@@ -209,6 +209,32 @@ t.test("parallel_nvrtc_compiles_scale", function()
   t.truthy(again[1].cached, "second build of the same spec comes from the build cache")
 end)
 
+t.test("own_wmma_kernel_measures_the_bf16_rate", function()
+  local rate, via = assert(require("kwb.core").cuda_measure_bf16(4096, true))
+  t.eq(via, "kwb-wmma", "the fallback path")
+  fig("wmma_bf16_TFLOPs", string.format("%.0f", rate / 1e12))
+  t.truthy(rate > 5e13, string.format("WMMA rate %.0f TFLOP/s", rate / 1e12))
+end)
+
+t.test("a_plan_of_two_kernels_runs_and_times_as_one_unit", function()
+  local n = 1 << 22
+  local a = assert(cuda.buffer("f32", n):fill_uniform(21))
+  local b = assert(cuda.buffer("f32", n):poison())
+  local c = assert(cuda.buffer("f32", n):poison())
+  local p = cuda.plan {
+    { axpb, grid = n // 256, block = 256, args = { a, b, 2.0, 1.0, n } },
+    { copy4, grid = dev.sms * 4, block = 256, args = { b, c, n // 4 } },
+  }
+  assert(p:run())
+  local ref = assert(cuda.buffer("f32", n):poison())
+  assert(cuda.plan { { axpb, grid = n // 256, block = 256, args = { a, ref, 2.0, 1.0, n } } }:run())
+  t.truthy(assert(cuda.compare(c, ref)).ok, "second kernel saw the first one's output")
+  local both = assert(p:time())
+  local one = assert(cuda.time(cuda.plan { { axpb, grid = n // 256, block = 256, args = { a, b, 2.0, 1.0, n } } }))
+  fig("two_step_plan_us", string.format("%.2f (axpb alone %.2f)", both.median * 1e6, one.median * 1e6))
+  t.truthy(both.median > one.median, "the plan's time covers both steps")
+end)
+
 t.test("plan_misuse_raises", function()
   t.raises(function() cuda.plan { { copy4, grid = 1, block = 32, args = { x, y } } } end, "kernel takes 3 arguments, got 2")
   t.raises(function() cuda.plan { { axpb, grid = 1, block = 32, args = { x, y, 1.0, 2.0, "n" } } } end, "argument 5 must be an integer")

@@ -16,14 +16,14 @@ local hostile = {
   { "mutate.cu", "wrong", nil, "input a changed by the candidate" },
   { "small_only.cu", "wrong", nil, "output c at n=16777216" },
   { "precision.cu", "wrong", nil, "output c at n=65536" },
-  { "clock.cu", "forbidden", "timer", "clock64 at line 5" },
-  { "clock_macro.cu", "forbidden", "timer", "found in the PTX" },
-  { "printf_macro.cu", "forbidden", "printf", "vprintf" },
+  { "clock.cu", "forbidden", "timer", "clock64 at line 4" },
+  { "clock_macro.cu", "forbidden", "timer", "clock64 at line 6 (a candidate that reads a clock can tell when it is being timed; found in the PTX)" },
+  { "printf_macro.cu", "forbidden", "printf", "vprintf at line 5" },
   { "early_return.cu", "impossible", nil, "is under the physical floor" },
-  { "trap.cu", "forbidden", "exit", "trap; at line 5" },
-  { "sleep.cu", "forbidden", "sleep", "__nanosleep at line 5" },
+  { "trap.cu", "forbidden", "exit", "trap; at line 4" },
+  { "sleep.cu", "forbidden", "sleep", "__nanosleep at line 4" },
   { "stream.cu", "forbidden", "other-streams", "cudaStreamCreate at line 6" },
-  { "good.cu", nil, nil, nil },
+  { "good_stride.cu", nil, nil, nil },
 }
 
 local r = kwb.recipe {

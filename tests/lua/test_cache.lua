@@ -98,45 +98,129 @@ t.test("cache_compression_ratio_over_chain_of_edits", function()
   t.eq(st.blobs, 200, "blobs")
   t.eq(st.max_depth, core.cache_max_depth, "chains reach the bound and no further")
   t.eq(st.full_blobs, math.ceil(200 / (core.cache_max_depth + 1)), "one full frame per bounded chain")
-  t.truthy(st.ratio > 25, string.format("ratio %.1f exceeds 25", st.ratio))
+  -- every blob is the base of the next except the last of each chain
+  t.eq(st.mirrored_blobs, 200 - math.ceil(200 / (core.cache_max_depth + 1)), "bases are mirrored")
+  t.truthy(st.ratio > 20, string.format("ratio %.1f (mirrors included) exceeds 20", st.ratio))
   c:close()
 end)
 
-t.test("cache_corrupt_blob_loses_only_its_chain", function()
+-- A chain of candidates a <- b <- d and an unrelated one, on a closed cache.
+local function corrupt_fixture()
   local c, path = fresh()
-  local a = c:put_candidate { problem = "p", source = src }
-  local b = c:put_candidate { problem = "p", source = edited(src, 1), parent = a }
-  local d = c:put_candidate { problem = "p", source = edited(src, 2), parent = b }
-  local lone = c:put_candidate { problem = "q", source = "int unrelated;\n" }
+  local ids = { c:put_candidate { problem = "p", source = src } }
+  ids[2] = c:put_candidate { problem = "p", source = edited(src, 1), parent = ids[1] }
+  ids[3] = c:put_candidate { problem = "p", source = edited(src, 2), parent = ids[2] }
+  ids[4] = c:put_candidate { problem = "q", source = "int unrelated;\n" }
+  local blobs = {}
+  for k, id in ipairs(ids) do blobs[k] = c:exec("SELECT source FROM candidate WHERE id = ?1", id)[1].source end
   c:close()
-  c = assert(cache_mod.open(path))   -- no recently decoded blobs
-  local function blob_of(id) return c:exec("SELECT source FROM candidate WHERE id = ?1", id)[1].source end
-  -- flip one byte in the middle of the leaf's frame
-  local function corrupt(id)
-    local blob = blob_of(id)
-    local frame = c:exec("SELECT frame FROM blob WHERE id = ?1", blob)[1].frame
-    local k = #frame // 2
-    frame = frame:sub(1, k - 1) .. string.char(frame:byte(k) ~ 0xff) .. frame:sub(k + 1)
-    c:exec("UPDATE blob SET frame = CAST(?2 AS BLOB) WHERE id = ?1", blob, frame)
-    return blob
-  end
-  local leaf = corrupt(d)
-  local ok, msg, info = c:get(d)
-  t.eq(ok, nil, "corrupt leaf is lost")
+  return path, ids, blobs
+end
+local sources = { src, edited(src, 1), edited(src, 2), "int unrelated;\n" }
+
+-- flip one byte in the middle of a stored copy ("blob" or "mirror") of a frame
+local function corrupt(path, tbl, blob)
+  local c = assert(cache_mod.open(path))
+  local frame = c:exec("SELECT frame FROM " .. tbl .. " WHERE id = ?1", blob)[1].frame
+  local k = #frame // 2
+  frame = frame:sub(1, k - 1) .. string.char(frame:byte(k) ~ 0xff) .. frame:sub(k + 1)
+  c:exec("UPDATE " .. tbl .. " SET frame = CAST(?2 AS BLOB) WHERE id = ?1", blob, frame)
+  t.eq(c.db:changes(), 1, "corrupted " .. tbl .. " copy of " .. blob)
+  c:close()
+end
+
+t.test("cache_corrupt_leaf_loses_only_itself", function()
+  local path, ids, blobs = corrupt_fixture()
+  corrupt(path, "blob", blobs[3])
+  local c = assert(cache_mod.open(path))   -- no recently decoded blobs
+  local ok, msg, info = c:get(ids[3])
+  t.eq(ok, nil, "the corrupt leaf is lost")
   t.eq(info.code, "corrupt-blob", "code")
-  t.truthy(msg:find("blob " .. leaf .. " is corrupt", 1, true), msg)
-  t.eq(assert(c:get(b)).source, edited(src, 1), "its base still reads")
-  t.eq(assert(c:get(a)).source, src, "the root still reads")
-  t.eq(assert(c:get(lone)).source, "int unrelated;\n", "other blobs still read")
-  -- now the middle of the chain: its delta descendant fails naming it
-  c:close()
-  c = assert(cache_mod.open(path))
-  local mid = corrupt(b)
-  ok, msg, info = c:get(d)
-  t.eq(ok, nil, "a blob on a corrupt base is lost")
-  t.truthy(msg:find("its base blob " .. mid .. " is corrupt", 1, true), msg)
-  t.eq(assert(c:get(a)).source, src, "the root still reads")
+  t.eq(info.blob, blobs[3], "info names the blob")
+  t.truthy(msg:find("blob " .. blobs[3] .. " is corrupt: ", 1, true), msg)
+  for k = 1, 4 do
+    if k ~= 3 then t.eq(assert(c:get(ids[k])).source, sources[k], "candidate " .. k .. " still reads") end
+  end
+  local r = c:check()
+  t.eq(r.ok, false, "check finds it")
+  t.eq(r.blobs, 4, "four blobs checked")
+  t.eq(r.frames, 6, "four frames and two mirrors")
+  t.eq(#r.corrupt, 1, "one corrupt copy")
+  t.eq(r.corrupt[1].blob, blobs[3], "the leaf")
+  t.eq(r.corrupt[1].frame, "corrupt", "its frame")
+  t.eq(r.corrupt[1].mirror, "none", "a leaf has no mirror")
+  t.eq(r.corrupt[1].recoverable, false, "so it is lost")
+  t.eq(#r.unreadable, 0, "nothing depends on it")
+  t.eq(c:check({ repair = true }).corrupt[1].repaired, false, "repair cannot bring it back")
   t.eq(c:integrity(), "ok", "the database itself is sound")
+  c:close()
+end)
+
+t.test("cache_corrupt_base_reads_through_its_mirror", function()
+  local path, ids, blobs = corrupt_fixture()
+  corrupt(path, "blob", blobs[2])   -- the middle of the chain
+  local c = assert(cache_mod.open(path))
+  for k = 1, 4 do t.eq(assert(c:get(ids[k])).source, sources[k], "candidate " .. k .. " reads") end
+  local r = c:check()
+  t.eq(#r.corrupt, 1, "one corrupt copy")
+  t.eq(r.corrupt[1].blob, blobs[2], "the base")
+  t.eq(r.corrupt[1].frame, "corrupt", "its frame")
+  t.eq(r.corrupt[1].mirror, "ok", "its mirror is sound")
+  t.eq(r.corrupt[1].recoverable, true, "recoverable")
+  t.truthy(r.corrupt[1].message:find("blob " .. blobs[2] .. " is corrupt: ", 1, true), r.corrupt[1].message)
+  -- an export carries the sound copy, once
+  local file = dir .. "/mirror.kwb"
+  assert(c:export(file, { problem = "p" }))
+  local d = fresh()
+  t.eq(assert(d:import(file)).blobs, 3, "three blobs")
+  for k = 1, 3 do t.eq(assert(d:get(ids[k])).source, sources[k], "imported candidate " .. k) end
+  local st = d:stats()
+  t.eq(st.mirrored_blobs, 2, "import mirrors the two bases")
+  t.eq(d:check().ok, true, "the imported copy is sound")
+  d:close()
+  r = c:check { repair = true }
+  t.eq(r.corrupt[1].repaired, true, "repaired from the mirror")
+  t.eq(c:check().ok, true, "sound after repair")
+  c:close()
+  -- a corrupt mirror under a sound frame is found and repaired too
+  corrupt(path, "mirror", blobs[1])
+  c = assert(cache_mod.open(path))
+  r = c:check { repair = true }
+  t.eq(r.corrupt[1].blob, blobs[1], "the root's mirror")
+  t.eq(r.corrupt[1].frame .. "/" .. r.corrupt[1].mirror, "ok/corrupt", "states")
+  t.eq(r.corrupt[1].repaired, true, "repaired from the frame")
+  t.eq(c:check().ok, true, "sound")
+  c:close()
+end)
+
+-- The double fault: both copies of a base's frame corrupt. The base is lost,
+-- and so is every blob stored against it, with an error naming the base.
+t.test("cache_both_copies_corrupt_lose_base_and_descendants", function()
+  local path, ids, blobs = corrupt_fixture()
+  corrupt(path, "blob", blobs[2])
+  corrupt(path, "mirror", blobs[2])
+  local c = assert(cache_mod.open(path))
+  local ok, msg, info = c:get(ids[2])
+  t.eq(ok, nil, "the base is lost")
+  t.eq(info.code, "corrupt-blob", "code")
+  t.truthy(msg:find("blob " .. blobs[2] .. " is corrupt: .*%(and so is its mirror copy: "), msg)
+  ok, msg, info = c:get(ids[3])
+  t.eq(ok, nil, "its descendant is lost")
+  t.eq(info.code, "corrupt-blob", "code")
+  t.truthy(msg:find("cannot rebuild blob " .. blobs[3] .. ": its base blob " .. blobs[2] .. " is corrupt", 1, true),
+           msg)
+  t.eq(assert(c:get(ids[1])).source, src, "the root still reads")
+  t.eq(assert(c:get(ids[4])).source, "int unrelated;\n", "other blobs still read")
+  local r = c:check { repair = true }
+  t.eq(#r.corrupt, 1, "one blob with corrupt copies")
+  t.eq(r.corrupt[1].frame .. "/" .. r.corrupt[1].mirror, "corrupt/corrupt", "both copies")
+  t.eq(r.corrupt[1].recoverable, false, "not recoverable")
+  t.eq(#r.unreadable, 1, "one blob unreadable through it")
+  t.eq(r.unreadable[1].blob, blobs[3], "the descendant")
+  t.truthy(r.unreadable[1].message:find("its base blob " .. blobs[2] .. " is corrupt", 1, true), r.unreadable[1].message)
+  -- new work on the lost base still stores (whole)
+  local e = c:put_candidate { problem = "p", source = edited(src, 7), parent = ids[2] }
+  t.eq(c.db:blob_info(assert(c:get(e)).source_blob).depth, 0, "stored whole")
   c:close()
 end)
 
@@ -359,7 +443,27 @@ t.test("cache_gc_removes_only_unreferenced_blobs", function()
   t.eq(r.blobs, 1, "one blob removed")
   t.eq(c.db:blob_info(orphan), nil, "the orphan is gone")
   t.eq(assert(c:get(b)).source, edited(src, 1), "a delta's base is kept")
+  t.eq(c:stats().mirrored_blobs, 1, "and so is its mirror")
   t.eq(c:gc().blobs, 0, "nothing left to remove")
+  c:close()
+end)
+
+t.test("cache_gc_drops_mirrors_of_blobs_no_longer_a_base", function()
+  local c = fresh()
+  local a = c:put_candidate { problem = "p", source = src }
+  local b = c:put_candidate { problem = "p", source = edited(src, 1), parent = a }
+  local a_blob = c:exec("SELECT source FROM candidate WHERE id = ?1", a)[1].source
+  local b_size = c:exec("SELECT stored_size FROM blob WHERE id = (SELECT source FROM candidate WHERE id = ?1)", b)[1]
+  local a_mirror = #c:exec("SELECT frame FROM mirror WHERE id = ?1", a_blob)[1].frame
+  t.eq(c.db:blob_info(a_blob).mirrored, true, "a's source is b's base, so mirrored")
+  c:exec("DELETE FROM candidate WHERE id = ?1", b)
+  local r = c:gc()
+  t.eq(r.blobs, 1, "b's source removed")
+  t.eq(r.bytes, b_size.stored_size + a_mirror, "its frame and a's mirror")
+  t.eq(c.db:blob_info(a_blob).mirrored, false, "a's source is a leaf again")
+  t.eq(c:stats().mirrored_blobs, 0, "no mirrors left")
+  t.eq(assert(c:get(a)).source, src, "a still reads")
+  t.eq(c:check().ok, true, "consistent")
   c:close()
 end)
 

@@ -104,6 +104,14 @@ extern "C" __global__ void heavy(float *x) {
       t.truthy(m, arch .. ": " .. tostring(msg))
       t.truthy(m.resources.kwb_compare and m.resources.kwb_fill, arch .. " has the compare and fill kernels")
     end
+    local home = core.cuda_home()
+    local mma = io.open(home .. "/include/mma.h")
+    if mma then   -- the WMMA probe needs the toolkit's headers
+      mma:close()
+      local m, msg = cuda.compile { source = core.cuda_wmma_source, arch = "sm_90" }
+      t.truthy(m, "WMMA probe: " .. tostring(msg))
+      t.truthy(m.resources.kwb_wmma_bf16.registers > 0, "WMMA probe registers")
+    end
   end)
 
   t.test("an_edited_header_changes_the_key", function()

@@ -109,6 +109,16 @@ t.test("loop_resume_continues_a_grid_where_it_stopped", function()
   t.eq(n, 4, "start + 3 grid points")
 end)
 
+t.test("loop_budget_minutes_ends_the_run", function()
+  local r = kwb.load "tests/recipes/planted.lua"
+  local sm = r:run { mode = "quiet", store = fresh_store("minutes"), minutes = 1e-6 }
+  t.eq(sm.candidates, 0, "the time was up before the first proposal")
+  t.eq(sm.exhausted, false)
+  local sm2 = r:run { mode = "quiet", candidates = 2 }
+  t.eq(sm2.candidates, 2, "the candidates budget of a run")
+  t.eq(sm2.funnel.forbidden, 2)
+end)
+
 t.test("loop_try_evaluates_one_candidate_and_accept_can_change", function()
   local r = kwb.load "tests/recipes/planted.lua"
   r:session { store = fresh_store("try") }

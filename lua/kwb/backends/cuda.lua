@@ -11,13 +11,18 @@ local ceilings = require "kwb.ceilings"
 
 local B = { name = "cuda" }
 
-local cuda
+-- kwb.cuda for builds (NVRTC works without a GPU) ...
+local function nvrtc() return require "kwb.cuda" end
+
+-- ... and for everything that runs (buffers, launches, timing, the device kind).
+local checked
 local function api()
-  if not cuda then
-    cuda = require "kwb.cuda"
+  local cuda = require "kwb.cuda"
+  if not checked then
     local n, err = cuda.device_count()
     if not n then error("the cuda backend needs a GPU: " .. tostring(err), 0) end
     if n == 0 then error("the cuda backend needs a GPU: the driver sees none", 0) end
+    checked = true
   end
   return cuda
 end
@@ -50,10 +55,10 @@ local function launcher(kernel, launch, params)
 end
 
 -- The problem's trusted reference on the device: reference.cuda = { source =, fn =, launch = }.
-function B.reference(problem)
+function B.reference(problem, _, arch)
   local r = problem.reference.cuda
   if not r then error("problem " .. problem.name .. " has no CUDA reference (reference.cuda)", 0) end
-  local mod, msg, info = api().compile { source = r.source, name = problem.name .. "_ref.cu" }
+  local mod, msg, info = api().compile { source = r.source, name = problem.name .. "_ref.cu", arch = arch }
   if not mod then error("the CUDA reference of " .. problem.name .. " does not compile: " .. msg .. "\n" .. (info and info.log or ""), 0) end
   local k = assert(mod:kernel(r.fn, problem:prototype(r.fn)))
   return launcher(k, r.launch or problem.launch, {})
@@ -68,8 +73,8 @@ function B.build(cand, recipe, prototype, res)
   local t0 = core.now()
   local hit = rs:check_source(cand.source)
   if hit then forbid(res, hit); return nil end
-  local mod, msg, info = api().compile { source = cand.source, name = cand.name, defines = cand.defines,
-                                         flags = recipe.flags }
+  local mod, msg, info = nvrtc().compile { source = cand.source, name = cand.name, defines = cand.defines,
+                                           flags = recipe.flags, arch = recipe.arch }
   res.seconds.build = core.now() - t0
   if not mod then
     local log = info and info.log or ""
@@ -102,6 +107,9 @@ local function plan_for(fn, b, args)
   fn.plans[key] = p
   return p
 end
+
+-- The clock of the timeout: wall time (the GPU's work is not this process's).
+B.clock = core.now
 
 -- call(fn, bench, args) -> true | nil, message (a launch that fails)
 function B.call(fn, b, args)

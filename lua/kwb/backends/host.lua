@@ -19,6 +19,11 @@ B.define_list = host.define_list
 
 function B.device() return require("kwb.store").device() end
 
+-- The clock of the timeout: processor time, so a loaded machine that
+-- preempts kwb does not turn a quick candidate into a timeout (kwb runs
+-- candidates on its one thread).
+B.clock = os.clock
+
 -- call(kernel, bench, args) -> true: one call with the bench's arguments.
 -- Host kernels run in this process: a fault here is not survivable yet.
 function B.call(kernel, b, args)

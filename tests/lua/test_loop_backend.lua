@@ -1,0 +1,107 @@
+-- tests/lua/test_loop_backend.lua: the loop's CUDA adapter (kwb.backends.cuda)
+-- driven through a stand-in for kwb.cuda that runs C on the host: launch
+-- plans from the recipe per shape and parameters, the device reference, the
+-- PTX rule view, timing and a failing launch, all without a GPU. (The real
+-- thing runs in tests/gpu/loop.lua.)
+local t = require "t"
+local host = require "kwb.host"
+
+local launches = {}
+local fake = {
+  device_count = function() return 1 end,
+  device_kind = function() return "fake-gpu sm_00" end,
+  buffer = host.buffer,
+  compare = host.compare,
+  ceilings = function() return { copy_bytes_per_s = 1e12, fma_flops_per_s = 1e13, bf16_flops_per_s = 2e13 } end,
+}
+function fake.compile(spec)
+  local m, msg, info = host.compile { source = spec.source, name = spec.name, defines = spec.defines }
+  if not m then return nil, msg, info end
+  -- "PTX": the preprocessed source, which, like PTX, shows what macros made
+  local pp = require("kwb.rules").preprocess(spec.source, { defines = host.define_list(spec.defines) })
+  return { ptx = function() return pp.text end,
+           kernel = function(_, name, sig)
+             local fn, err = m:fn((sig:gsub("void%s+[%w_]+%s*%(", "void " .. name .. "(")))
+             if not fn then return nil, err end
+             return { fn = fn, name = name }
+           end }
+end
+function fake.plan(steps)
+  local s = steps[1]
+  return {
+    run = function()
+      launches[#launches + 1] = { kernel = s[1].name, grid = s.grid[1], block = s.block[1] }
+      if s.block[1] > 1024 then return nil, "too many threads per block (" .. s.block[1] .. ")" end
+      s[1].fn(table.unpack(s.args))
+      return true
+    end,
+    time = function(_, opts) return host.time(s[1].fn, s.args, opts) end,
+  }
+end
+function fake.time(plan, opts) return plan:time(opts) end
+package.loaded["kwb.cuda"] = fake
+
+local vec = "void vecadd(int n, const float *a, const float *b, float *c) {\n"
+local problem = kwb.problem.define {
+  name = "vecadd_fake", vars = { "n" }, fn = "vecadd",
+  args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" },
+           { "b", "f32", shape = "n", role = "in" }, { "c", "f32", shape = "n", role = "out" } },
+  reference = { cuda = { source = "void vecadd_ref(int n, const float *a, const float *b, float *c) {\n"
+                           .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n", fn = "vecadd_ref",
+                         launch = function(shape) return { grid = { shape.n }, block = { 1 } } end } },
+  tolerance = { atol = 0, rtol = 0 },
+  bytes = "12 * n",
+}
+
+local proposals = {
+  { BLOCK = 128 },
+  { source = "#define SAY vpri##ntf\nint SAY(const char *f, void *a);\n" .. vec
+                 .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n  SAY(0, 0);\n}\n"
+                 .. "int SAY(const char *f, void *a) { (void)f; (void)a; return 0; }\n", params = { BLOCK = 64 } },
+  { BLOCK = 2048 },
+}
+
+local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local r = kwb.recipe {
+  name = "fake_cuda", backend = "cuda", problem = problem, shapes = { n = { 1000, 3000 } },
+  start = { source = vec .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n", defines = { BLOCK = 32 } },
+  template = "../../kernels/host/matmul_naive.c",   -- replaced below: any file will do for the schema
+  launch = function(shape, p) return { grid = { (shape.n + p.BLOCK - 1) // p.BLOCK }, block = { p.BLOCK } } end,
+  strategy = { propose = function(self)
+    self.i = (self.i or 0) + 1
+    return proposals[self.i]
+  end },
+  timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+}
+local sm, run
+t.test("loop_backend_cuda_runs_the_loop_through_the_adapter", function()
+  local s = r:session { store = require("kwb.store").open(dir .. "/fake_cuda.db") }
+  s.template_source = vec .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i] + 0 * BLOCK;\n}\n"
+  sm, run = r:run { mode = "quiet" }
+  t.eq(sm.candidates, 3)
+  t.eq(run.results[1].outcome == "accepted" or run.results[1].outcome == "slower", true, run.results[1].outcome)
+  t.eq(run.results[2].outcome, "forbidden")
+  t.eq(run.results[2].rule, "printf")
+  t.truthy(run.results[2].reason:find("vprintf at the module (.-found in the PTX)"), run.results[2].reason)
+  t.eq(run.results[3].outcome, "crashed")
+  t.eq(run.results[3].reason, "the call failed at n=1000: too many threads per block (2048)")
+end)
+
+t.test("loop_backend_cuda_launch_plans_follow_shape_and_parameters", function()
+  local seen = {}
+  for _, l in ipairs(launches) do seen[l.kernel .. " " .. l.grid .. "x" .. l.block] = true end
+  t.truthy(seen["vecadd_ref 1000x1"], "the reference's own plan")
+  t.truthy(seen["vecadd 32x32"], "the start kernel: BLOCK = 32 at n = 1000")
+  t.truthy(seen["vecadd 94x32"], "the start kernel at n = 3000")
+  t.truthy(seen["vecadd 8x128"], "the first proposal: BLOCK = 128")
+  t.truthy(seen["vecadd 1x2048"], "the launch that fails")
+end)
+
+t.test("loop_backend_cuda_results_are_keyed_by_the_device_kind", function()
+  local st = require("kwb.store").open(dir .. "/fake_cuda.db")
+  local rows = st.cache:results(run.results[1].id)
+  t.eq(#rows, 2)
+  t.eq(rows[1].device, "fake-gpu sm_00")
+end)
+
+t.done()

@@ -57,6 +57,8 @@ function M.measure(args)
   local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
                 seed = math.tointeger(tonumber(args.seed)) }
   s:measure(args.cand, res, { start = args.start })
+  -- a failed call or timing (a CUDA error) may leave the process spoiled
+  if res.outcome == "crashed" then require("kwb.worker").retire() end
   return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line, log = res.log,
            shapes = res.shapes, seconds = res.seconds }
 end

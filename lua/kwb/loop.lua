@@ -370,7 +370,12 @@ end
 function Session:workers()
   if self.pool ~= nil then return self.pool or nil end
   if not self.recipe.returned_by then self.pool = false; return nil end
-  self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = self.n_workers or 1 }
+  local n = self.n_workers
+  if not n and self.recipe.backend == "cuda" then   -- one worker per GPU
+    n = require("kwb.cuda").device_count()
+    if not n or n < 1 then error("the cuda backend needs a GPU: the driver sees none", 0) end
+  end
+  self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = n or 1 }
   -- every worker loads the recipe and builds the reference now, side by side
   local file = require("kwb.evaluate").absolute(self.recipe.returned_by)
   for _ = 1, self.pool.n do

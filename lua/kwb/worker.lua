@@ -4,7 +4,7 @@
 --
 --   request  { id = 7, fn = "kwb.loop.measure", args = { ... } }
 --   notice   { id = 7, event = "deadline", seconds = 2.5, what = "the first run at n=64" }
---   reply    { id = 7, ok = true, result = ..., cpu = seconds } | { id = 7, ok = false, error = "..." }
+--   reply    { id = 7, ok = true, result = ..., cpu = seconds, retire = false } | { id = 7, ok = false, error = "..." }
 --
 -- `fn` names a function as module.field ("kwb.loop.measure"); its arguments
 -- and result are plain data (JSON). A function may call
@@ -52,6 +52,15 @@ end
 -- Inside a worker, serving a request?
 function M.serving() return current ~= nil end
 
+local retiring = false
+
+-- retire(): this worker's process is spoiled (a CUDA context after an illegal
+-- address): it answers the current request, then exits; the pool starts a
+-- fresh one for the next task.
+function M.retire()
+  if current then retiring = true end
+end
+
 -- The function a request names: the longest loadable module prefix, then fields.
 function M.resolve(name)
   if type(name) ~= "string" or not name:match("^[%w_]+[%w_%.]*$") then
@@ -85,8 +94,8 @@ function M.serve(req)
   io.stdout:flush()
   io.stderr:flush()
   core.worker_reap()   -- what the candidate forked and left behind
-  if ok then return { id = req.id, ok = true, result = result, cpu = os.clock() } end
-  return { id = req.id, ok = false, error = tostring(result), cpu = os.clock() }
+  if ok then return { id = req.id, ok = true, result = result, cpu = os.clock(), retire = retiring } end
+  return { id = req.id, ok = false, error = tostring(result), cpu = os.clock(), retire = retiring }
 end
 
 function M.main(...)
@@ -114,6 +123,7 @@ function M.main(...)
       io.stderr:write("kwb worker: ", msg, "\n")
       return 1
     end
+    if retiring then return 0 end
   end
 end
 

@@ -237,11 +237,13 @@ function Pool:step(timeout)
         slot.since = core.now()
         slot.due = msg.seconds >= 0 and slot.since + msg.seconds + self.grace or nil
         slot.what, slot.limit = msg.what or slot.what, msg.seconds >= 0 and msg.seconds or nil
-      elseif msg.ok then
-        if (msg.cpu or 0) > self.recycle_cpu then slot.worker:kill() end   -- restarted at its next task
-        self:finish(slot, { ok = true, value = msg.result })
       else
-        self:finish(slot, { ok = false, code = "error", reason = msg.error })
+        -- a retiring worker, or one near its CPU limit, is restarted at its next task
+        local spent = msg.retire or (msg.cpu or 0) > self.recycle_cpu
+        local w = slot.worker
+        if msg.ok then self:finish(slot, { ok = true, value = msg.result, retired = spent or nil })
+        else self:finish(slot, { ok = false, code = "error", reason = msg.error, retired = spent or nil }) end
+        if spent then w:kill() end
       end
     else   -- the worker is gone
       local st = slot.worker:status()

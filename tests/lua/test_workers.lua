@@ -87,6 +87,18 @@ t.test("test_worker_overrunning_its_deadline_is_killed_as_timeout", function()
   t.truthy(r.reason:find("into the probe (the limit is 0.3 s); its worker was killed", 1, true), r.reason)
 end)
 
+t.test("test_a_retiring_worker_answers_then_is_replaced", function()
+  pool:call("worker_probe.sleep_then", { 0, "warm" })   -- the first worker is up
+  local started = pool.started
+  local r = pool:call("worker_probe.retire", { "last" })
+  t.eq(r.ok, true)
+  t.eq(r.value, "last")
+  t.eq(r.retired, true)
+  local again = pool:call("worker_probe.sleep_then", { 0, "next" })
+  t.eq(again.value, "next")
+  t.eq(pool.started, started + 1)
+end)
+
 t.test("test_results_come_back_per_task_whatever_the_finish_order", function()
   local slow = pool:submit("worker_probe.sleep_then", { 0.3, "slow" })
   local fast = pool:submit("worker_probe.sleep_then", { 0, "fast" })

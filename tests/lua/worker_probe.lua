@@ -35,4 +35,9 @@ function M.die(sig)
   return "still here"
 end
 
+function M.retire(value)
+  require("kwb.worker").retire()
+  return value
+end
+
 return M

@@ -177,7 +177,8 @@ function Pool:dispatch()
     if not slot.task then
       local task = table.remove(self.queue, 1)
       local w = slot.worker
-      if not w or not w:status().alive then w = self:start_worker(slot) end
+      slot.fresh, slot.heard = false, false
+      if not w or not w:status().alive then w, slot.fresh = self:start_worker(slot), true end
       w:output()   -- whatever an earlier task left unread is not this one's
       local ok, msg = w:send(worker.encode { id = task.id, fn = task.fn, args = task.args, nargs = #task.args })
       slot.task, task.slot = task, slot
@@ -228,6 +229,7 @@ function Pool:step(timeout)
   local i, kind, text = core.worker_wait(live, wait or -1)
   if i then
     local slot = slots[i]
+    if kind == "message" then slot.heard = true end
     if kind == "message" then
       local ok, msg = pcall(worker.decode, text)
       if not ok or type(msg) ~= "table" or msg.id ~= slot.task.id then
@@ -247,6 +249,12 @@ function Pool:step(timeout)
       end
     else   -- the worker is gone
       local st = slot.worker:status()
+      if slot.fresh and not slot.heard and not st.signal then
+        -- it never got going: kwb's failure (exec, privileges, Lua), not the task's
+        local out = slot.worker:output()
+        error(string.format("a worker could not start (exit status %s): %s", tostring(st.exit_code),
+                            out ~= "" and out or "no output"), 0)
+      end
       self:finish(slot, { ok = false, code = "crashed", signal = st.signal, exit_code = st.exit_code,
                           during = slot.what, reason = describe_death(st) .. " during " .. slot.what })
     end

@@ -63,6 +63,14 @@ t.test("test_worker_runs_unprivileged_in_its_scratch_without_secrets", function(
   t.truthy(id.cwd:match("/kwb%-worker%-%w+$"), id.cwd)
 end)
 
+t.test("test_worker_refuses_to_run_as_root_and_the_pool_says_so", function()
+  local p = workers.pool { n = 1, uid = 0, gid = 0 }
+  local ok, err = pcall(p.call, p, "worker_probe.identity", {})
+  p:close()
+  t.eq(ok, false)
+  t.eq(err, "a worker could not start (exit status 125): kwb worker: refusing to run as root\n")
+end)
+
 t.test("test_worker_death_is_crashed_with_its_signal_and_the_worker_restarts", function()
   local before = pool:call("worker_probe.identity", {}).value.cwd
   local started = pool.started

@@ -602,7 +602,8 @@ function M.run(recipe, opts)
   -- Candidates in flight, oldest first: with a pool of n workers, up to n are
   -- evaluated at once, and results are recorded and observed in the order
   -- they were proposed, so a proposal never depends on which worker was faster.
-  local window = s:workers() and s.pool.n or 1
+  run.workers = s:workers() and s.pool.n or 0
+  local window = math.max(run.workers, 1)
   local flight, flying = {}, {}
   local stop = false
   local function land()

@@ -213,7 +213,8 @@ typedef struct kwb_worker_state {
 void kwb_worker_opts_default(kwb_worker_opts *o);
 int kwb_worker_start(const kwb_worker_opts *o, kwb_worker **out);
 const char *kwb_worker_scratch(const kwb_worker *w);
-void kwb_worker_status(const kwb_worker *w, kwb_worker_state *st);
+/* Also notices a worker that died while nobody waited on it. */
+void kwb_worker_status(kwb_worker *w, kwb_worker_state *st);
 /* Send one frame; KWB_EIO if the worker is gone. */
 int kwb_worker_send(kwb_worker *w, const void *data, size_t len);
 /* Wait up to timeout_s (< 0: forever) for a frame from any of the n workers,

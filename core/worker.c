@@ -288,7 +288,15 @@ fail:
 
 const char *kwb_worker_scratch(const kwb_worker *w) { return w->scratch; }
 
-void kwb_worker_status(const kwb_worker *w, kwb_worker_state *st) {
+static void drain_output(kwb_worker *w);
+
+void kwb_worker_status(kwb_worker *w, kwb_worker_state *st) {
+    if (w->alive && waitpid(w->pid, &w->status, WNOHANG) == w->pid) {   /* it died unwatched */
+        w->alive = 0;
+        kill(-w->pid, SIGKILL);
+        drain_output(w);
+        if (w->sock >= 0) { close(w->sock); w->sock = -1; }
+    }
     *st = (kwb_worker_state){.pid = w->pid, .alive = w->alive, .exit_code = -1, .killed = w->killed,
                              .isolated = w->isolated, .uid = w->uid, .output_total = w->out_total};
     if (!w->alive) {

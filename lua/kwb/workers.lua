@@ -180,7 +180,13 @@ function Pool:dispatch()
       slot.fresh, slot.heard = false, false
       if not w or not w:status().alive then w, slot.fresh = self:start_worker(slot), true end
       w:output()   -- whatever an earlier task left unread is not this one's
-      local ok, msg = w:send(worker.encode { id = task.id, fn = task.fn, args = task.args, nargs = #task.args })
+      local frame = worker.encode { id = task.id, fn = task.fn, args = task.args, nargs = #task.args }
+      local ok, msg = w:send(frame)
+      if not ok and not slot.fresh then   -- it died while idle: not this task's doing
+        w:kill()
+        w, slot.fresh = self:start_worker(slot), true
+        ok, msg = w:send(frame)
+      end
       slot.task, task.slot = task, slot
       task.started = core.now()
       slot.since, slot.due, slot.limit = core.now(), core.now() + task.deadline + self.grace, task.deadline

@@ -95,6 +95,17 @@ t.test("test_worker_overrunning_its_deadline_is_killed_as_timeout", function()
   t.truthy(r.reason:find("into the probe (the limit is 0.3 s); its worker was killed", 1, true), r.reason)
 end)
 
+t.test("test_a_worker_that_died_idle_is_replaced_before_its_next_task", function()
+  local p = workers.pool { n = 1 }
+  local first = p:call("worker_probe.identity", {}).value.cwd
+  os.execute("kill -9 " .. p.slots[1].worker.pid .. "; sleep 0.2")
+  local r = p:call("worker_probe.identity", {})
+  p:close()
+  t.eq(r.ok, true, r.reason)
+  t.truthy(r.value.cwd ~= first, "a fresh worker")
+  t.eq(p.started, 2)
+end)
+
 t.test("test_a_retiring_worker_answers_then_is_replaced", function()
   pool:call("worker_probe.sleep_then", { 0, "warm" })   -- the first worker is up
   local started = pool.started

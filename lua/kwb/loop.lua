@@ -228,7 +228,10 @@ function Session:check(b, when, skip_inout)
 end
 
 function Session:ceilings()
-  if not self._ceilings then self._ceilings = self.backend.ceilings(self.recipe.ceilings) end
+  if not self._ceilings then
+    local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
+    self._ceilings = self.backend.ceilings(self.recipe.ceilings)
+  end
   return self._ceilings
 end
 

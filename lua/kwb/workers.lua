@@ -291,6 +291,12 @@ function Pool:call(fn, args, opts)
   return self:wait(self:submit(fn, args, opts))
 end
 
+-- device_lock([i]) -> the lock of worker i's device (1), taken by this
+-- process: measure here (the ceilings probe) without a worker timing meanwhile.
+function Pool:device_lock(i)
+  return assert(core.flock(self.slots[i or 1].lock))
+end
+
 -- Idle workers, and tasks waiting for one.
 function Pool:idle()
   local n = 0

@@ -134,6 +134,18 @@ t.test("test_two_workers_never_hold_the_device_lock_at_once", function()
            string.format("held [%.3f, %.3f] and [%.3f, %.3f]", ra[1], ra[2], rb[1], rb[2]))
 end)
 
+t.test("test_the_main_process_holding_the_device_lock_keeps_workers_from_timing", function()
+  local lock = pool:device_lock()
+  local t0 = core.now()
+  local task = pool:submit("worker_probe.hold_lock", { 0 })
+  pool:call("worker_probe.sleep_then", { 0.3, "meanwhile" })
+  local released = core.now()
+  lock:unlock()
+  local held = pool:wait(task).value
+  t.truthy(held[1] >= released, string.format("the worker locked %.3f s after the start, released at %.3f",
+                                               held[1] - t0, released - t0))
+end)
+
 t.test("test_closing_the_pool_removes_the_scratch_directories", function()
   local p = workers.pool { n = 1 }
   local cwd = p:call("worker_probe.identity", {}).value.cwd

@@ -222,7 +222,8 @@ function Pool:step(timeout)
   local soonest
   for _, slot in ipairs(self.slots) do
     if slot.task then
-      live[#live + 1], slots[#live + 1] = slot.worker, slot
+      slots[#slots + 1] = slot
+      live[#slots] = slot.worker
       if slot.due and (not soonest or slot.due < soonest) then soonest = slot.due end
     end
   end
@@ -235,8 +236,8 @@ function Pool:step(timeout)
   local i, kind, text = core.worker_wait(live, wait or -1)
   if i then
     local slot = slots[i]
-    if kind == "message" then slot.heard = true end
     if kind == "message" then
+      slot.heard = true
       local ok, msg = pcall(worker.decode, text)
       if not ok or type(msg) ~= "table" or msg.id ~= slot.task.id then
         slot.worker:kill()

@@ -103,15 +103,18 @@ local function mkdirs(dir)
   return ok
 end
 
--- pool { n =, backend = "host" | "cuda", devices =, grace =, limits = { cpu =,
+-- A worker is killed `slack` times its step's limit plus `grace` seconds into
+-- the step (wall time: a loaded machine stretches a call; the loop's own check
+-- of each call's time is the exact one).
+-- pool { n =, backend = "host" | "cuda", devices =, grace =, slack =, limits = { cpu =,
 -- fsize =, nproc =, as =, output_cap = }, scratch_in =, isolate =, uid =, gid =,
 -- recycle_cpu = } -> pool
 function M.pool(opts)
   opts = opts or {}
   for k in pairs(opts) do
-    if not ({ n = 1, backend = 1, devices = 1, grace = 1, limits = 1, scratch_in = 1, isolate = 1,
+    if not ({ n = 1, backend = 1, devices = 1, grace = 1, slack = 1, limits = 1, scratch_in = 1, isolate = 1,
               uid = 1, gid = 1, recycle_cpu = 1 })[k] then
-      error(string.format("unknown pool option '%s' (known: n, backend, devices, grace, limits, scratch_in, "
+      error(string.format("unknown pool option '%s' (known: n, backend, devices, grace, slack, limits, scratch_in, "
                           .. "isolate, uid, gid, recycle_cpu)", k), 2)
     end
   end
@@ -131,6 +134,7 @@ function M.pool(opts)
   local lockdir = cache_dir() .. "/locks"
   mkdirs(lockdir)
   local pool = setmetatable({ backend = backend, n = n, limits = limits, grace = opts.grace or 1.0,
+                              slack = opts.slack or 2,
                               scratch_in = opts.scratch_in or M.scratch_in(),
                               isolate = opts.isolate ~= false, uid = opts.uid, gid = opts.gid,
                               recycle_cpu = opts.recycle_cpu or limits.cpu / 2,
@@ -189,7 +193,7 @@ function Pool:dispatch()
       end
       slot.task, task.slot = task, slot
       task.started = core.now()
-      slot.since, slot.due, slot.limit = core.now(), core.now() + task.deadline + self.grace, task.deadline
+      slot.since, slot.due, slot.limit = core.now(), core.now() + task.deadline * self.slack + self.grace, task.deadline
       slot.what = task.what
       if not ok then self:finish(slot, { ok = false, code = "crashed", reason = "the worker was gone before the task: " .. msg }) end
     end
@@ -244,7 +248,7 @@ function Pool:step(timeout)
         self:finish(slot, { ok = false, code = "crashed", reason = "its worker broke the protocol: " .. tostring(ok and text:sub(1, 80) or msg) })
       elseif msg.event == "deadline" then
         slot.since = core.now()
-        slot.due = msg.seconds >= 0 and slot.since + msg.seconds + self.grace or nil
+        slot.due = msg.seconds >= 0 and slot.since + msg.seconds * self.slack + self.grace or nil
         slot.what, slot.limit = msg.what or slot.what, msg.seconds >= 0 and msg.seconds or nil
       else
         -- a retiring worker, or one near its CPU limit, is restarted at its next task
@@ -272,8 +276,9 @@ function Pool:step(timeout)
     if slot.task and slot.due and now >= slot.due then
       slot.worker:kill()
       self:finish(slot, { ok = false, code = "timeout", during = slot.what, limit = slot.limit,
-                          reason = string.format("no answer %.3g s into %s (the limit is %g s); its worker was killed",
-                                                 now - slot.since, slot.what, slot.limit) })
+                          reason = string.format("no answer %.3g s into %s (the limit is %g s; %g s of wall time "
+                                                 .. "allowed); its worker was killed", now - slot.since, slot.what,
+                                                 slot.limit, slot.limit * self.slack + self.grace) })
     end
   end
 end

@@ -28,7 +28,7 @@ end)
 t.test("gpu_workers_endless_kernel_is_timeout", function()
   local res = t.truthy(by["spin.cu"])
   t.eq(res.outcome, "timeout")
-  t.truthy(res.reason:find("(the limit is 2 s); its worker was killed", 1, true), res.reason)
+  t.truthy(res.reason:find("(the limit is 2 s; 5 s of wall time allowed); its worker was killed", 1, true), res.reason)
 end)
 
 t.test("gpu_workers_good_kernel_after_them_is_verified_and_timed", function()

@@ -92,7 +92,7 @@ t.test("test_worker_overrunning_its_deadline_is_killed_as_timeout", function()
   local r = pool:call("worker_probe.sleep_then", { 30, "late" }, { deadline = 0.3, what = "the probe" })
   t.eq(r.code, "timeout")
   t.truthy(core.now() - t0 < 3, "killed near its deadline")
-  t.truthy(r.reason:find("into the probe (the limit is 0.3 s); its worker was killed", 1, true), r.reason)
+  t.truthy(r.reason:find("into the probe (the limit is 0.3 s; 1.6 s of wall time allowed); its worker was killed", 1, true), r.reason)
 end)
 
 t.test("test_a_worker_that_died_idle_is_replaced_before_its_next_task", function()
@@ -198,7 +198,7 @@ end)
 t.test("test_endless_loop_is_timeout", function()
   local res = by["iso_spin.c"]
   t.eq(res.outcome, "timeout")
-  t.truthy(res.reason:find("into the first run at n=32 (the limit is 2 s); its worker was killed", 1, true), res.reason)
+  t.truthy(res.reason:find("into the first run at n=32 (the limit is 2 s; 5 s of wall time allowed); its worker was killed", 1, true), res.reason)
 end)
 
 t.test("test_100_gb_allocation_is_crashed_by_the_memory_limit", function()

@@ -283,6 +283,11 @@ function Session:measure(cand, res, opts)
   worker.deadline(M.build_limit, "the build")
   local fn = self:build(cand, res)
   if not fn then return res end
+  -- the candidate runs on the device only while no other worker does: the
+  -- next candidates build meanwhile, and no run disturbs another's timing
+  worker.deadline(nil, "waiting for the device")
+  local locked = worker.serving() and core.worker_lock(true)
+  local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
   -- verify every shape, twice, on fresh inputs
   local tv = core.now()
   local seed = res.seed
@@ -303,10 +308,7 @@ function Session:measure(cand, res, opts)
   end
   res.seconds.verify = core.now() - tv
   if res.outcome then return res end
-  -- time every shape, one timing at a time on the device; the timed runs'
-  -- outputs are checked too
-  worker.deadline(nil, "waiting for the device")
-  local locked = worker.serving() and core.worker_lock(true)
+  -- time every shape; the timed runs' outputs are checked too
   local tt = core.now()
   for _, sh in ipairs(recipe.shapes) do
     local b = self:bench(sh)
@@ -319,7 +321,6 @@ function Session:measure(cand, res, opts)
     res.shapes[sh.key] = { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, spread = st.spread, n = st.n,
                            capped = st.capped, partial = st.partial or false }
   end
-  if locked then core.worker_lock(false) end
   res.seconds.time = core.now() - tt
   return res
 end
@@ -373,12 +374,13 @@ end
 function Session:workers()
   if self.pool ~= nil then return self.pool or nil end
   if not self.recipe.returned_by then self.pool = false; return nil end
-  local n = self.n_workers
-  if not n and self.recipe.backend == "cuda" then   -- one worker per GPU
-    n = require("kwb.cuda").device_count()
-    if not n or n < 1 then error("the cuda backend needs a GPU: the driver sees none", 0) end
+  local n, devices = self.n_workers, nil
+  if self.recipe.backend == "cuda" then   -- one worker per GPU unless --workers says more
+    devices = require("kwb.cuda").device_count()
+    if not devices or devices < 1 then error("the cuda backend needs a GPU: the driver sees none", 0) end
+    n = n or devices
   end
-  self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = n or 1 }
+  self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = n or 1, devices = devices }
   -- every worker loads the recipe and builds the reference now, side by side
   local file = require("kwb.evaluate").absolute(self.recipe.returned_by)
   for _ = 1, self.pool.n do
@@ -715,7 +717,7 @@ M.options = {
   { "--minutes M", "stop after M minutes" },
   { "--strategy S", "grid, random, anneal, genetic or a .lua file" },
   { "--seed N", "the run's seed (inputs and proposals)" },
-  { "--workers N", "evaluate in N worker processes (host; a CUDA run has one per GPU)" },
+  { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
 }
 
 local function usage(msg)

@@ -121,6 +121,9 @@ function M.pool(opts)
   local backend = opts.backend or "host"
   if backend ~= "host" and backend ~= "cuda" then error("a pool's backend is 'host' or 'cuda', got " .. tostring(backend), 2) end
   local n = opts.n or (backend == "cuda" and opts.devices) or 1
+  if opts.devices ~= nil and (math.type(opts.devices) ~= "integer" or opts.devices < 1) then
+    error("a pool's devices must be a positive integer, got " .. tostring(opts.devices), 2)
+  end
   if math.type(n) ~= "integer" or n < 1 then error("a pool needs n >= 1 workers, got " .. tostring(n), 2) end
   local limits = { cpu = 3600, fsize = GiB, nproc = 256, output_cap = 64 << 10,
                    as = backend == "host" and 4 * GiB or nil }   -- CUDA reserves huge virtual ranges
@@ -139,11 +142,13 @@ function M.pool(opts)
                               isolate = opts.isolate ~= false, uid = opts.uid, gid = opts.gid,
                               recycle_cpu = opts.recycle_cpu or limits.cpu / 2,
                               slots = {}, queue = {}, next_id = 0, started = 0 }, Pool)
+  local devices = opts.devices or n
   for i = 1, n do
     local extra, lock = {}, lockdir .. "/host.lock"
-    if backend == "cuda" then
-      extra[1] = "CUDA_VISIBLE_DEVICES=" .. (i - 1)
-      lock = lockdir .. "/cuda" .. (i - 1) .. ".lock"
+    if backend == "cuda" then   -- workers beyond one per GPU share them, in turn
+      local dev = (i - 1) % devices
+      extra[1] = "CUDA_VISIBLE_DEVICES=" .. dev
+      lock = lockdir .. "/cuda" .. dev .. ".lock"
     end
     pool.slots[i] = { index = i, env = M.environment(extra), lock = lock }
   end

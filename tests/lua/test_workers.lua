@@ -46,6 +46,21 @@ t.test("test_workers_environment_is_an_allow_list", function()
   t.eq(workers.allowed("GITHUB_TOKEN"), false)
 end)
 
+t.test("test_cuda_pool_gives_each_worker_a_gpu_and_its_lock", function()
+  local p = workers.pool { backend = "cuda", devices = 2, n = 4 }
+  local seen = {}
+  for i, slot in ipairs(p.slots) do
+    local dev
+    for _, kv in ipairs(slot.env) do dev = dev or kv:match("^CUDA_VISIBLE_DEVICES=(%d+)$") end
+    seen[i] = dev .. " " .. slot.lock:match("[^/]+$")
+  end
+  t.eq(table.concat(seen, ", "), "0 cuda0.lock, 1 cuda1.lock, 0 cuda0.lock, 1 cuda1.lock")
+  t.eq(p.limits.as, nil, "no address-space limit for CUDA workers")
+  t.raises(function() workers.pool { backend = "cuda", limits = { as = 1 << 30 } } end,
+           "an address-space limit is for host workers only")
+  t.eq(workers.pool { n = 1 }.limits.as, 4 << 30)
+end)
+
 local pool = workers.pool { n = 2 }
 
 t.test("test_worker_runs_unprivileged_in_its_scratch_without_secrets", function()

@@ -23,7 +23,7 @@ CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
-.PHONY: all run test unit deps clean bench-cache gpu-test
+.PHONY: all run test unit deps clean bench-cache bench-workers gpu-test
 all: kwb
 
 deps:
@@ -79,6 +79,9 @@ test: kwb unit
 	$(Q)tests/run
 
 # The candidate cache's compression ratio, insert and lookup rates (docs/perf.md).
+bench-workers: kwb
+	$(Q)./kwb tests/bench/workers_bench.lua 3
+
 bench-cache: kwb
 	$(Q)./kwb tests/bench/cache_bench.lua 1000
 

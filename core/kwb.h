@@ -165,6 +165,77 @@ int kwb_host_fn_call(kwb_host_fn *f, const kwb_value *args, kwb_value *ret);
 int kwb_host_fn_time(kwb_host_fn *f, const kwb_value *args, const kwb_time_opts *o,
                      kwb_stats *st);
 
+/* ---- workers ------------------------------------------------------------ */
+
+/* A worker is a child process (normally `kwb worker`) that runs candidate
+ * code away from the main process. It talks over one socket (its fd 3) in
+ * frames: a 4-byte big-endian length, then that many bytes. Its stdout and
+ * stderr go to a pipe the parent drains into a capped buffer. It starts in a
+ * fresh scratch directory (its cwd), with only the environment given, resource
+ * limits, no core dumps, and, when the parent is root, as an unprivileged uid
+ * inside a private mount namespace (the whole tree read-only but the scratch
+ * directory) and an empty network namespace. */
+typedef struct kwb_worker kwb_worker;
+
+typedef struct kwb_worker_opts {
+    const char *exe;              /* program, NULL: this executable (/proc/self/exe) */
+    const char *const *argv;      /* NULL-terminated argv (argv[0] included) */
+    const char *const *env;       /* NULL-terminated "NAME=VALUE": the whole environment;
+                                     "%SCRATCH%" in a value becomes the scratch path */
+    const char *scratch_parent;   /* where the scratch directory is made ("/tmp") */
+    const char *lock_path;        /* device lock, opened for the worker as fd 5; NULL: none */
+    uint64_t cpu_s;               /* RLIMIT_CPU seconds, 0: unlimited */
+    uint64_t fsize;               /* RLIMIT_FSIZE bytes, 0: unlimited */
+    uint64_t nproc;               /* processes beyond the uid's current ones (RLIMIT_NPROC), 0: unlimited */
+    uint64_t as;                  /* RLIMIT_AS bytes (host workers only), 0: unlimited */
+    uint64_t output_cap;          /* bytes of output kept between two takes */
+    int32_t uid, gid;             /* who a root parent drops the worker to (65534) */
+    int32_t isolate;              /* 1: private mount and network namespaces when root */
+} kwb_worker_opts;
+
+typedef enum kwb_worker_event {
+    KWB_WORKER_TIMEOUT = 0,       /* nothing before the deadline */
+    KWB_WORKER_MESSAGE = 1,       /* a whole frame arrived */
+    KWB_WORKER_EXITED = 2         /* the worker is gone (see kwb_worker_status) */
+} kwb_worker_event;
+
+typedef struct kwb_worker_state {
+    int32_t pid;
+    int32_t alive;
+    int32_t exit_code;            /* -1 unless it exited */
+    int32_t signal;               /* the signal that ended it, 0 if none */
+    int32_t killed;               /* 1 if kwb_worker_kill ended it */
+    int32_t isolated;             /* 1 if it got its own mount and network namespaces */
+    int32_t uid;                  /* the uid it runs as */
+    uint64_t output_total;        /* bytes it wrote since the last take */
+} kwb_worker_state;
+
+void kwb_worker_opts_default(kwb_worker_opts *o);
+int kwb_worker_start(const kwb_worker_opts *o, kwb_worker **out);
+const char *kwb_worker_scratch(const kwb_worker *w);
+/* Also notices a worker that died while nobody waited on it. */
+void kwb_worker_status(kwb_worker *w, kwb_worker_state *st);
+/* Send one frame; KWB_EIO if the worker is gone. */
+int kwb_worker_send(kwb_worker *w, const void *data, size_t len);
+/* Wait up to timeout_s (< 0: forever) for a frame from any of the n workers,
+ * draining their output meanwhile. Returns a kwb_worker_event, *which the
+ * worker's index; a message is in *msg (free with kwb_free), *len bytes. */
+int kwb_worker_wait(kwb_worker *const *ws, uint32_t n, double timeout_s, uint32_t *which,
+                    char **msg, size_t *len);
+/* SIGKILL the worker's process group and reap it. */
+void kwb_worker_kill(kwb_worker *w);
+/* The output captured since the last take (at most output_cap bytes, the
+ * start kept), NUL-terminated; *total counts every byte written. */
+char *kwb_worker_take_output(kwb_worker *w, size_t *len, uint64_t *total);
+/* Kill if alive, close, remove the scratch directory. */
+void kwb_worker_free(kwb_worker *w);
+
+/* Inside a worker: the protocol on fd 3, the device lock on fd 5. */
+int kwb_worker_recv(char **msg, size_t *len);            /* 1 a frame, 0 end of input, < 0 error */
+int kwb_worker_reply(const void *data, size_t len);
+int kwb_worker_lock(int32_t on);                         /* 1 locked/unlocked, 0 no lock given */
+int kwb_worker_reap(void);                               /* kill and reap stray children; their count */
+
 void kwb_free(void *p);
 
 /* ---- candidate cache ---------------------------------------------------- */

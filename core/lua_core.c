@@ -141,6 +141,7 @@ int luaopen_kwb_core(lua_State *L) {
     kwb_lua_open_buffer(L);
     kwb_lua_open_host(L);
     kwb_lua_open_cache(L);
+    kwb_lua_open_worker(L);
     kwb_lua_open_cuda(L);
     return 1;
 }

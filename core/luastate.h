@@ -18,6 +18,7 @@ int luaopen_kwb_core(lua_State *L);
 /* The binding tables of each C module, filled into kwb.core. */
 void kwb_lua_open_buffer(lua_State *L);
 void kwb_lua_open_host(lua_State *L);
+void kwb_lua_open_worker(lua_State *L);
 void kwb_lua_open_cache(lua_State *L);
 void kwb_lua_open_cuda(lua_State *L);
 /* Push a stats or diff result as a Lua table. */

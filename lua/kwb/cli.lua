@@ -6,6 +6,8 @@ local M = {}
 M.commands = {
   { name = "demo", module = "kwb.demo",
     summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo" },
+  { name = "worker", module = "kwb.worker",
+    summary = "serve a pool of the loop: run candidates sent on fd 3 (started by kwb itself)" },
   { name = "cache", module = "kwb.cache_cli",
     summary = "the candidate cache: ls, show, best, diff, export, import, check, stats, gc" },
   { name = "doctor", module = "kwb.doctor",

@@ -13,6 +13,7 @@
 local core = require "kwb.core"
 local ceilings = require "kwb.ceilings"
 local progress = require "kwb.progress"
+local worker = require "kwb.worker"
 
 local M = {}
 
@@ -198,6 +199,7 @@ function Session:round(fn, b, seed, round, timeout)
     if a.role == "out" then b.bufs[a.name]:poison()
     elseif a.role == "inout" then b.bufs[a.name]:copy(b.init[a.name]) end
   end
+  if b.on_call then b.on_call() end   -- a worker arms the candidate's timeout here
   local clock = self.backend.clock
   local t0 = clock()
   local ok, err = self.backend.call(fn, b, b.args)
@@ -226,7 +228,10 @@ function Session:check(b, when, skip_inout)
 end
 
 function Session:ceilings()
-  if not self._ceilings then self._ceilings = self.backend.ceilings(self.recipe.ceilings) end
+  if not self._ceilings then
+    local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
+    self._ceilings = self.backend.ceilings(self.recipe.ceilings)
+  end
   return self._ceilings
 end
 
@@ -260,79 +265,179 @@ function Session:time_shape(fn, b, full)
   return self.backend.time(fn, b, t, outs)
 end
 
--- evaluate(cand [, { start = true, seq = }]) -> result (not yet recorded).
-function Session:evaluate(cand, opts)
+-- The timed phase of one shape may take its warm-up, its cap and a few calls
+-- of the slowest the verification saw, plus a second.
+local function timing_limit(t, call_s)
+  local calls = (t.warmup_min or 3) + (t.min_samples or 5) + 2
+  return (t.warmup or 0.05) + (t.cap or 1) + calls * math.max(call_s or 0, 1e-3) * 2 + 1
+end
+
+-- How long a build (rules, preprocessor, compiler) may take in a worker.
+M.build_limit = 120
+-- How long the harness's own work between two candidate calls may take.
+M.harness_limit = 600
+
+-- measure(cand, res [, { start = true }]): build, verify every shape, time
+-- every shape; fills res.outcome for a candidate that fails there, and
+-- res.shapes with the raw timings. Runs in a worker (kwb.evaluate.measure)
+-- or, for a recipe no file returns, in this process.
+function Session:measure(cand, res, opts)
+  opts = opts or {}
+  local recipe = self.recipe
+  local timeout = self.timeout or recipe.budget.timeout
+  local timing = self.timing or recipe.timing
+  worker.deadline(M.build_limit, "the build")
+  local fn = self:build(cand, res)
+  if not fn then return res end
+  -- the candidate runs on the device only while no other worker does: the
+  -- next candidates build meanwhile, and no run disturbs another's timing
+  worker.deadline(nil, "waiting for the device")
+  local locked = worker.serving() and core.worker_lock(true)
+  local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
+  -- verify every shape, twice, on fresh inputs
+  local tv = core.now()
+  local seed = res.seed
+  local call_s = {}
+  for _, sh in ipairs(recipe.shapes) do
+    local b = self:bench(sh)
+    for round = 1, 2 do
+      local what = string.format("%s at %s", round == 1 and "the first run" or "the second run", sh.key)
+      worker.deadline(M.harness_limit, "the harness's inputs for " .. what)
+      b.on_call = function() worker.deadline(timeout, what) end
+      local t0 = core.now()
+      local out, why = self:round(fn, b, seed, round, timeout)
+      call_s[sh.key] = math.max(call_s[sh.key] or 0, core.now() - t0)
+      b.on_call = nil
+      if out then res.outcome, res.reason = out, why; break end
+    end
+    if res.outcome then break end
+  end
+  res.seconds.verify = core.now() - tv
+  if res.outcome then return res end
+  -- time every shape; the timed runs' outputs are checked too
+  local tt = core.now()
+  for _, sh in ipairs(recipe.shapes) do
+    local b = self:bench(sh)
+    worker.deadline(timing_limit(timing, call_s[sh.key]), "timing at " .. sh.key)
+    local st, terr = self:time_shape(fn, b, opts.start)
+    if not st then res.outcome, res.reason = "crashed", string.format("timing failed at %s: %s", sh.key, tostring(terr)); break end
+    worker.deadline(M.harness_limit, "checking the timed outputs at " .. sh.key)
+    local out, why = self:check(b, "after the timed runs", true)
+    if out then res.outcome, res.reason = out, why; break end
+    res.shapes[sh.key] = { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, spread = st.spread, n = st.n,
+                           capped = st.capped, partial = st.partial or false }
+  end
+  res.seconds.time = core.now() - tt
+  return res
+end
+
+-- judge(res [, { start = true }]): the physical floor of every timed shape,
+-- speedups, the score and the accept rule, for a measured result.
+function Session:judge(res, opts)
   opts = opts or {}
   local recipe, p = self.recipe, self.problem
+  if res.outcome then return res end
+  local c = self:ceilings()
+  for _, sh in ipairs(recipe.shapes) do
+    local r = res.shapes[sh.key]
+    local bytes, flops = p:bytes_of(sh.shape), p:flops_of(sh.shape)
+    local floor = ceilings.floor(c, bytes, flops)
+    r.floor, r.floor_frac = floor, floor > 0 and floor / r.median or nil
+    r.gbs = bytes and bytes / r.median / 1e9 or nil
+    r.gflops = flops and flops / r.median / 1e9 or nil
+    if self.start then r.speedup = self.start.shapes[sh.key].median / r.median else r.speedup = 1 end
+    if r.median < floor then
+      res.outcome = "impossible"
+      res.reason = string.format("median %s at %s is under the physical floor %s (%s)", require("kwb.report").time(r.median),
+                                 sh.key, require("kwb.report").time(floor),
+                                 string.format("%.3g GB/s, %.3g GFLOP/s at most", c.bandwidth / 1e9, c.flops / 1e9))
+      return res
+    end
+  end
+  local sp = {}
+  for i, sh in ipairs(recipe.shapes) do sp[i] = res.shapes[sh.key].speedup end
+  local view = self:view(res)
+  res.score = recipe.score and recipe.score(view) or geomean(sp)
+  if type(res.score) ~= "number" or res.score ~= res.score or math.abs(res.score) == math.huge then
+    error(string.format("recipe %s: the score of %s is %s, not a finite number", recipe.name, res.short, tostring(res.score)), 0)
+  end
+  view.score = res.score
+  if opts.start then
+    res.outcome = "start"
+  else
+    local best = self.best and self:view(self.best) or nil
+    local ok
+    if recipe.accept then ok = recipe.accept(view, best)
+    else ok = res.score > (best and best.score or 1) * 1.01 end
+    res.outcome = ok and "accepted" or "slower"
+  end
+  return res
+end
+
+-- The pool this session's candidates run in, started on first use: a recipe
+-- that a file returns is evaluated in workers (the file is what they load);
+-- one built in a script or the REPL, in this process.
+function Session:workers()
+  if self.pool ~= nil then return self.pool or nil end
+  if not self.recipe.returned_by then self.pool = false; return nil end
+  local n, devices = self.n_workers, nil
+  if self.recipe.backend == "cuda" then   -- one worker per GPU unless --workers says more
+    devices = require("kwb.cuda").device_count()
+    if not devices or devices < 1 then error("the cuda backend needs a GPU: the driver sees none", 0) end
+    n = n or devices
+  end
+  self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = n or 1, devices = devices }
+  -- every worker loads the recipe and builds the reference now, side by side
+  local file = require("kwb.evaluate").absolute(self.recipe.returned_by)
+  for _ = 1, self.pool.n do
+    self.pool:submit("kwb.evaluate.prepare", { file }, { deadline = M.build_limit, what = "loading the recipe" })
+  end
+  return self.pool
+end
+
+function Session:close_workers()
+  if self.pool then self.pool:close() end
+  self.pool = nil
+end
+
+-- begin(cand [, { start = true }]) -> pending: the candidate handed to a
+-- worker (or measured here); finish(pending) -> the judged result.
+function Session:begin(cand, opts)
+  opts = opts or {}
+  local recipe = self.recipe
   self.seq = self.seq + 1
   local res = { id = cand.id, short = cand.short, origin = cand.origin, params = cand.params,
                 parent = cand.parent, rationale = cand.rationale, name = cand.name, seq = self.seq, seconds = {}, shapes = {} }
-  local t0 = core.now()
-  local fn = self:build(cand, res)
-  if fn then
-    -- verify every shape, twice, on fresh inputs
-    local tv = core.now()
-    local seed = seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq)
-    res.seed = seed
-    for _, sh in ipairs(recipe.shapes) do
-      local b = self:bench(sh)
-      for round = 1, 2 do
-        local out, why = self:round(fn, b, seed, round, recipe.budget.timeout)
-        if out then res.outcome, res.reason = out, why; break end
-      end
-      if res.outcome then break end
-    end
-    res.seconds.verify = core.now() - tv
-    -- time every shape; the timed runs' outputs are checked too
-    if not res.outcome then
-      local tt = core.now()
-      local c = self:ceilings()
-      for _, sh in ipairs(recipe.shapes) do
-        local b = self:bench(sh)
-        local st, terr = self:time_shape(fn, b, opts.start)
-        if not st then res.outcome, res.reason = "crashed", string.format("timing failed at %s: %s", sh.key, tostring(terr)); break end
-        local out, why = self:check(b, "after the timed runs", true)
-        if out then res.outcome, res.reason = out, why; break end
-        local bytes, flops = p:bytes_of(sh.shape), p:flops_of(sh.shape)
-        local floor = ceilings.floor(c, bytes, flops)
-        local r = { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, spread = st.spread, n = st.n,
-                    capped = st.capped, partial = st.partial or false, floor = floor,
-                    floor_frac = floor > 0 and floor / st.median or nil,
-                    gbs = bytes and bytes / st.median / 1e9 or nil, gflops = flops and flops / st.median / 1e9 or nil }
-        if self.start then r.speedup = self.start.shapes[sh.key].median / st.median else r.speedup = 1 end
-        res.shapes[sh.key] = r
-        if st.median < floor then
-          res.outcome = "impossible"
-          res.reason = string.format("median %s at %s is under the physical floor %s (%s)", require("kwb.report").time(st.median),
-                                     sh.key, require("kwb.report").time(floor),
-                                     string.format("%.3g GB/s, %.3g GFLOP/s at most", c.bandwidth / 1e9, c.flops / 1e9))
-          break
-        end
-      end
-      res.seconds.time = core.now() - tt
-    end
+  res.seed = seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq)
+  local pending = { res = res, opts = opts, t0 = core.now() }
+  local pool = self:workers()
+  if not pool then
+    self:measure(cand, res, opts)
+    return pending
   end
-  if not res.outcome then
-    local sp = {}
-    for i, sh in ipairs(recipe.shapes) do sp[i] = res.shapes[sh.key].speedup end
-    local view = self:view(res)
-    res.score = recipe.score and recipe.score(view) or geomean(sp)
-    if type(res.score) ~= "number" or res.score ~= res.score or math.abs(res.score) == math.huge then
-      error(string.format("recipe %s: the score of %s is %s, not a finite number", recipe.name, cand.short, tostring(res.score)), 0)
-    end
-    view.score = res.score
-    if opts.start then
-      res.outcome = "start"
-    else
-      local best = self.best and self:view(self.best) or nil
-      local ok
-      if recipe.accept then ok = recipe.accept(view, best)
-      else ok = res.score > (best and best.score or 1) * 1.01 end
-      res.outcome = ok and "accepted" or "slower"
-    end
-  end
-  res.seconds.total = core.now() - t0
+  local best_time = {}
+  for k, v in pairs(self.best_time) do best_time[k] = v end
+  pending.task = pool:submit("kwb.evaluate.measure", { {
+    recipe = require("kwb.evaluate").absolute(recipe.returned_by),
+    cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
+             id = cand.id, short = cand.short },
+    seed = tostring(res.seed), best_time = best_time, start = opts.start or false,
+    timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
+  } }, { deadline = M.build_limit, what = "the worker's start" })
+  return pending
+end
+
+function Session:finish(pending)
+  local res = pending.res
+  if pending.task then require("kwb.evaluate").merge(res, self.pool:wait(pending.task)) end
+  self:judge(res, pending.opts)
+  res.seconds.total = core.now() - pending.t0
   return res
+end
+
+-- evaluate(cand [, { start = true }]) -> result (not yet recorded).
+function Session:evaluate(cand, opts)
+  return self:finish(self:begin(cand, opts))
 end
 
 -- The candidate as the score and accept functions see it: c.score,
@@ -379,16 +484,21 @@ function Session:ensure_start(report)
   return res
 end
 
+-- settle(cand, pending) -> result: finish, judge and record a begun candidate.
+function Session:settle(cand, pending)
+  local res = self:finish(pending)
+  self.store:record(self.ctx, cand, res, self.run_record)
+  self:note_times(res)
+  if res.outcome == "accepted" then self.best = res end
+  return res
+end
+
 -- consider(cand) -> result, fresh: the stored result when the cache knows the
 -- candidate, else evaluate and record it.
 function Session:consider(cand)
   local known = self:known(cand)
   if known then return known, false end
-  local res = self:evaluate(cand)
-  self.store:record(self.ctx, cand, res, self.run_record)
-  self:note_times(res)
-  if res.outcome == "accepted" then self.best = res end
-  return res, true
+  return self:settle(cand, self:begin(cand)), true
 end
 
 -- ---- runs ---------------------------------------------------------------
@@ -472,6 +582,10 @@ end
 function M.run(recipe, opts)
   opts = opts or {}
   local s = recipe:session(opts)
+  if opts.workers then
+    s:close_workers()
+    s.n_workers = opts.workers
+  end
   local seed = opts.seed or recipe.seed or os.time()
   s.run_seed = seed
   local budget = {
@@ -496,34 +610,57 @@ function M.run(recipe, opts)
   if strategy.init then strategy:init(run) end
   local misses = 0
   local deadline = run.started + budget.minutes * 60
-  while run.evaluated < budget.candidates and core.now() < deadline do
-    local prop, meta = strategy:propose(run)
-    if prop == nil then run.exhausted = true; break end
-    local cand = s:candidate(prop, sname)
-    if meta then   -- a strategy may say where a proposal comes from and why
-      cand.parent = meta.parent or cand.parent
-      cand.rationale = meta.rationale or cand.rationale
+  -- Candidates in flight, oldest first: with a pool of n workers, up to n are
+  -- evaluated at once, and results are recorded and observed in the order
+  -- they were proposed, so a proposal never depends on which worker was faster.
+  run.workers = s:workers() and s.pool.n or 0
+  local window = math.max(run.workers, 1)
+  local flight, flying = {}, {}
+  local stop = false
+  local function land()
+    local item = table.remove(flight, 1)
+    flying[item.cand.id] = nil
+    local res = s:settle(item.cand, item.pending)
+    run.evaluated = run.evaluated + 1
+    run.results[#run.results + 1] = res
+    for _, r in pairs(res.shapes) do
+      if r.partial then run.partial = run.partial + 1 end
     end
-    report:evaluating(run, cand)
-    local res, fresh = s:consider(cand)
-    if fresh then
-      run.evaluated = run.evaluated + 1
-      run.results[#run.results + 1] = res
-      for _, r in pairs(res.shapes) do
-        if r.partial then run.partial = run.partial + 1 end
-      end
-      run.timing_s = run.timing_s + (res.seconds.time or 0)
-      run.funnel[res.outcome] = run.funnel[res.outcome] + 1
-      misses = 0
-      report:candidate(run, res)
-    else
-      run.skipped = run.skipped + 1
-      misses = misses + 1
-      if misses >= 10000 then run.exhausted = true; break end
-    end
+    run.timing_s = run.timing_s + (res.seconds.time or 0)
+    run.funnel[res.outcome] = run.funnel[res.outcome] + 1
+    misses = 0
+    report:candidate(run, res)
     run.best = s.best
-    if strategy.observe then strategy:observe(run, res, fresh) end
+    if strategy.observe then strategy:observe(run, res, true) end
   end
+  while true do
+    while not stop and #flight < window do
+      if run.evaluated + #flight >= budget.candidates or core.now() >= deadline then stop = true; break end
+      local prop, meta = strategy:propose(run)
+      if prop == nil then run.exhausted = true; stop = true; break end
+      local cand = s:candidate(prop, sname)
+      if meta then   -- a strategy may say where a proposal comes from and why
+        cand.parent = meta.parent or cand.parent
+        cand.rationale = meta.rationale or cand.rationale
+      end
+      while flying[cand.id] do land() end   -- proposed again while in flight: known once it lands
+      local res = s:known(cand)
+      if res then
+        run.skipped = run.skipped + 1
+        misses = misses + 1
+        if misses >= 10000 then run.exhausted = true; stop = true; break end
+        run.best = s.best
+        if strategy.observe then strategy:observe(run, res, false) end
+      else
+        report:evaluating(run, cand)
+        flight[#flight + 1] = { cand = cand, pending = s:begin(cand) }
+        flying[cand.id] = true
+      end
+    end
+    if #flight == 0 then break end
+    land()
+  end
+  s:close_workers()
   local summary = M.summary(run)
   s.store:end_run(run.record, summary)
   report:summary(run, summary)
@@ -586,6 +723,7 @@ M.options = {
   { "--minutes M", "stop after M minutes" },
   { "--strategy S", "grid, random, anneal, genetic or a .lua file" },
   { "--seed N", "the run's seed (inputs and proposals)" },
+  { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
 }
 
 local function usage(msg)
@@ -611,6 +749,7 @@ function M.parse_options(...)
     elseif w == "--quiet" then opts.mode = "quiet"
     elseif w == "--budget" then opts.candidates, err = value(w, pos_int, "a positive integer")
     elseif w == "--minutes" then opts.minutes, err = value(w, pos_num, "a positive number")
+    elseif w == "--workers" then opts.workers, err = value(w, pos_int, "a positive integer")
     elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
     elseif w == "--strategy" then
       opts.strategy, err = value(w, function(v) return v end, "a strategy name")

@@ -21,10 +21,13 @@ M.loading = {}
 
 local pop_loading = { __close = function() table.remove(M.loading) end }
 
-function M.with_file(path, fn, ...)
+function M.with_file(path, chunk, ...)
   M.loading[#M.loading + 1] = path
   local _ <close> = setmetatable({}, pop_loading)   -- popped on errors too
-  return fn(...)
+  local res = table.pack(chunk(...))
+  -- the file a worker loads to get this recipe back (kwb.workers)
+  if M.is_recipe(res[1]) and res[1].file == path then res[1].returned_by = path end
+  return table.unpack(res, 1, res.n)
 end
 
 -- ---- where a field is written ------------------------------------------

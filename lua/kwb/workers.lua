@@ -1,0 +1,330 @@
+-- kwb/workers.lua: a pool of worker processes (`kwb worker`) that run
+-- candidate code away from the main process.
+--
+--   local pool = kwb.workers.pool { n = 2 }               -- host: n workers
+--   local pool = kwb.workers.pool { backend = "cuda", devices = 2 } -- one per GPU
+--   local t = pool:submit("kwb.loop.measure", { ... }, { deadline = 60 })
+--   local r = pool:wait(t)   -- { ok = true, value = ... } or
+--                            -- { ok = false, code = "crashed" | "timeout" | "error", reason =, signal = }
+--   pool:close()
+--
+-- Each worker gets an environment built from an allow-list (no API keys or
+-- tokens), a fresh scratch directory as its home, cwd and TMPDIR, resource
+-- limits, and its output captured and capped; under root it runs as an
+-- unprivileged uid in private mount and network namespaces (kwb.core's
+-- worker_start does that part). A worker that dies is restarted at its next
+-- task; one that overruns its deadline is killed. Tasks are dispatched to idle
+-- workers as they free up; wait() returns a given task's result, so callers
+-- record results in their own (submission) order.
+local core = require "kwb.core"
+local worker = require "kwb.worker"
+
+local M = {}
+
+-- ---- the environment ----------------------------------------------------
+
+-- Passed through when present (an allow-list): nothing else reaches a worker.
+M.allow = { "PATH", "LANG", "LANGUAGE", "TZ", "CC", "CUDA_CACHE_PATH", "CUDA_HOME", "CUDA_PATH",
+            "LD_LIBRARY_PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS" }
+M.allow_prefix = { "LC_", "KWB_" }
+-- Even an allowed name is dropped when it looks like a secret.
+M.deny_words = { "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION" }
+-- Set by the pool, whatever the parent has.
+local own = { HOME = true, TMPDIR = true, KWB_CACHE = true, KWB_HISTORY = true, CUDA_VISIBLE_DEVICES = true }
+
+local function allowed(name)
+  if own[name] then return false end
+  local up = name:upper()
+  for _, w in ipairs(M.deny_words) do
+    if up:find(w, 1, true) then return false end
+  end
+  for _, a in ipairs(M.allow) do
+    if name == a then return true end
+  end
+  for _, p in ipairs(M.allow_prefix) do
+    if name:sub(1, #p) == p then return true end
+  end
+  return false
+end
+M.allowed = allowed
+
+-- Paths of KWB_LUA_PATH made absolute: the worker runs in its scratch directory.
+local function absolute_path_list(v, cwd)
+  local out = {}
+  for entry in v:gmatch("[^;]+") do
+    out[#out + 1] = entry:sub(1, 1) == "/" and entry or (cwd .. "/" .. entry)
+  end
+  return table.concat(out, ";")
+end
+
+-- The environment of a worker: the allowed part of this process's, then the
+-- pool's own settings (extra: more NAME=VALUE settings).
+function M.environment(extra)
+  local env, cwd = {}, core.cwd()
+  for _, kv in ipairs(core.environ()) do
+    local name, value = kv:match("^([^=]+)=(.*)$")
+    if name and allowed(name) then
+      if name == "KWB_LUA_PATH" and cwd then value = absolute_path_list(value, cwd) end
+      env[#env + 1] = name .. "=" .. value
+    end
+  end
+  table.sort(env)
+  for _, kv in ipairs { "HOME=%SCRATCH%", "TMPDIR=%SCRATCH%/tmp", "KWB_CACHE=%SCRATCH%/kwb.db" } do
+    env[#env + 1] = kv
+  end
+  for _, kv in ipairs(extra or {}) do env[#env + 1] = kv end
+  return env
+end
+
+-- ---- the pool -----------------------------------------------------------
+
+-- Where scratch directories go: /var/tmp, so that an isolated worker can get
+-- a /tmp of its own (its scratch/tmp) without hiding its scratch; /tmp otherwise.
+function M.scratch_in()
+  local f = io.open("/var/tmp/.", "r")
+  if f then f:close(); return "/var/tmp" end
+  return "/tmp"
+end
+
+local Pool = {}
+Pool.__index = Pool
+M.Pool = Pool
+
+local GiB = 1 << 30
+
+-- The cache directory (device locks live there).
+local function cache_dir()
+  local path = core.cache_path or "cache/kwb.db"
+  return path:match("^(.*)/[^/]*$") or "."
+end
+
+local function mkdirs(dir)
+  local ok = os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
+  return ok
+end
+
+-- A worker is killed `slack` times its step's limit plus `grace` seconds into
+-- the step (wall time: a loaded machine stretches a call; the loop's own check
+-- of each call's time is the exact one).
+-- pool { n =, backend = "host" | "cuda", devices =, grace =, slack =, limits = { cpu =,
+-- fsize =, nproc =, as =, output_cap = }, scratch_in =, isolate =, uid =, gid =,
+-- recycle_cpu = } -> pool
+function M.pool(opts)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not ({ n = 1, backend = 1, devices = 1, grace = 1, slack = 1, limits = 1, scratch_in = 1, isolate = 1,
+              uid = 1, gid = 1, recycle_cpu = 1 })[k] then
+      error(string.format("unknown pool option '%s' (known: n, backend, devices, grace, slack, limits, scratch_in, "
+                          .. "isolate, uid, gid, recycle_cpu)", k), 2)
+    end
+  end
+  local backend = opts.backend or "host"
+  if backend ~= "host" and backend ~= "cuda" then error("a pool's backend is 'host' or 'cuda', got " .. tostring(backend), 2) end
+  local n = opts.n or (backend == "cuda" and opts.devices) or 1
+  if opts.devices ~= nil and (math.type(opts.devices) ~= "integer" or opts.devices < 1) then
+    error("a pool's devices must be a positive integer, got " .. tostring(opts.devices), 2)
+  end
+  if math.type(n) ~= "integer" or n < 1 then error("a pool needs n >= 1 workers, got " .. tostring(n), 2) end
+  local limits = { cpu = 3600, fsize = GiB, nproc = 256, output_cap = 64 << 10,
+                   as = backend == "host" and 4 * GiB or nil }   -- CUDA reserves huge virtual ranges
+  for k, v in pairs(opts.limits or {}) do
+    if not ({ cpu = 1, fsize = 1, nproc = 1, as = 1, output_cap = 1 })[k] then
+      error(string.format("unknown worker limit '%s' (known: cpu, fsize, nproc, as, output_cap)", k), 2)
+    end
+    if backend ~= "host" and k == "as" then error("an address-space limit is for host workers only", 2) end
+    limits[k] = v
+  end
+  local lockdir = cache_dir() .. "/locks"
+  mkdirs(lockdir)
+  local pool = setmetatable({ backend = backend, n = n, limits = limits, grace = opts.grace or 1.0,
+                              slack = opts.slack or 2,
+                              scratch_in = opts.scratch_in or M.scratch_in(),
+                              isolate = opts.isolate ~= false, uid = opts.uid, gid = opts.gid,
+                              recycle_cpu = opts.recycle_cpu or limits.cpu / 2,
+                              slots = {}, queue = {}, next_id = 0, started = 0 }, Pool)
+  local devices = opts.devices or n
+  for i = 1, n do
+    local extra, lock = {}, lockdir .. "/host.lock"
+    if backend == "cuda" then   -- workers beyond one per GPU share them, in turn
+      local dev = (i - 1) % devices
+      extra[1] = "CUDA_VISIBLE_DEVICES=" .. dev
+      lock = lockdir .. "/cuda" .. dev .. ".lock"
+    end
+    pool.slots[i] = { index = i, env = M.environment(extra), lock = lock }
+  end
+  return pool
+end
+
+function Pool:start_worker(slot)
+  local w, msg = core.worker_start {
+    argv = { "kwb", "worker" }, env = slot.env, scratch_in = self.scratch_in, lock = slot.lock,
+    cpu = self.limits.cpu, fsize = self.limits.fsize, nproc = self.limits.nproc, as = self.limits.as,
+    output_cap = self.limits.output_cap, isolate = self.isolate, uid = self.uid, gid = self.gid,
+  }
+  if not w then error("cannot start a worker: " .. msg, 0) end
+  slot.worker = w
+  self.started = self.started + 1
+  return w
+end
+
+-- submit(fn, args [, { deadline = seconds, what = }]) -> task. The task runs
+-- on the first idle worker; `deadline` bounds it until the worker itself says
+-- how long its next step may take.
+function Pool:submit(fn, args, opts)
+  opts = opts or {}
+  self.next_id = self.next_id + 1
+  local task = { id = self.next_id, fn = fn, args = args or {}, deadline = opts.deadline or 600,
+                 what = opts.what or "its task" }
+  self.queue[#self.queue + 1] = task
+  self:dispatch()
+  return task
+end
+
+function Pool:dispatch()
+  for _, slot in ipairs(self.slots) do
+    if #self.queue == 0 then return end
+    if not slot.task then
+      local task = table.remove(self.queue, 1)
+      local w = slot.worker
+      slot.fresh, slot.heard = false, false
+      if not w or not w:status().alive then w, slot.fresh = self:start_worker(slot), true end
+      w:output()   -- whatever an earlier task left unread is not this one's
+      local frame = worker.encode { id = task.id, fn = task.fn, args = task.args, nargs = #task.args }
+      local ok, msg = w:send(frame)
+      if not ok and not slot.fresh then   -- it died while idle: not this task's doing
+        w:kill()
+        w, slot.fresh = self:start_worker(slot), true
+        ok, msg = w:send(frame)
+      end
+      slot.task, task.slot = task, slot
+      task.started = core.now()
+      slot.since, slot.due, slot.limit = core.now(), core.now() + task.deadline * self.slack + self.grace, task.deadline
+      slot.what = task.what
+      if not ok then self:finish(slot, { ok = false, code = "crashed", reason = "the worker was gone before the task: " .. msg }) end
+    end
+  end
+end
+
+-- The result of a task, and the slot made idle.
+function Pool:finish(slot, result)
+  local task = slot.task
+  local w = slot.worker
+  local out, total = w:output()
+  result.output, result.output_bytes = out, total
+  result.seconds = core.now() - task.started
+  task.result = result
+  slot.task, task.slot = nil, nil
+  self:dispatch()
+end
+
+local function describe_death(st)
+  if st.signal then
+    return string.format("its worker died of %s (%s)", st.signal, st.description or "?")
+  end
+  return string.format("its worker exited with status %s", tostring(st.exit_code))
+end
+
+-- Handle one event, waiting at most `timeout` seconds for it.
+function Pool:step(timeout)
+  local live, slots = {}, {}
+  local now = core.now()
+  local soonest
+  for _, slot in ipairs(self.slots) do
+    if slot.task then
+      slots[#slots + 1] = slot
+      live[#slots] = slot.worker
+      if slot.due and (not soonest or slot.due < soonest) then soonest = slot.due end
+    end
+  end
+  if #live == 0 then return end
+  local wait = timeout
+  if soonest then
+    local left = math.max(0, soonest - now)
+    if not wait or left < wait then wait = left end
+  end
+  local i, kind, text = core.worker_wait(live, wait or -1)
+  if i then
+    local slot = slots[i]
+    if kind == "message" then
+      slot.heard = true
+      local ok, msg = pcall(worker.decode, text)
+      if not ok or type(msg) ~= "table" or msg.id ~= slot.task.id then
+        slot.worker:kill()
+        self:finish(slot, { ok = false, code = "crashed", reason = "its worker broke the protocol: " .. tostring(ok and text:sub(1, 80) or msg) })
+      elseif msg.event == "deadline" then
+        slot.since = core.now()
+        slot.due = msg.seconds >= 0 and slot.since + msg.seconds * self.slack + self.grace or nil
+        slot.what, slot.limit = msg.what or slot.what, msg.seconds >= 0 and msg.seconds or nil
+      else
+        -- a retiring worker, or one near its CPU limit, is restarted at its next task
+        local spent = msg.retire or (msg.cpu or 0) > self.recycle_cpu
+        local w = slot.worker
+        if msg.ok then self:finish(slot, { ok = true, value = msg.result, retired = spent or nil })
+        else self:finish(slot, { ok = false, code = "error", reason = msg.error, retired = spent or nil }) end
+        if spent then w:kill() end
+      end
+    else   -- the worker is gone
+      local st = slot.worker:status()
+      if slot.fresh and not slot.heard and not st.signal then
+        -- it never got going: kwb's failure (exec, privileges, Lua), not the task's
+        local out = slot.worker:output()
+        error(string.format("a worker could not start (exit status %s): %s", tostring(st.exit_code),
+                            out ~= "" and out or "no output"), 0)
+      end
+      self:finish(slot, { ok = false, code = "crashed", signal = st.signal, exit_code = st.exit_code,
+                          during = slot.what, reason = describe_death(st) .. " during " .. slot.what })
+    end
+  end
+  -- overrun deadlines
+  now = core.now()
+  for _, slot in ipairs(self.slots) do
+    if slot.task and slot.due and now >= slot.due then
+      slot.worker:kill()
+      self:finish(slot, { ok = false, code = "timeout", during = slot.what, limit = slot.limit,
+                          reason = string.format("no answer %.3g s into %s (the limit is %g s; %g s of wall time "
+                                                 .. "allowed); its worker was killed", now - slot.since, slot.what,
+                                                 slot.limit, slot.limit * self.slack + self.grace) })
+    end
+  end
+end
+
+-- wait(task) -> its result, handling every worker's events meanwhile.
+function Pool:wait(task)
+  while not task.result do
+    if not task.slot then self:dispatch() end
+    self:step()
+  end
+  return task.result
+end
+
+-- call(fn, args [, opts]) -> result: submit and wait.
+function Pool:call(fn, args, opts)
+  return self:wait(self:submit(fn, args, opts))
+end
+
+-- device_lock([i]) -> the lock of worker i's device (1), taken by this
+-- process: measure here (the ceilings probe) without a worker timing meanwhile.
+function Pool:device_lock(i)
+  return assert(core.flock(self.slots[i or 1].lock))
+end
+
+-- Idle workers, and tasks waiting for one.
+function Pool:idle()
+  local n = 0
+  for _, slot in ipairs(self.slots) do
+    if not slot.task then n = n + 1 end
+  end
+  return n, #self.queue
+end
+
+function Pool:close()
+  for _, slot in ipairs(self.slots) do
+    if slot.worker then slot.worker:close(); slot.worker = nil end
+  end
+end
+
+function Pool:__tostring()
+  return string.format("kwb.workers.pool (%s, %d workers)", self.backend, self.n)
+end
+
+return M

@@ -1,0 +1,12 @@
+/* iso_fpe.c: an integer division by zero -> crashed, SIGFPE. */
+void matmul(int n, const float *a, const float *b, float *c) {
+    volatile int zero = 0;
+    volatile int q = n / zero;
+    (void)q;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0;
+            for (int k = 0; k < n; k++) acc += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = acc;
+        }
+}

@@ -1,0 +1,10 @@
+/* iso_segv.c: writes through a null pointer -> crashed, SIGSEGV. */
+void matmul(int n, const float *a, const float *b, float *c) {
+    *(volatile int *)0 = n;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0;
+            for (int k = 0; k < n; k++) acc += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = acc;
+        }
+}

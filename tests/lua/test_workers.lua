@@ -1,0 +1,266 @@
+-- tests/lua/test_workers.lua: candidates run in confined worker processes.
+-- Runs as root in CI: every mechanism (uid drop, namespaces, limits) must
+-- work here; a missing one fails its test.
+local core = require "kwb.core"
+
+-- Secrets in this process's environment, and the probe module on the
+-- workers' path: run again with them set.
+if os.getenv("OPENAI_API_KEY") ~= "sk-test" then
+  local here = core.cwd()
+  local lua_path = here .. "/tests/lua" .. (os.getenv("KWB_LUA_PATH") and (";" .. os.getenv("KWB_LUA_PATH")) or "")
+  local ok, how, code = os.execute(string.format(
+    "OPENAI_API_KEY=sk-test KWB_API_TOKEN=kwb-secret AWS_SECRET_ACCESS_KEY=aws-test KWB_KEEP_ME=kept "
+    .. "KWB_ESCAPE_TARGET='%s/build/kwb-escape' KWB_LUA_PATH='%s' ./kwb tests/lua/test_workers.lua",
+    here, lua_path))
+  os.exit(ok and 0 or (how == "exit" and code or 1))
+end
+
+local t = require "t"
+local store = require "kwb.store"
+local workers = require "kwb.workers"
+
+local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local function fresh_store(name)
+  local path = tmp .. "/" .. name .. ".db"
+  for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(path .. suffix) end
+  return store.open(path)
+end
+
+local function exists(path)
+  local f = io.open(path, "r")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- ---- the pool itself ------------------------------------------------------
+
+t.test("test_workers_environment_is_an_allow_list", function()
+  t.eq(workers.allowed("PATH"), true)
+  t.eq(workers.allowed("LC_ALL"), true)
+  t.eq(workers.allowed("KWB_LUA_PATH"), true)
+  t.eq(workers.allowed("KWB_API_TOKEN"), false, "a KWB_ name that looks like a secret")
+  t.eq(workers.allowed("OPENAI_API_KEY"), false)
+  t.eq(workers.allowed("AWS_SECRET_ACCESS_KEY"), false)
+  t.eq(workers.allowed("SSH_AUTH_SOCK"), false)
+  t.eq(workers.allowed("HOME"), false, "set by the pool")
+  t.eq(workers.allowed("GITHUB_TOKEN"), false)
+end)
+
+t.test("test_cuda_pool_gives_each_worker_a_gpu_and_its_lock", function()
+  local p = workers.pool { backend = "cuda", devices = 2, n = 4 }
+  local seen = {}
+  for i, slot in ipairs(p.slots) do
+    local dev
+    for _, kv in ipairs(slot.env) do dev = dev or kv:match("^CUDA_VISIBLE_DEVICES=(%d+)$") end
+    seen[i] = dev .. " " .. slot.lock:match("[^/]+$")
+  end
+  t.eq(table.concat(seen, ", "), "0 cuda0.lock, 1 cuda1.lock, 0 cuda0.lock, 1 cuda1.lock")
+  t.eq(p.limits.as, nil, "no address-space limit for CUDA workers")
+  t.raises(function() workers.pool { backend = "cuda", limits = { as = 1 << 30 } } end,
+           "an address-space limit is for host workers only")
+  t.eq(workers.pool { n = 1 }.limits.as, 4 << 30)
+end)
+
+local pool = workers.pool { n = 2 }
+
+t.test("test_worker_runs_unprivileged_in_its_scratch_without_secrets", function()
+  t.eq(core.uid(), 0, "these tests run as root")
+  local r = pool:call("worker_probe.identity", {})
+  t.truthy(r.ok, r.reason)
+  local id = r.value
+  t.eq(id.uid, 65534)
+  t.eq(id.groups, "", "supplementary groups dropped")
+  t.eq(id.key, nil)
+  t.eq(id.token, nil)
+  t.eq(id.keep, "kept")
+  t.eq(id.home, id.cwd)
+  t.eq(id.tmpdir, id.cwd .. "/tmp")
+  t.truthy(id.cwd:match("/kwb%-worker%-%w+$"), id.cwd)
+end)
+
+t.test("test_worker_refuses_to_run_as_root_and_the_pool_says_so", function()
+  local p = workers.pool { n = 1, uid = 0, gid = 0 }
+  local ok, err = pcall(p.call, p, "worker_probe.identity", {})
+  p:close()
+  t.eq(ok, false)
+  t.eq(err, "a worker could not start (exit status 125): kwb worker: refusing to run as root\n")
+end)
+
+t.test("test_worker_death_is_crashed_with_its_signal_and_the_worker_restarts", function()
+  local before = pool:call("worker_probe.identity", {}).value.cwd
+  local started = pool.started
+  local r = pool:call("worker_probe.die", { "SEGV" })
+  t.eq(r.ok, false)
+  t.eq(r.code, "crashed")
+  t.eq(r.signal, "SIGSEGV")
+  t.truthy(r.reason:find("its worker died of SIGSEGV", 1, true), r.reason)
+  local again = pool:call("worker_probe.sleep_then", { 0, "fine" })
+  t.eq(again.ok, true)
+  t.eq(again.value, "fine")
+  t.eq(pool.started, started + 1, "a fresh worker was started")
+  local after = pool:call("worker_probe.identity", {}).value.cwd
+  t.truthy(after ~= before, "in a fresh scratch directory")
+end)
+
+t.test("test_worker_overrunning_its_deadline_is_killed_as_timeout", function()
+  local t0 = core.now()
+  local r = pool:call("worker_probe.sleep_then", { 30, "late" }, { deadline = 0.3, what = "the probe" })
+  t.eq(r.code, "timeout")
+  t.truthy(core.now() - t0 < 3, "killed near its deadline")
+  t.truthy(r.reason:find("into the probe (the limit is 0.3 s; 1.6 s of wall time allowed); its worker was killed", 1, true), r.reason)
+end)
+
+t.test("test_a_worker_that_died_idle_is_replaced_before_its_next_task", function()
+  local p = workers.pool { n = 1 }
+  local first = p:call("worker_probe.identity", {}).value.cwd
+  os.execute("kill -9 " .. p.slots[1].worker.pid .. "; sleep 0.2")
+  local r = p:call("worker_probe.identity", {})
+  p:close()
+  t.eq(r.ok, true, r.reason)
+  t.truthy(r.value.cwd ~= first, "a fresh worker")
+  t.eq(p.started, 2)
+end)
+
+t.test("test_a_retiring_worker_answers_then_is_replaced", function()
+  pool:call("worker_probe.sleep_then", { 0, "warm" })   -- the first worker is up
+  local started = pool.started
+  local r = pool:call("worker_probe.retire", { "last" })
+  t.eq(r.ok, true)
+  t.eq(r.value, "last")
+  t.eq(r.retired, true)
+  local again = pool:call("worker_probe.sleep_then", { 0, "next" })
+  t.eq(again.value, "next")
+  t.eq(pool.started, started + 1)
+end)
+
+t.test("test_results_come_back_per_task_whatever_the_finish_order", function()
+  local slow = pool:submit("worker_probe.sleep_then", { 0.3, "slow" })
+  local fast = pool:submit("worker_probe.sleep_then", { 0, "fast" })
+  t.eq(pool:wait(slow).value, "slow")
+  t.eq(pool:wait(fast).value, "fast")
+  t.truthy(fast.result.seconds < slow.result.seconds)
+end)
+
+t.test("test_two_workers_never_hold_the_device_lock_at_once", function()
+  local a = pool:submit("worker_probe.hold_lock", { 0.2 })
+  local b = pool:submit("worker_probe.hold_lock", { 0.2 })
+  local ra, rb = pool:wait(a).value, pool:wait(b).value
+  t.truthy(ra[2] <= rb[1] or rb[2] <= ra[1],
+           string.format("held [%.3f, %.3f] and [%.3f, %.3f]", ra[1], ra[2], rb[1], rb[2]))
+end)
+
+t.test("test_the_main_process_holding_the_device_lock_keeps_workers_from_timing", function()
+  local lock = pool:device_lock()
+  local t0 = core.now()
+  local task = pool:submit("worker_probe.hold_lock", { 0 })
+  pool:call("worker_probe.sleep_then", { 0.3, "meanwhile" })
+  local released = core.now()
+  lock:unlock()
+  local held = pool:wait(task).value
+  t.truthy(held[1] >= released, string.format("the worker locked %.3f s after the start, released at %.3f",
+                                               held[1] - t0, released - t0))
+end)
+
+t.test("test_closing_the_pool_removes_the_scratch_directories", function()
+  local p = workers.pool { n = 1 }
+  local cwd = p:call("worker_probe.identity", {}).value.cwd
+  t.eq(exists(cwd .. "/."), true)
+  p:close()
+  t.eq(exists(cwd .. "/."), false)
+end)
+
+pool:close()
+
+-- ---- hostile candidates through the loop ----------------------------------
+
+local r = kwb.load "tests/recipes/isolation.lua"
+local db = fresh_store("isolation")
+local t0 = core.now()
+local summary, run = r:run { mode = "quiet", store = db, workers = 2 }
+local took = core.now() - t0
+local by = {}
+for _, res in ipairs(run.results) do by[res.name] = res end
+
+t.test("test_isolation_run_finishes_and_records_every_candidate", function()
+  t.eq(#run.results, 7)
+  t.eq(summary.candidates, 7)
+  local names = {}
+  for i, res in ipairs(run.results) do names[i] = res.name end
+  t.eq(table.concat(names, " "), "iso_segv.c iso_fpe.c iso_spin.c iso_alloc.c iso_output.c iso_fork.c iso_snoop.c",
+       "recorded in proposal order")
+  local s = r:session()
+  for _, res in ipairs(run.results) do
+    local stored = s.store:known(s.ctx, res.id)
+    t.truthy(stored, res.name .. " is in the cache")
+    t.eq(stored.outcome, res.outcome, res.name)
+  end
+  t.truthy(took < 30, string.format("took %.1f s", took))
+end)
+
+t.test("test_segfault_is_crashed_with_sigsegv", function()
+  local res = by["iso_segv.c"]
+  t.eq(res.outcome, "crashed")
+  t.eq(res.signal, "SIGSEGV")
+  t.truthy(res.reason:find("its worker died of SIGSEGV (Segmentation fault) during the first run at n=32", 1, true), res.reason)
+end)
+
+t.test("test_division_by_zero_is_crashed_with_sigfpe", function()
+  local res = by["iso_fpe.c"]
+  t.eq(res.outcome, "crashed")
+  t.eq(res.signal, "SIGFPE")
+end)
+
+t.test("test_endless_loop_is_timeout", function()
+  local res = by["iso_spin.c"]
+  t.eq(res.outcome, "timeout")
+  t.truthy(res.reason:find("into the first run at n=32 (the limit is 2 s; 5 s of wall time allowed); its worker was killed", 1, true), res.reason)
+end)
+
+t.test("test_100_gb_allocation_is_crashed_by_the_memory_limit", function()
+  local res = by["iso_alloc.c"]
+  t.eq(res.outcome, "crashed")
+  t.eq(res.signal, "SIGSEGV")
+end)
+
+t.test("test_1_gib_of_output_is_capped_and_the_candidate_judged_on_its_results", function()
+  local res = by["iso_output.c"]
+  t.truthy(res.outcome == "slower" or res.outcome == "accepted", res.outcome .. ": " .. tostring(res.reason))
+  t.eq(res.output_bytes, 1 << 30)
+  t.eq(#res.output, 64 << 10)
+  t.eq(res.output:match("^x+$") ~= nil, true)
+end)
+
+t.test("test_fork_bomb_forks_fail_and_the_candidate_is_judged_on_its_results", function()
+  local res = by["iso_fork.c"]
+  t.truthy(res.outcome == "slower" or res.outcome == "accepted", res.outcome .. ": " .. tostring(res.reason))
+  local made, why = (res.output or ""):match("fork failed after (%d+): ([^\n]+)")
+  t.truthy(made, res.output)
+  t.truthy(tonumber(made) < 300, made .. " forks: the process limit is 256 more than the uid had")
+  t.eq(why, "Resource temporarily unavailable")
+end)
+
+t.test("test_snooping_candidate_finds_no_secret_and_cannot_escape", function()
+  local res = by["iso_snoop.c"]
+  t.truthy(res.outcome == "slower" or res.outcome == "accepted", res.outcome .. ": " .. tostring(res.reason))
+  local out = res.output or ""
+  t.truthy(out:find("uid 65534\n", 1, true), out)
+  t.truthy(out:find("OPENAI_API_KEY: (none)\n", 1, true), out)
+  t.eq(out:find("found ", 1, true), nil, out)
+  t.truthy(out:find("write scratch-file: ok\n", 1, true), out)
+  local target = os.getenv("KWB_ESCAPE_TARGET")
+  t.truthy(out:find("write " .. target .. ": Read-only file system\n", 1, true), out)
+  t.truthy(out:find("write /var/tmp/kwb-escape: Read-only file system\n", 1, true), out)
+  t.truthy(out:find("write /etc/kwb-escape: Read-only file system\n", 1, true), out)
+  t.eq(exists(target), false)
+  t.eq(exists("/var/tmp/kwb-escape"), false)
+  t.truthy(out:find("connect 1.1.1.1: Network is unreachable\n", 1, true), out)
+  t.truthy(out:find("connect 127.0.0.1: Network is unreachable\n", 1, true), out)
+end)
+
+t.test("test_loop_survives_to_measure_after_the_hostile_candidates", function()
+  t.eq(summary.funnel.crashed, 3)
+  t.eq(summary.funnel.timeout, 1)
+  t.eq(summary.funnel.slower + summary.funnel.accepted, 3)
+end)
+
+t.done()

@@ -1,0 +1,43 @@
+-- tests/lua/worker_probe.lua: small functions test_workers.lua runs inside
+-- workers (found there through KWB_LUA_PATH).
+local core = require "kwb.core"
+
+local M = {}
+
+-- Hold the device lock for `seconds`; return when it was held (this
+-- machine's monotonic clock, shared by every process).
+function M.hold_lock(seconds)
+  core.worker_lock(true)
+  local t0 = core.now()
+  while core.now() - t0 < seconds do end
+  local t1 = core.now()
+  core.worker_lock(false)
+  return { t0, t1 }
+end
+
+function M.sleep_then(seconds, value)
+  local t0 = core.now()
+  while core.now() - t0 < seconds do end
+  return value
+end
+
+function M.identity()
+  local f = io.open("/proc/self/status")
+  local status = f and f:read("a") or ""
+  if f then f:close() end
+  return { uid = core.uid(), cwd = core.cwd(), home = os.getenv("HOME"), tmpdir = os.getenv("TMPDIR"),
+           key = os.getenv("OPENAI_API_KEY"), token = os.getenv("KWB_API_TOKEN"), keep = os.getenv("KWB_KEEP_ME"),
+           groups = status:match("Groups:[ \t]*([^\n]*)") }
+end
+
+function M.die(sig)
+  os.execute("kill -" .. sig .. " " .. io.open("/proc/self/stat"):read("l"):match("^(%d+)"))
+  return "still here"
+end
+
+function M.retire(value)
+  require("kwb.worker").retire()
+  return value
+end
+
+return M

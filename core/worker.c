@@ -90,7 +90,7 @@ static void limit(int res, uint64_t v) {
     if (setrlimit(res, &r) != 0) say("cannot set a resource limit: ", strerror(errno));
 }
 
-/* Private mounts, everything read-only but scratch, no network. Returns 1 if
+/* Private mounts, everything read-only but scratch (and /proc), no network. Returns 1 if
  * the namespaces were made. */
 static int isolate(const char *scratch) {
     if (unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) {
@@ -110,6 +110,11 @@ static int isolate(const char *scratch) {
     if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) != 0)
         say("cannot make / read-only: ", strerror(errno));
     struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
+    /* procfs stays writable (its own permissions still apply): the CUDA
+     * driver's cuInit fails with CUDA_ERROR_OPERATING_SYSTEM on a read-only
+     * /proc (seen on the H200 machine). */
+    if (mount_setattr(AT_FDCWD, "/proc", 0, &rw, sizeof rw) != 0)
+        say("cannot keep /proc writable: ", strerror(errno));
     if (mount_setattr(AT_FDCWD, scratch, 0, &rw, sizeof rw) != 0)
         say("cannot make the scratch directory writable: ", strerror(errno));
     if (own_tmp && mount_setattr(AT_FDCWD, "/tmp", 0, &rw, sizeof rw) != 0)

@@ -45,7 +45,7 @@ function M.prepare(file)
 end
 
 -- In a worker: measure one candidate. args = { recipe = absolute file, cand =
--- { source, name, defines, define_list, id, short }, seed = "decimal",
+-- { source, name, defines, define_list, params (the launch plan reads them), id, short }, seed = "decimal",
 -- best_time = { [shape] = seconds }, start = bool, timing =, race =, timeout = }.
 -- Returns the measured part of the result.
 function M.measure(args)

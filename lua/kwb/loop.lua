@@ -420,7 +420,7 @@ function Session:begin(cand, opts)
   pending.task = pool:submit("kwb.evaluate.measure", { {
     recipe = require("kwb.evaluate").absolute(recipe.returned_by),
     cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
-             id = cand.id, short = cand.short },
+             params = cand.params, id = cand.id, short = cand.short },
     seed = tostring(res.seed), best_time = best_time, start = opts.start or false,
     timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
   } }, { deadline = M.build_limit, what = "the worker's start" })

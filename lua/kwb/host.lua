@@ -83,6 +83,15 @@ function M.build_dir()
   return (path:match("^(.*)/[^/]*$") or ".") .. "/build/host"
 end
 
+-- read_file(path) -> its contents | nil, message
+function M.read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
 -- read_spec(spec, known, level) -> source, name | nil, message, { code = "no-file" }:
 -- a compile spec (a source string, or a table with the fields `known` lists
 -- and `source` or `file`) checked, and its file read. Misuse raises at `level`.
@@ -98,10 +107,9 @@ function M.read_spec(spec, known, level)
   end
   local source, name = spec.source, spec.name
   if spec.file then
-    local f, err = io.open(spec.file, "rb")
-    if not f then return nil, "cannot read " .. err, { code = "no-file" } end
-    source = f:read("a")
-    f:close()
+    local err
+    source, err = M.read_file(spec.file)
+    if not source then return nil, "cannot read " .. err, { code = "no-file" } end
     name = name or spec.file
   end
   if type(source) ~= "string" then error("compile needs 'source' or 'file'", level) end

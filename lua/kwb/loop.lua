@@ -14,6 +14,7 @@ local core = require "kwb.core"
 local ceilings = require "kwb.ceilings"
 local progress = require "kwb.progress"
 local worker = require "kwb.worker"
+local host = require "kwb.host"
 
 local M = {}
 
@@ -24,14 +25,6 @@ Session.__index = Session
 M.Session = Session
 
 -- ---- small helpers ------------------------------------------------------
-
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
 -- A seed as a pure function of its parts (48 bits of their SHA-256).
 local function seed_of(...)
@@ -75,7 +68,7 @@ function M.session(recipe, opts)
   s.ctx = s.store:context { problem = recipe.problem:key(), shapes = shape_keys, flags = recipe.flags,
                             device = backend.device(),
                             toolchain = recipe.cc or os.getenv("CC") or "cc" }
-  s.template_source = recipe.template and assert(read_file(recipe.template))
+  s.template_source = recipe.template and assert(host.read_file(recipe.template))
   s.seq = #s.store:results(s.ctx)
   return s
 end
@@ -93,7 +86,7 @@ function Session:candidate(prop, origin)
       if type(file) ~= "string" then error("a candidate's 'file' must be a path", 2) end
       -- paths in proposals, as in recipes, are relative to the recipe's file
       if file:sub(1, 1) ~= "/" and self.recipe.dir and not prop.resolved then file = self.recipe.dir .. "/" .. file end
-      src, err = read_file(file)
+      src, err = host.read_file(file)
       if not src then error("cannot read candidate " .. prop.file .. ": " .. tostring(err), 2) end
     end
     c = { source = src, name = prop.name or (prop.file and prop.file:match("[^/]+$")) or "candidate.c",

@@ -422,4 +422,9 @@ function M.symbols(path)
   return syms
 end
 
+-- forbid(res, hit): a result's outcome from a rule's hit.
+function M.forbid(res, hit)
+  res.outcome, res.reason, res.rule, res.line = "forbidden", hit.message, hit.rule, hit.line
+end
+
 return M

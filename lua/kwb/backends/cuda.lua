@@ -64,15 +64,11 @@ function B.reference(problem, _, arch)
   return launcher(k, r.launch or problem.launch, {})
 end
 
-local function forbid(res, hit)
-  res.outcome, res.reason, res.rule, res.line = "forbidden", hit.message, hit.rule, hit.line
-end
-
 function B.build(cand, recipe, prototype, res)
   local rs = recipe.rules
   local t0 = core.now()
   local hit = rs:check_source(cand.source)
-  if hit then forbid(res, hit); return nil end
+  if hit then rules.forbid(res, hit); return nil end
   local mod, msg, info = nvrtc().compile { source = cand.source, name = cand.name, defines = cand.defines,
                                            flags = recipe.flags, arch = recipe.arch }
   res.seconds.build = core.now() - t0
@@ -83,7 +79,7 @@ function B.build(cand, recipe, prototype, res)
     return nil
   end
   hit = rs:check_ptx(mod:ptx(), cand.source, cand.name)
-  if hit then forbid(res, hit); return nil end
+  if hit then rules.forbid(res, hit); return nil end
   local fname = prototype:match("([%w_]+)%s*%(")
   local k, kmsg = mod:kernel(fname, prototype)
   if not k then

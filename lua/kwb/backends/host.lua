@@ -40,14 +40,6 @@ function B.ceilings(given)
   return ceilings.combine(ceilings.host(), given)
 end
 
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 -- The problem's trusted reference as a callable taking the kernel's arguments.
 function B.reference(problem, dir)
   local r = problem.reference
@@ -56,16 +48,12 @@ function B.reference(problem, dir)
     local file = r.file
     if dir and file:sub(1, 1) ~= "/" then file = dir .. "/" .. file end
     local err
-    src, err = read_file(file)
+    src, err = host.read_file(file)
     if not src then error("the reference of " .. problem.name .. ": cannot read " .. tostring(err), 0) end
   end
   local mod, msg, info = host.compile { source = src, name = problem.name .. "_ref.c", flags = r.flags or { "-O2" } }
   if not mod then error("the reference of " .. problem.name .. " does not compile: " .. msg .. "\n" .. (info and info.log or ""), 0) end
   return assert(mod:fn(problem:prototype(r.fn)))
-end
-
-local function forbid(res, hit)
-  res.outcome, res.reason, res.rule, res.line = "forbidden", hit.message, hit.rule, hit.line
 end
 
 -- Rules over the source, the preprocessed source (cc -E) and the built
@@ -74,14 +62,14 @@ function B.build(cand, recipe, prototype, res)
   local rs = recipe.rules
   local t0 = core.now()
   local hit = rs:check_source(cand.source)
-  if hit then forbid(res, hit); return nil end
+  if hit then rules.forbid(res, hit); return nil end
   local pp, msg, info = rules.preprocess(cand.source, { cc = recipe.cc, flags = recipe.flags, defines = cand.define_list })
   if not pp then
     res.outcome, res.reason, res.log = "compile-error", msg, info.log
     return nil
   end
   hit = rs:check_preprocessed(pp)
-  if hit then forbid(res, hit); return nil end
+  if hit then rules.forbid(res, hit); return nil end
   local mod
   mod, msg, info = host.compile { source = cand.source, name = cand.name, defines = cand.defines,
                                   flags = recipe.flags, cc = recipe.cc }
@@ -95,7 +83,7 @@ function B.build(cand, recipe, prototype, res)
   local syms, err = rules.symbols(mod.path)
   if not syms then error(err, 0) end
   hit = rs:check_symbols(syms, pp)
-  if hit then forbid(res, hit); return nil end
+  if hit then rules.forbid(res, hit); return nil end
   local fn, fmsg = mod:fn(prototype)
   if not fn then
     res.outcome, res.reason = "compile-error", fmsg .. " (candidates export " .. prototype .. ")"

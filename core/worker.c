@@ -99,13 +99,9 @@ static int isolate(const char *scratch) {
     }
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) say("mount --make-rprivate /: ", strerror(errno));
     if (mount(scratch, scratch, NULL, MS_BIND, NULL) != 0) say("cannot bind the scratch directory: ", strerror(errno));
-    /* a private /tmp (scratch/tmp) unless scratch itself lives in /tmp */
-    char tmp[4096];
-    int own_tmp = strncmp(scratch, "/tmp/", 5) != 0 && (size_t)snprintf(tmp, sizeof tmp, "%s/tmp", scratch) < sizeof tmp;
-    if (own_tmp && mount(tmp, "/tmp", NULL, MS_BIND, NULL) != 0) {
-        say("cannot give the worker its own /tmp: ", strerror(errno));
-        own_tmp = 0;
-    }
+    /* /tmp stays as it is, read-only like the rest: a private /tmp bound over
+     * it would hide whatever lives there (a checkout in /tmp, say, with the
+     * recipe the worker must read). Tools write to TMPDIR, the scratch's tmp. */
     struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
     if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) != 0)
         say("cannot make / read-only: ", strerror(errno));
@@ -117,8 +113,6 @@ static int isolate(const char *scratch) {
         say("cannot keep /proc writable: ", strerror(errno));
     if (mount_setattr(AT_FDCWD, scratch, 0, &rw, sizeof rw) != 0)
         say("cannot make the scratch directory writable: ", strerror(errno));
-    if (own_tmp && mount_setattr(AT_FDCWD, "/tmp", 0, &rw, sizeof rw) != 0)
-        say("cannot make /tmp writable: ", strerror(errno));
     return 1;
 }
 

@@ -78,8 +78,8 @@ end
 
 -- ---- the pool -----------------------------------------------------------
 
--- Where scratch directories go: /var/tmp, so that an isolated worker can get
--- a /tmp of its own (its scratch/tmp) without hiding its scratch; /tmp otherwise.
+-- Where scratch directories go: /var/tmp, out of the way of /tmp's cleaners;
+-- /tmp where there is no /var/tmp.
 function M.scratch_in()
   local f = io.open("/var/tmp/.", "r")
   if f then f:close(); return "/var/tmp" end

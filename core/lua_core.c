@@ -1,6 +1,9 @@
 /* lua_core.c: the kwb.core module: the C primitives as plain Lua functions.
  * Bundled Lua modules (lua/kwb/) wrap them into the public kwb API. */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -98,6 +101,26 @@ static int l_now(lua_State *L) {
     return 1;
 }
 
+/* core.tempfile([suffix]) -> path of a new empty file in $TMPDIR (else /tmp),
+ * made with mkstemps; os.tmpname ignores TMPDIR. */
+static int l_tempfile(lua_State *L) {
+    const char *suffix = luaL_optstring(L, 1, "");
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    if (strchr(suffix, '/')) return luaL_argerror(L, 1, "a suffix has no '/'");
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/kwb-XXXXXX%s", dir, suffix) >= sizeof path)
+        return kwb_lua_fail(L, "no-tempfile", "the temporary directory's path is too long");
+    int fd = mkstemps(path, (int)strlen(suffix));
+    if (fd < 0) {
+        lua_pushfstring(L, "cannot make a temporary file in %s: %s", dir, strerror(errno));
+        return kwb_lua_fail(L, "no-tempfile", lua_tostring(L, -1));
+    }
+    close(fd);
+    lua_pushstring(L, path);
+    return 1;
+}
+
 static int l_bundled(lua_State *L) {
     lua_newtable(L);
     for (int i = 0; kwb_bundle[i].module; i++) {
@@ -130,7 +153,7 @@ static int l_stats(lua_State *L) {
 
 int luaopen_kwb_core(lua_State *L) {
     static const luaL_Reg fns[] = {
-        {"sha256", l_sha256}, {"now", l_now}, {"bundled", l_bundled}, {"stats", l_stats},
+        {"sha256", l_sha256}, {"now", l_now}, {"bundled", l_bundled}, {"tempfile", l_tempfile}, {"stats", l_stats},
         {NULL, NULL},
     };
     luaL_newlib(L, fns);

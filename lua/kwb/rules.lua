@@ -372,12 +372,10 @@ end
 -- or nil, message, { code = "compile-error", log = }.
 function M.preprocess(src, opts)
   opts = opts or {}
-  local tmp = os.tmpname()
-  local path = tmp .. ".c"
+  local path = assert(require("kwb.core").tempfile(".c"))
   local f = assert(io.open(path, "wb"))
   f:write(src, "\n")
   f:close()
-  os.remove(tmp)
   local cmd = { quote(opts.cc or os.getenv("CC") or "cc"), "-E", "-std=c11" }
   for _, fl in ipairs(opts.flags or {}) do cmd[#cmd + 1] = quote(fl) end
   for _, d in ipairs(opts.defines or {}) do cmd[#cmd + 1] = quote("-D" .. d) end

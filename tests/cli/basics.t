@@ -25,3 +25,8 @@ $ ./kwb -e 'print(require("lpeg").version(), type(require("cjson").encode))'
 # core/kwb.h is FFI-clean: between the includes and the guard's end, no directive
 $ sed -n '/^#include <stdint.h>/,/^#endif/p' core/kwb.h | grep -c '^#'
 2
+# Temporary files go to $TMPDIR (workers point it into their scratch directory)
+$ d=$(mktemp -d) && TMPDIR=$d ./kwb -e 'local p = require("kwb.core").tempfile(".c"); print(p:sub(1, #os.getenv("TMPDIR") + 5), p:sub(-2))' | sed "s|$d|TMPDIR|"; rm -rf "$d"
+TMPDIR/kwb-	.c
+$ TMPDIR=/nonexistent ./kwb -e 'print(select(2, require("kwb.core").tempfile()))'
+cannot make a temporary file in /nonexistent: No such file or directory

@@ -28,5 +28,5 @@ $ sed -n '/^#include <stdint.h>/,/^#endif/p' core/kwb.h | grep -c '^#'
 # Temporary files go to $TMPDIR (workers point it into their scratch directory)
 $ d=$(mktemp -d) && TMPDIR=$d ./kwb -e 'local p = require("kwb.core").tempfile(".c"); print(p:sub(1, #os.getenv("TMPDIR") + 5), p:sub(-2))' | sed "s|$d|TMPDIR|"; rm -rf "$d"
 TMPDIR/kwb-	.c
-$ TMPDIR=/nonexistent ./kwb -e 'print(select(2, require("kwb.core").tempfile()))'
-cannot make a temporary file in /nonexistent: No such file or directory
+$ TMPDIR=/nonexistent ./kwb -e 'local _, msg, info = require("kwb.core").tempfile(); print(msg, info.code)'
+cannot make a temporary file in /nonexistent: No such file or directory	no-tempfile

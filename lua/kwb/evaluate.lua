@@ -54,6 +54,7 @@ function M.measure(args)
   r.timing, r.race = args.timing or r.timing, args.race
   r.budget.timeout = args.timeout or r.budget.timeout
   s.best_time = args.best_time or {}
+  s.run_seed = math.tointeger(tonumber(args.run_seed))
   local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
                 seed = math.tointeger(tonumber(args.seed)) }
   s:measure(args.cand, res, { start = args.start })

@@ -133,7 +133,20 @@ function Session:bench(sh)
     else
       local n = math.tointeger(a.size(sh.shape))
       if not n or n < 1 then error(string.format("%s: argument %s has size %s at %s", p.name, a.name, tostring(a.size(sh.shape)), sh.key)) end
-      local buf = self.backend.buffer(a.dtype, n)
+      local buf
+      if a.fixed then   -- one buffer per name and size, shared by the shapes
+        local fk = string.format("%s:%s:%d", a.name, a.dtype, n)
+        self.fixed = self.fixed or {}
+        buf = self.fixed[fk]
+        if not buf then
+          buf = self.backend.buffer(a.dtype, n)
+          self.fixed[fk] = buf
+        end
+        b.fixed = b.fixed or {}
+        b.fixed[a.name] = fk
+      else
+        buf = self.backend.buffer(a.dtype, n)
+      end
       b.bufs[a.name], b.args[i], b.refargs[i] = buf, buf, buf
       if a.role ~= "in" then
         b.refs[a.name] = self.backend.buffer(a.dtype, n)
@@ -147,8 +160,8 @@ function Session:bench(sh)
   return b
 end
 
-local function fill(buf, init, seed, shape)
-  if type(init) == "function" then return init(buf, seed, shape) end
+local function fill(buf, init, seed, shape, bufs)
+  if type(init) == "function" then return init(buf, seed, shape, bufs) end
   local kind = init[1]
   if kind == "normal" then buf:fill_normal(seed, init[2] or 0, init[3] or 1)
   elseif kind == "uniform" then buf:fill_uniform(seed, init[2] or 0, init[3] or 1)
@@ -161,16 +174,43 @@ local function describe_diff(d, name, key, when)
   local what
   if d.poison > 0 then what = count(d.poison, "element") .. " never written"
   elseif d.nan > 0 or d.inf > 0 then what = string.format("%d NaN and %d Inf", d.nan, d.inf)
+  elseif d.rel_l2_limit and d.bad == 0 then
+    what = string.format("relative L2 error %.3g over the limit %.3g (max abs error %.3g)", d.rel_l2, d.rel_l2_limit, d.max_abs)
+    return string.format("output %s at %s (%s): %s", name, key, when, what)
   else what = string.format("%s off (max abs error %.3g)", count(d.bad, "element"), d.max_abs) end
   return string.format("output %s at %s (%s): %s, first %s[%d]", name, key, when, what, name, d.first_bad)
 end
 
 -- Fresh inputs for round `round`, the reference's outputs for them, then the
 -- candidate into poisoned outputs. Returns nil or outcome, reason.
+-- The seed the inputs of a run derive from where they do not come from the
+-- candidate's: fixed inputs, and every input of a problem with draw = "run".
+function Session:run_base_seed()
+  return self.run_seed or self.recipe.seed or 0
+end
+
+-- Fixed inputs not filled yet in this session: filled now, once.
+function Session:fill_fixed(b)
+  if not b.fixed then return end
+  self.fixed_done = self.fixed_done or {}
+  for _, a in ipairs(self.problem.buffers) do
+    local fk = b.fixed[a.name]
+    if fk and a.init ~= false and not self.fixed_done[fk] then
+      fill(b.bufs[a.name], a.init, seed_of(self:run_base_seed(), "fixed", a.name), b.shape, b.bufs)
+      self.fixed_done[fk] = true
+    end
+  end
+end
+
 function Session:round(fn, b, seed, round, timeout)
   local p = self.problem
+  local draw_run = p.draw == "run"
+  if draw_run then seed = self:run_base_seed() end
+  self:fill_fixed(b)
   for _, a in ipairs(p.buffers) do
-    if a.role ~= "out" then fill(b.bufs[a.name], a.init, seed_of(seed, b.key, round, a.name), b.shape) end
+    if a.role ~= "out" and not a.fixed then
+      fill(b.bufs[a.name], a.init, seed_of(seed, b.key, round, a.name), b.shape, b.bufs)
+    end
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
   end
   local ref = self:reference()
@@ -178,13 +218,26 @@ function Session:round(fn, b, seed, round, timeout)
     if a.role == "out" then b.refs[a.name]:poison()
     elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
   end
-  if ref.lua then
+  -- inputs drawn per run: the reference's outputs of this round are known
+  local kept = draw_run and b.kept and b.kept[round]
+  if kept then
+    for name, buf in pairs(kept) do b.refs[name]:copy(buf) end
+  elseif ref.lua then
     local bufs = {}
     for _, a in ipairs(p.buffers) do bufs[a.name] = b.refs[a.name] or b.bufs[a.name] end
     ref.lua(bufs, b.shape)
   else
     local ok, err = self.backend.call(ref.fn, b, b.refargs)
     if not ok then error("the reference of " .. p.name .. " failed at " .. b.key .. ": " .. tostring(err), 0) end
+  end
+  if draw_run and not kept then
+    b.kept = b.kept or {}
+    b.kept[round] = {}
+    for name, buf in pairs(b.refs) do
+      local copy = self.backend.buffer(buf.dtype, buf.n)
+      copy:copy(buf)
+      b.kept[round][name] = copy
+    end
   end
   b.sums = {}
   for _, a in ipairs(p.buffers) do
@@ -213,8 +266,18 @@ function Session:check(b, when, skip_inout)
   end
   for _, a in ipairs(self.problem.buffers) do
     if a.role == "out" or (a.role == "inout" and not skip_inout) then
-      local d = self.backend.compare(b.bufs[a.name], b.refs[a.name], self.problem.tolerance)
+      local tol = self.problem.tolerance
+      local d
+      if tol.rel_l2 then   -- the whole output's error, not each element's
+        d = self.backend.compare(b.bufs[a.name], b.refs[a.name], { atol = math.huge, rtol = 0 })
+        d.ok = d.ok and d.rel_l2 <= tol.rel_l2
+        d.rel_l2_limit = tol.rel_l2
+      else
+        d = self.backend.compare(b.bufs[a.name], b.refs[a.name], tol)
+      end
       if not d.ok then return "wrong", describe_diff(d, a.name, b.key, when) end
+      b.errors = b.errors or {}
+      b.errors[a.name] = { max_abs = d.max_abs, rel_l2 = d.rel_l2 }
     end
   end
   return nil
@@ -319,6 +382,9 @@ function Session:measure(cand, res, opts)
     if out then res.outcome, res.reason = out, why; break end
     res.shapes[sh.key] = { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, spread = st.spread, n = st.n,
                            capped = st.capped, partial = st.partial or false }
+    for _, e in pairs(b.errors or {}) do   -- the error of the timed runs' output (one output: its own)
+      res.shapes[sh.key].max_abs, res.shapes[sh.key].rel_l2 = e.max_abs, e.rel_l2
+    end
   end
   res.seconds.time = core.now() - tt
   return res
@@ -414,7 +480,7 @@ function Session:begin(cand, opts)
     recipe = require("kwb.evaluate").absolute(recipe.returned_by),
     cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
              params = cand.params, id = cand.id, short = cand.short },
-    seed = tostring(res.seed), best_time = best_time, start = opts.start or false,
+    seed = tostring(res.seed), run_seed = tostring(self:run_base_seed()), best_time = best_time, start = opts.start or false,
     timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
   } }, { deadline = M.build_limit, what = "the worker's start" })
   return pending

@@ -14,6 +14,24 @@
 --     launch = function(shape, params) return { grid = {...}, block = {...} } end,  -- GPU only
 --   }
 --
+-- A GPU layer of several kernels returns launch steps instead of one grid:
+--   launch = function(shape, params) return {
+--     steps = { { "up", grid = {...}, block = 256, smem = 0, args = { "T", "x", "h", ... } }, ... },
+--     scratch = { h = { "bf16", T * K * I } },       -- poisoned before every call
+--   } end
+-- Each step names a kernel the candidate exports and its arguments: names of
+-- the problem's arguments or of scratch buffers, or { dtype, value } literals.
+--
+-- More argument fields: fixed = true (an input filled once per session from
+-- the run's seed and shared by every shape where it has the same size: model
+-- weights); init = function(buf, seed, shape, bufs) may fill siblings through
+-- bufs (by name), and init = false marks a buffer a sibling's init fills.
+-- draw = "run": inputs come from the run's seed and the round, not from the
+-- candidate's, so the reference runs once per shape and round (an expensive
+-- reference); draw = "candidate" (the default) draws new inputs per candidate.
+-- tolerance = { rel_l2 = 5e-3 }: the relative L2 error of the whole output
+-- instead of elementwise atol/rtol (NaN, Inf and unwritten elements still fail).
+--
 -- Shape expressions ("n*n", "M*K") are Lua expressions over the shape variables
 -- (math functions allowed), or functions of the shape table.
 local M = {}
@@ -56,7 +74,7 @@ end
 function M.define(spec)
   if type(spec) ~= "table" then error("problem.define expects a table", 2) end
   local known = { name = 1, vars = 1, args = 1, fn = 1, reference = 1, tolerance = 1,
-                  bytes = 1, flops = 1, launch = 1, options = 1, description = 1 }
+                  bytes = 1, flops = 1, launch = 1, options = 1, description = 1, draw = 1 }
   for k in pairs(spec) do
     if not known[k] then fail("'" .. tostring(spec.name) .. "'", "unknown field '" .. tostring(k) .. "'") end
   end
@@ -85,8 +103,15 @@ function M.define(spec)
       arg.size = compile_expr(a.shape, p.vars, where .. " shape")
       arg.role = arg.role or "in"
       if not roles[arg.role] then fail(where, "role must be 'in', 'out' or 'inout', got " .. tostring(arg.role)) end
-      local init = a.init or { "normal", 0, 1 }
-      if type(init) == "table" and not generators[init[1]] then
+      if a.fixed ~= nil and (a.fixed ~= true or arg.role ~= "in") then
+        fail(where, "fixed = true is for inputs (role 'in') only")
+      end
+      arg.fixed = a.fixed == true
+      local init = a.init
+      if init == nil then init = { "normal", 0, 1 } end
+      if init == false then
+        if not arg.fixed then fail(where, "init = false (filled by a sibling's init) is for fixed inputs only") end
+      elseif type(init) == "table" and not generators[init[1]] then
         fail(where, "init must be { 'normal', mean, std }, { 'uniform', lo, hi }, { 'value', v } or a function(buffer, seed, shape)")
       elseif type(init) ~= "table" and type(init) ~= "function" then
         fail(where, "init must be a table or a function")
@@ -107,13 +132,24 @@ function M.define(spec)
     p.reference = { source = ref.source, file = ref.file, fn = ref.fn or (p.fn .. "_ref"), flags = ref.flags }
     if ref.cuda ~= nil then
       local c = ref.cuda
-      if type(c) ~= "table" or type(c.source) ~= "string" then fail(name, "'reference.cuda' must be { source =, fn =, launch = }") end
-      p.reference.cuda = { source = c.source, fn = c.fn or (p.fn .. "_ref"), launch = c.launch }
+      if type(c) ~= "table" or (type(c.source) ~= "string" and type(c.file) ~= "string") then
+        fail(name, "'reference.cuda' must be { source = | file =, fn =, launch = }")
+      end
+      if c.launch ~= nil and type(c.launch) ~= "function" then fail(name, "'reference.cuda.launch' must be a function(shape)") end
+      p.reference.cuda = { source = c.source, file = c.file, fn = c.fn or (p.fn .. "_ref"), launch = c.launch }
     end
   else fail(name, "'reference' must be a Lua function or { source = | file =, fn =, cuda = }") end
   local tol = spec.tolerance or {}
   if type(tol) ~= "table" then fail(name, "'tolerance' must be { atol =, rtol = }") end
-  p.tolerance = { atol = tol.atol or 0, rtol = tol.rtol or 0 }
+  for k, v in pairs(tol) do
+    if not (k == "atol" or k == "rtol" or k == "rel_l2") or type(v) ~= "number" or v < 0 then
+      fail(name, string.format("tolerance.%s: expected atol, rtol or rel_l2 as a number >= 0", tostring(k)))
+    end
+  end
+  if tol.rel_l2 and (tol.atol or tol.rtol) then fail(name, "tolerance: rel_l2 replaces atol and rtol; give one or the other") end
+  p.tolerance = { atol = tol.atol or 0, rtol = tol.rtol or 0, rel_l2 = tol.rel_l2 }
+  p.draw = spec.draw or "candidate"
+  if p.draw ~= "candidate" and p.draw ~= "run" then fail(name, "'draw' must be 'candidate' or 'run', got " .. tostring(p.draw)) end
   for _, f in ipairs { "bytes", "flops" } do
     if spec[f] ~= nil then p[f] = compile_expr(spec[f], p.vars, name .. " " .. f) end
   end

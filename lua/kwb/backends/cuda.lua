@@ -50,18 +50,125 @@ function B.ceilings(given)
                             measured_bandwidth = c.copy_bytes_per_s, measured_flops = flops }, given)
 end
 
-local function launcher(kernel, launch, params)
-  return { kernel = kernel, launch = launch, params = params or {}, plans = {} }
+-- A built candidate (or reference): its module, the launch function and
+-- the candidate's parameters; plans are made per shape on first use.
+local function launcher(mod, launch, params, single)
+  return { module = mod, kernel = single, launch = launch, params = params or {}, plans = {}, kernels = {} }
 end
 
--- The problem's trusted reference on the device: reference.cuda = { source =, fn =, launch = }.
+local ctype = { i32 = "int", u32 = "unsigned", i64 = "long long", u64 = "unsigned long long",
+                f32 = "float", f64 = "double" }
+
+-- The problem's arguments by name: { dtype, kind, index }.
+local function arg_table(problem)
+  if problem._arg_by_name then return problem._arg_by_name end
+  local t = {}
+  for i, a in ipairs(problem.args) do t[a.name] = { dtype = a.dtype, kind = a.kind, index = i } end
+  problem._arg_by_name = t
+  return t
+end
+
+-- A launch plan: { grid =, block =, smem = } (one kernel, the problem's
+-- prototype) or { steps = { { "kernel", grid =, block =, smem =, args = { names } } ... },
+-- scratch = { name = { dtype, n } } }. Returns it checked, or raises naming what is wrong.
+local function read_plan(l, where)
+  if type(l) ~= "table" then error("the launch plan must return a table (at " .. where .. ")", 0) end
+  if l.steps == nil then
+    if not l.grid or not l.block then
+      error("the launch plan must return { grid =, block = [, smem =] } or { steps = {...} } (at " .. where .. ")", 0)
+    end
+    return l
+  end
+  if type(l.steps) ~= "table" or #l.steps == 0 then error("launch plan 'steps' must be a non-empty list (at " .. where .. ")", 0) end
+  for i, st in ipairs(l.steps) do
+    if type(st) ~= "table" or type(st[1]) ~= "string" or not st.grid or not st.block or type(st.args) ~= "table" then
+      error(string.format("launch step %d must be { \"kernel\", grid =, block =, smem =, args = { names } } (at %s)", i, where), 0)
+    end
+  end
+  for name, sc in pairs(l.scratch or {}) do
+    if type(sc) ~= "table" or type(sc[1]) ~= "string" or math.type(sc[2]) ~= "integer" or sc[2] < 1 then
+      error(string.format("scratch '%s' must be { dtype, n } with n a positive integer (at %s)", tostring(name), where), 0)
+    end
+  end
+  return l
+end
+
+-- The C prototype of one step from its argument names.
+local function step_prototype(problem, st, scratch, where)
+  local args, parts = arg_table(problem), {}
+  for i, a in ipairs(st.args) do
+    local dtype, ptr
+    if type(a) == "table" then
+      dtype = a[1]
+      if not ctype[dtype] then error(string.format("step %s argument %d: a literal needs a scalar dtype, got %s (at %s)", st[1], i, tostring(dtype), where), 0) end
+    elseif args[a] then dtype, ptr = args[a].dtype, args[a].kind == "buffer"
+    elseif scratch[a] then dtype, ptr = scratch[a][1], true
+    else
+      error(string.format("step %s argument %d: '%s' is neither an argument of %s nor a scratch buffer (at %s)",
+                          st[1], i, tostring(a), problem.name, where), 0)
+    end
+    parts[i] = ptr and "void *a" .. i or (ctype[dtype] .. " a" .. i)
+  end
+  return string.format("void %s(%s)", st[1], table.concat(parts, ", "))
+end
+
+-- The kernels a multi-step plan names, looked up once; nil, message when the
+-- module lacks one.
+local function step_kernel(fn, problem, st, scratch, where)
+  local proto = step_prototype(problem, st, scratch, where)
+  local k = fn.kernels[proto]
+  if k then return k end
+  local kmsg
+  k, kmsg = fn.module:kernel(st[1], proto)
+  if not k then return nil, string.format("no kernel %s in the candidate (%s)", st[1], tostring(kmsg)) end
+  fn.kernels[proto] = k
+  return k
+end
+
+-- The plan of one shape: the launch plan's steps with the bench's buffers, and
+-- the scratch buffers (kept, and poisoned before every call and timed run).
+local function plan_for(fn, b, args, problem)
+  local key = b.key .. (args == b.refargs and "#ref" or "")
+  local p = fn.plans[key]
+  if p then return p end
+  local l = read_plan(fn.launch(b.shape, fn.params), b.key)
+  if not l.steps then
+    p = api().plan { { fn.kernel, grid = l.grid, block = l.block, smem = l.smem, args = { table.unpack(args, 1, b.n) } } }
+    p.scratch = {}
+  else
+    local byname = arg_table(problem)
+    local scratch = {}
+    for name, sc in pairs(l.scratch or {}) do scratch[name] = api().buffer(sc[1], sc[2]) end
+    p = api().plan()
+    p.scratch = {}
+    for name, buf in pairs(scratch) do p.scratch[#p.scratch + 1] = buf end
+    for _, st in ipairs(l.steps) do
+      local k, msg = step_kernel(fn, problem, st, l.scratch or {}, b.key)
+      if not k then return nil, msg end
+      local vals = {}
+      for i, a in ipairs(st.args) do
+        if type(a) == "table" then vals[i] = a[2]
+        elseif byname[a] then vals[i] = args[byname[a].index]
+        else vals[i] = scratch[a] end
+      end
+      local ok, err = pcall(p.add, p, { k, grid = st.grid, block = st.block, smem = st.smem, cluster = st.cluster, args = vals })
+      if not ok then return nil, string.format("step %s: %s", st[1], tostring(err)) end
+    end
+  end
+  fn.plans[key] = p
+  return p
+end
+
+-- The problem's trusted reference on the device: reference.cuda = { source = | file =, fn =, launch = }.
 function B.reference(problem, _, arch)
   local r = problem.reference.cuda
   if not r then error("problem " .. problem.name .. " has no CUDA reference (reference.cuda)", 0) end
-  local mod, msg, info = api().compile { source = r.source, name = problem.name .. "_ref.cu", arch = arch }
+  local mod, msg, info = api().compile { source = r.source, file = r.file, name = problem.name .. "_ref.cu", arch = arch }
   if not mod then error("the CUDA reference of " .. problem.name .. " does not compile: " .. msg .. "\n" .. (info and info.log or ""), 0) end
-  local k = assert(mod:kernel(r.fn, problem:prototype(r.fn)))
-  return launcher(k, r.launch or problem.launch, {})
+  local single = mod:kernel(r.fn, problem:prototype(r.fn))
+  local fn = launcher(mod, r.launch or problem.launch, {}, single)
+  fn.problem = problem
+  return fn
 end
 
 function B.build(cand, recipe, prototype, res)
@@ -80,28 +187,32 @@ function B.build(cand, recipe, prototype, res)
   end
   hit = rs:check_ptx(mod:ptx(), cand.source, cand.name)
   if hit then rules.forbid(res, hit); return nil end
-  local fname = prototype:match("([%w_]+)%s*%(")
-  local k, kmsg = mod:kernel(fname, prototype)
-  if not k then
-    res.outcome, res.reason = "compile-error", tostring(kmsg) .. " (candidates export " .. prototype .. ")"
-    return nil
-  end
   local launch = recipe.launch or recipe.problem.launch
   if not launch then error("recipe " .. recipe.name .. ": the cuda backend needs a launch plan (recipe or problem 'launch')", 0) end
-  return launcher(k, launch, cand.params)
-end
-
-local function plan_for(fn, b, args)
-  local key = b.key .. (args == b.refargs and "#ref" or "")
-  local p = fn.plans[key]
-  if p then return p end
-  local l = fn.launch(b.shape, fn.params)
-  if type(l) ~= "table" or not l.grid or not l.block then
-    error("the launch plan must return { grid =, block = [, smem =] } (at " .. b.key .. ")", 0)
+  local fn = launcher(mod, launch, cand.params)
+  fn.problem = recipe.problem
+  -- every kernel any shape's plan names must exist (steps), or the problem's entry point
+  local multi = false
+  for _, sh in ipairs(recipe.shapes) do
+    local l = read_plan(launch(sh.shape, fn.params), sh.key)
+    if l.steps then
+      multi = true
+      for _, st in ipairs(l.steps) do
+        local k, kmsg = step_kernel(fn, recipe.problem, st, l.scratch or {}, sh.key)
+        if not k then res.outcome, res.reason = "compile-error", kmsg; return nil end
+      end
+    end
   end
-  p = api().plan { { fn.kernel, grid = l.grid, block = l.block, smem = l.smem, args = { table.unpack(args, 1, b.n) } } }
-  fn.plans[key] = p
-  return p
+  if not multi then
+    local fname = prototype:match("([%w_]+)%s*%(")
+    local k, kmsg = mod:kernel(fname, prototype)
+    if not k then
+      res.outcome, res.reason = "compile-error", tostring(kmsg) .. " (candidates export " .. prototype .. ")"
+      return nil
+    end
+    fn.kernel = k
+  end
+  return fn
 end
 
 -- The clock of the timeout: wall time (the GPU's work is not this process's).
@@ -109,16 +220,22 @@ B.clock = core.now
 
 -- call(fn, bench, args) -> true | nil, message (a launch that fails)
 function B.call(fn, b, args)
-  return plan_for(fn, b, args):run()
+  local p, msg = plan_for(fn, b, args, fn.problem)
+  if not p then return nil, msg end
+  for _, buf in ipairs(p.scratch) do buf:poison() end
+  return p:run()
 end
 
 -- time(fn, bench, opts, outs) -> stats (cold L2, graph replay) | nil, message.
 -- The output buffers `outs` are poisoned before every timed run, so the
 -- outputs checked after timing are those of the timed runs themselves.
 function B.time(fn, b, opts, outs)
-  local p = plan_for(fn, b, b.args)
+  local p, msg = plan_for(fn, b, b.args, fn.problem)
+  if not p then return nil, msg end
   if outs and not p.poisoned then
-    p:poison_before(outs)
+    local all = { table.unpack(outs) }
+    for _, buf in ipairs(p.scratch) do all[#all + 1] = buf end
+    p:poison_before(all)
     p.poisoned = true
   end
   return api().time(p, opts)

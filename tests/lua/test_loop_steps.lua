@@ -1,0 +1,194 @@
+-- tests/lua/test_loop_steps.lua: layers of several kernels through the CUDA
+-- adapter (kwb.backends.cuda), run on the host through a stand-in for
+-- kwb.cuda: launch steps with scratch buffers, scratch poisoned before every
+-- call, fixed inputs filled once per session and shared by the shapes,
+-- inputs drawn per run (draw = "run") so the reference runs once per shape
+-- and round, and the relative-L2 tolerance. (tests/gpu/ runs the real thing.)
+local t = require "t"
+local host = require "kwb.host"
+local core = require "kwb.core"
+
+local runs = {}        -- kernel name -> number of runs
+local poisoned = {}    -- buffers poisoned before timed runs
+local fake = {
+  device_count = function() return 1 end,
+  device_kind = function() return "fake-gpu sm_00" end,
+  buffer = host.buffer,
+  compare = host.compare,
+  ceilings = function() return { copy_bytes_per_s = 1e12, fma_flops_per_s = 1e13, bf16_flops_per_s = 2e13 } end,
+}
+function fake.compile(spec)
+  local m, msg, info = host.compile { source = spec.source, name = spec.name, defines = spec.defines }
+  if not m then return nil, msg, info end
+  return { ptx = function() return spec.source end,
+           kernel = function(_, name, sig)
+             local fn, err = m:fn((sig:gsub("void%s+[%w_]+%s*%(", "void " .. name .. "(")))
+             if not fn then return nil, err end
+             return { fn = fn, name = name }
+           end }
+end
+local Plan = {}
+Plan.__index = Plan
+function fake.plan(steps)
+  local p = setmetatable({ steps = {} }, Plan)
+  for _, s in ipairs(steps or {}) do p:add(s) end
+  return p
+end
+function Plan:add(s)
+  if #s.args ~= #(s.types or s.args) then error("argument count") end
+  self.steps[#self.steps + 1] = s
+  return self
+end
+function Plan:run()
+  for _, s in ipairs(self.steps) do
+    runs[s[1].name] = (runs[s[1].name] or 0) + 1
+    s[1].fn(table.unpack(s.args))
+  end
+  return true
+end
+function Plan:poison_before(outs)
+  self.outs = outs
+  for _, b in ipairs(outs) do poisoned[#poisoned + 1] = b end
+  return self
+end
+function Plan:time()
+  local ts = {}
+  for i = 1, 3 do
+    for _, b in ipairs(self.outs or {}) do b:poison() end
+    local t0 = core.now()
+    self:run()
+    ts[i] = math.max(core.now() - t0, 1e-9)
+  end
+  table.sort(ts)
+  return { median = ts[2], min = ts[1], p10 = ts[1], p90 = ts[3], spread = 0, n = 3 }
+end
+function fake.time(plan, opts) return plan:time(opts) end
+package.loaded["kwb.cuda"] = fake
+
+-- The layer: tmp = 2 * a (first kernel), c = tmp + w[i % 64] (second).
+-- w is a fixed input (64 values whatever the shape), filled with w2 (its
+-- sibling, init = false) by one init.
+local fills = 0
+local function fill_w(buf, seed, _, bufs)
+  fills = fills + 1
+  buf:fill_uniform(seed, -1, 1)
+  bufs.w2:copy(buf)
+end
+local problem = kwb.problem.define {
+  name = "twostep", vars = { "n" }, fn = "twostep", draw = "run",
+  args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" },
+           { "w", "f32", shape = 64, fixed = true, init = fill_w },
+           { "w2", "f32", shape = 64, fixed = true, init = false },
+           { "c", "f32", shape = "n", role = "out" } },
+  reference = { cuda = {
+    source = "void ref_up(int n, const float *a, float *tmp) { for (int i = 0; i < n; i++) tmp[i] = 2 * a[i]; }\n"
+          .. "void ref_down(int n, const float *tmp, const float *w, float *c) {\n"
+          .. "  for (int i = 0; i < n; i++) c[i] = tmp[i] + w[i % 64]; }\n",
+    launch = function(shape)
+      return { steps = { { "ref_up", grid = 1, block = 1, args = { "n", "a", "tmp" } },
+                         { "ref_down", grid = 1, block = 1, args = { "n", "tmp", "w", "c" } } },
+               scratch = { tmp = { "f32", shape.n } } }
+    end } },
+  tolerance = { rel_l2 = 1e-4 },
+  bytes = "8 * n",
+}
+
+local up = "void up(int n, const float *a, float *tmp) { for (int i = 0; i < n; i++) tmp[i] = 2 * a[i]; }\n"
+local down = "void down(int n, const float *tmp, const float *w, float *c) {\n"
+          .. "  for (int i = 0; i < n; i++) c[i] = tmp[i] + w[i % 64] * SCALE; }\n"
+local proposals = {
+  { source = up .. down, defines = { SCALE = "(1.0f)" }, name = "right.c" },
+  -- the second kernel reads scratch the first never wrote: poison shows
+  { source = "void up(int n, const float *a, float *tmp) { (void)n; (void)a; (void)tmp; }\n" .. down,
+    defines = { SCALE = "1.0f" }, name = "lazy.c" },
+  -- w scaled by 1.01: a relative L2 error of about 1e-2 over the limit
+  { source = up .. down, defines = { SCALE = "1.01f" }, name = "off.c" },
+  { source = up, defines = { SCALE = "1.0f" }, name = "nodown.c" },
+}
+
+local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local r = kwb.recipe {
+  name = "fake_steps", backend = "cuda", problem = problem, shapes = { n = { 100, 300 } },
+  start = { source = up .. down, defines = { SCALE = "1.0f" } },
+  launch = function(shape)
+    return { steps = { { "up", grid = 1, block = 1, args = { "n", "a", "tmp" } },
+                       { "down", grid = 1, block = 1, args = { "n", "tmp", "w2", "c" } } },
+             scratch = { tmp = { "f32", shape.n } } }
+  end,
+  strategy = { propose = function(self)
+    self.i = (self.i or 0) + 1
+    return proposals[self.i]
+  end },
+  timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+}
+
+local run
+t.test("steps_layers_of_several_kernels_run_through_the_loop", function()
+  local s = r:session { store = require("kwb.store").open(dir .. "/fake_steps.db") }
+  local _
+  _, run = r:run { mode = "quiet", seed = 7 }
+  t.truthy(s, "session")
+  t.eq(#run.results, 4)
+  local o = {}
+  for i, res in ipairs(run.results) do o[i] = res.outcome end
+  t.eq(o[1] == "accepted" or o[1] == "slower", true, "the right layer: " .. tostring(o[1]) .. " " .. tostring(run.results[1].reason))
+  t.eq(o[2], "wrong")
+  -- poison in tmp comes out as NaN in c (a NaN payload plus w stays NaN)
+  t.truthy(run.results[2].reason:find("^output c at n=100 %(the first run%): 100 NaN and 0 Inf"), run.results[2].reason)
+  t.eq(o[3], "wrong")
+  t.truthy(run.results[3].reason:find("^output c at n=100 %(the first run%): relative L2 error [%d.e-]+ over the limit 0.0001"),
+           run.results[3].reason)
+  t.eq(o[4], "compile-error")
+  t.truthy(run.results[4].reason:find("^no kernel down in the candidate"), run.results[4].reason)
+end)
+
+t.test("steps_fixed_inputs_fill_once_and_the_reference_runs_once_per_shape_and_round", function()
+  t.eq(fills, 1, "w (and w2 through it) filled once for both shapes and every candidate")
+  t.eq(runs.ref_up, 4, "2 shapes x 2 rounds, whatever the number of candidates")
+  t.eq(runs.ref_down, 4)
+end)
+
+t.test("steps_scratch_is_poisoned_before_timed_runs_with_the_outputs", function()
+  local sizes = {}
+  for _, b in ipairs(poisoned) do sizes[b.n] = (sizes[b.n] or 0) + 1 end
+  -- per timed plan: c and tmp, both n long
+  t.eq(sizes[100] % 2, 0, "outputs and scratch at n=100")
+  t.eq(sizes[64], nil, "fixed inputs are never poisoned")
+end)
+
+t.test("steps_records_the_error_of_the_timed_output", function()
+  local sh = run.results[1].shapes["n=100"]
+  t.eq(sh.rel_l2, 0.0, "the right layer is exact here")
+  t.eq(sh.max_abs, 0.0)
+end)
+
+t.test("steps_plan_mistakes_are_named", function()
+  local cuda_b = require "kwb.backends.cuda"
+  local fn = { module = fake.compile { source = up .. down }, params = {}, plans = {}, kernels = {}, problem = problem,
+               launch = function() return { steps = { { "up", grid = 1, block = 1, args = { "n", "nope", "tmp" } } },
+                                            scratch = { tmp = { "f32", 4 } } } end }
+  local b = { key = "n=4", shape = { n = 4 }, args = {}, n = 0 }
+  t.raises(function() cuda_b.call(fn, b, b.args) end, "'nope' is neither an argument of twostep nor a scratch buffer")
+  fn.plans, fn.launch = {}, function() return { steps = { { "up", grid = 1, block = 1, args = { "n", "a" } } },
+                                                 scratch = { tmp = { "f32", 0 } } } end
+  t.raises(function() cuda_b.call(fn, b, b.args) end, "scratch 'tmp' must be { dtype, n } with n a positive integer")
+end)
+
+t.test("steps_problem_fields_are_checked", function()
+  local base = function(over)
+    local s = { name = "p", vars = { "n" }, args = { { "x", "f32", shape = "n", role = "out" } },
+                reference = function() end }
+    for k, v in pairs(over) do s[k] = v end
+    return s
+  end
+  t.raises(function() kwb.problem.define(base { draw = "round" }) end, "'draw' must be 'candidate' or 'run', got round")
+  t.raises(function() kwb.problem.define(base { tolerance = { rel_l2 = 1e-3, atol = 1 } }) end,
+           "rel_l2 replaces atol and rtol")
+  t.raises(function() kwb.problem.define(base { tolerance = { l2 = 1 } }) end, "tolerance.l2: expected atol, rtol or rel_l2")
+  t.raises(function() kwb.problem.define(base { args = { { "x", "f32", shape = "n", role = "out", fixed = true } } }) end,
+           "fixed = true is for inputs")
+  t.raises(function() kwb.problem.define(base { args = { { "x", "f32", shape = "n", init = false } } }) end,
+           "init = false (filled by a sibling's init) is for fixed inputs only")
+end)
+
+t.done()

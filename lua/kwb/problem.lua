@@ -25,7 +25,9 @@
 -- More argument fields: fixed = true (an input filled once per session from
 -- the run's seed and shared by every shape where it has the same size: model
 -- weights); init = function(buf, seed, shape, bufs) may fill siblings through
--- bufs (by name), and init = false marks a buffer a sibling's init fills.
+-- bufs (by name), and init = false marks an input a sibling's init fills
+-- (the sibling comes first in args). A variable given as { "skew", min = 0 }
+-- may be 0 (a switch, like the routing generator).
 -- draw = "run": inputs come from the run's seed and the round, not from the
 -- candidate's, so the reference runs once per shape and round (an expensive
 -- reference); draw = "candidate" (the default) draws new inputs per candidate.
@@ -83,9 +85,16 @@ function M.define(spec)
   local p = setmetatable({ name = name, description = spec.description, options = spec.options or {} }, Problem)
   if type(spec.vars) ~= "table" or #spec.vars == 0 then fail(name, "'vars' must list the shape variables") end
   p.vars = {}
+  p.var_min = {}
   for i, v in ipairs(spec.vars) do
+    local min = 1
+    if type(v) == "table" then   -- { "skew", min = 0 }: a variable that may be 0 (a switch)
+      min = v.min
+      if min ~= 0 and min ~= 1 then fail(name, "vars[" .. i .. "].min must be 0 or 1") end
+      v = v[1]
+    end
     if type(v) ~= "string" or not v:match("^[%a_][%w_]*$") then fail(name, "vars[" .. i .. "] must be an identifier") end
-    p.vars[i] = v
+    p.vars[i], p.var_min[v] = v, min
   end
   p.fn = spec.fn or name
   if type(p.fn) ~= "string" or not p.fn:match("^[%a_][%w_]*$") then fail(name, "'fn' must be a C identifier") end
@@ -110,7 +119,7 @@ function M.define(spec)
       local init = a.init
       if init == nil then init = { "normal", 0, 1 } end
       if init == false then
-        if not arg.fixed then fail(where, "init = false (filled by a sibling's init) is for fixed inputs only") end
+        if arg.role ~= "in" then fail(where, "init = false (filled by a sibling's init) is for inputs (role 'in') only") end
       elseif type(init) == "table" and not generators[init[1]] then
         fail(where, "init must be { 'normal', mean, std }, { 'uniform', lo, hi }, { 'value', v } or a function(buffer, seed, shape)")
       elseif type(init) ~= "table" and type(init) ~= "function" then
@@ -181,8 +190,9 @@ end
 -- Check a shape table: every variable a positive integer.
 function Problem:check_shape(shape)
   for _, v in ipairs(self.vars) do
-    if math.type(shape[v]) ~= "integer" or shape[v] < 1 then
-      return nil, string.format("shape variable '%s' must be a positive integer, got %s", v, tostring(shape[v]))
+    if math.type(shape[v]) ~= "integer" or shape[v] < self.var_min[v] then
+      return nil, string.format("shape variable '%s' must be %s integer, got %s", v,
+                                self.var_min[v] == 0 and "a non-negative" or "a positive", tostring(shape[v]))
     end
   end
   for k in pairs(shape) do

@@ -212,9 +212,12 @@ function Checker:shapes(p, v)
       local known = false
       for _, var in ipairs(p.vars) do known = known or var == k end
       if not known then self:unknown(k, p.vars, "shapes.") end
-      if not is_array(list) or #list == 0 then self:fail("shapes." .. k, "a non-empty list of positive integers", list) end
+      if not is_array(list) or #list == 0 then self:fail("shapes." .. k, "a non-empty list of integers", list) end
+      local min = p.var_min and p.var_min[k] or 1
       for i, x in ipairs(list) do
-        if math.type(x) ~= "integer" or x < 1 then self:fail("shapes." .. k .. "[" .. i .. "]", "a positive integer", x) end
+        if math.type(x) ~= "integer" or x < min then
+          self:fail("shapes." .. k .. "[" .. i .. "]", min == 0 and "a non-negative integer" or "a positive integer", x)
+        end
       end
       lists[k] = list
     end

@@ -187,8 +187,13 @@ t.test("steps_problem_fields_are_checked", function()
   t.raises(function() kwb.problem.define(base { tolerance = { l2 = 1 } }) end, "tolerance.l2: expected atol, rtol or rel_l2")
   t.raises(function() kwb.problem.define(base { args = { { "x", "f32", shape = "n", role = "out", fixed = true } } }) end,
            "fixed = true is for inputs")
-  t.raises(function() kwb.problem.define(base { args = { { "x", "f32", shape = "n", init = false } } }) end,
-           "init = false (filled by a sibling's init) is for fixed inputs only")
+  t.raises(function() kwb.problem.define(base { args = { { "x", "f32", shape = "n", role = "inout", init = false } } }) end,
+           "init = false (filled by a sibling's init) is for inputs (role 'in') only")
+  t.raises(function() kwb.problem.define(base { vars = { { "n", min = 2 } } }) end, "vars[1].min must be 0 or 1")
+  local p = kwb.problem.define(base { vars = { "n", { "skew", min = 0 } } })
+  t.eq(p:check_shape { n = 4, skew = 0 }, true)
+  t.eq(select(2, p:check_shape { n = 0, skew = 0 }), "shape variable 'n' must be a positive integer, got 0")
+  t.eq(select(2, p:check_shape { n = 1, skew = -1 }), "shape variable 'skew' must be a non-negative integer, got -1")
 end)
 
 t.done()

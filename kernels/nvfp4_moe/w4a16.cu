@@ -1,0 +1,423 @@
+// w4a16.cu: the tunable NVFP4 weight-only MoE layer (routed experts) for
+// Hopper. Same inputs, outputs and layouts as ref.cu and nvfp4_ref.c: x bf16
+// [T, H]; ids int32 [T, K]; tw f32 [T, K]; w13 NVFP4 [E, 2I, H] (rows 0..I-1
+// gate, I..2I-1 up), w2 NVFP4 [E, H, I]; scales e4m3 in the linear
+// [rows, cols/16] layout; one s2 per expert; out bf16 [T, H].
+//
+// Four kernels, in order on one stream (all of them timed):
+//   w4_align    one block: counts (token, slot) pairs per expert, sorts them
+//               by expert into `pairs`, and cuts each expert's pairs into
+//               tiles of TT = 8 * NT tokens: tiles[] = { expert, first, count }.
+//   w4_up       persistent: for every (tile, block of 16 * UP_RW rows of I),
+//               gate and up GEMMs on the tile's tokens, SiLU-and-mul rounded to
+//               bf16 into h [pairs in sorted order, I].
+//   w4_down     persistent: for every (tile, block of 16 * DN_RW rows of H),
+//               the down GEMM into y f32 [pair, H] (unweighted).
+//   w4_combine  out[t][n] = bf16(sum over the k slots, in order, of tw * y):
+//               deterministic, no atomics.
+//
+// The GEMMs are mma.sync m16n8k16 bf16 with fp32 accumulation, weights as the
+// A operand (16 rows) and tokens as B (8 per n-tile): at small T a tile is
+// mostly weights, so the weight stream sets the time. Each warp streams its
+// rows straight from global memory into registers (16 bytes per lane per row
+// per 128-element chunk, no L1 allocation) and dequantises there:
+//   - e2m1 -> bf16 with bit operations: (v & 0x80008000) | ((v >> 6) & 0x01C001C0)
+//     on the nibble moved to the top of each half gives e2m1 * 2^-126;
+//   - one fma.rn.bf16x2 by (block scale * 2^118) gives e2m1 * scale * 2^-8,
+//     exact in bf16 (at most 5 significant bits, far from over- and underflow);
+//   - s2 * 2^8 is applied to the fp32 accumulator at the end.
+// A k16 step takes the 16 elements its lanes hold in any order, as long as A
+// and B agree: lane q of a row group takes elements 32q..32q+31 of each chunk,
+// and a bf16 pair holds elements (p, p + 4) of an 8-element word so that the
+// decode needs no byte shuffles (B pairs the activations the same way with
+// one prmt each).
+//
+// Tunables (defines):
+//   NT      n8 token tiles per work item (tile of TT = 8 * NT tokens)   1, 2, 4
+//   UP_RW   warps across rows in w4_up (16 gate + 16 up rows each)     1, 2, 4
+//   UP_KW   warps across K (split-K inside the block, reduced in shared memory)
+//   DN_RW, DN_KW   the same for w4_down
+//   PF      chunks of weights loaded ahead (1 or 2)
+// Requirements: H % 128 == 0, I % 128 == 0, I % (16 * UP_RW) == 0,
+// H % (16 * DN_RW) == 0, E <= 1024; x, h 16-byte aligned. Expert ids outside
+// 0..E-1 are dropped (the reference makes NaN of them; the recipe's inputs
+// have none).
+//
+// Launch plan: see recipes/nvfp4_moe.lua (grid of the persistent kernels:
+// a few blocks per SM; scratch: pairs, tiles, meta, h, y).
+// Compile check: nvcc -arch=sm_90 -cubin -o /tmp/w4.cubin kernels/nvfp4_moe/w4a16.cu
+
+#ifndef NT
+#define NT 1
+#endif
+#ifndef UP_RW
+#define UP_RW 1
+#endif
+#ifndef UP_KW
+#define UP_KW 4
+#endif
+#ifndef DN_RW
+#define DN_RW 1
+#endif
+#ifndef DN_KW
+#define DN_KW 4
+#endif
+#ifndef PF
+#define PF 1
+#endif
+
+#define TT (8 * NT)
+#define UP_WARPS (UP_RW * UP_KW)
+#define DN_WARPS (DN_RW * DN_KW)
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+// ---- small device helpers --------------------------------------------------
+
+__device__ __forceinline__ uint4 ld_stream(const unsigned char *p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ u32 ld_u16(const unsigned char *p) {
+    return *(const unsigned short *)p;
+}
+
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+    u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+__device__ __forceinline__ u32 bf16x2_mul(u32 a, u32 b) {
+    u32 d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+}
+
+// Two e4m3 block scales (low byte first) -> { s0, s0 } and { s1, s1 } as
+// bf16x2, each times 2^118 (exact: e4m3 has 3 mantissa bits, and 448 * 2^118
+// is below the bf16 maximum).
+__device__ __forceinline__ void scales2(u32 two, u32 &lo, u32 &hi) {
+    u32 h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)two));
+    float f0, f1;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f0) : "h"((unsigned short)(h2 & 0xffffu)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f1) : "h"((unsigned short)(h2 >> 16)));
+    f0 *= 3.3230699894622896e35f;   // 2^118
+    f1 *= 3.3230699894622896e35f;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(f0), "f"(f0));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(f1), "f"(f1));
+}
+
+// Eight e2m1 codes (element j in bits 4j..4j+3) -> four bf16x2 pairs
+// (element p, element p + 4), p = 0..3, each times the scale pair s.
+__device__ __forceinline__ void dequant8(u32 w, u32 s, u32 *o) {
+    o[0] = bf16x2_mul(((w << 12) & 0x80008000u) | ((w << 6) & 0x01C001C0u), s);
+    o[1] = bf16x2_mul(((w << 8) & 0x80008000u) | ((w << 2) & 0x01C001C0u), s);
+    o[2] = bf16x2_mul(((w << 4) & 0x80008000u) | ((w >> 2) & 0x01C001C0u), s);
+    o[3] = bf16x2_mul((w & 0x80008000u) | ((w >> 6) & 0x01C001C0u), s);
+}
+
+// Eight bf16 activations (element j in the j-th half) -> the same pairs.
+__device__ __forceinline__ void pair8(uint4 a, u32 *o) {
+    o[0] = prmt(a.x, a.z, 0x5410u);
+    o[1] = prmt(a.x, a.z, 0x7632u);
+    o[2] = prmt(a.y, a.w, 0x5410u);
+    o[3] = prmt(a.y, a.w, 0x7632u);
+}
+
+__device__ __forceinline__ void mma(float *c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+    u32 u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+}
+
+// One 128-element chunk of one row pair (rows g and g + 8 of a 16-row group)
+// against NT token tiles: 8 k16 steps.
+struct RowChunk {
+    uint4 q0, q1;     // codes of rows g and g + 8: elements 32q..32q+31
+    u32 s0, s1;       // their two block scales (e4m3 pairs)
+};
+
+__device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0, const unsigned char *q1,
+                                           const unsigned char *s0, const unsigned char *s1, int c) {
+    r.q0 = ld_stream(q0 + 64 * c);
+    r.q1 = ld_stream(q1 + 64 * c);
+    r.s0 = ld_u16(s0 + 8 * c);
+    r.s1 = ld_u16(s1 + 8 * c);
+}
+
+// acc[j] += rows x tokens of tile j over one chunk; b[j][w] are the token
+// tile's activation pairs for word w of the chunk.
+__device__ __forceinline__ void chunk_mma(float (*acc)[4], const RowChunk &r, u32 (*b)[4][4]) {
+    u32 lo0, hi0, lo1, hi1;
+    scales2(r.s0, lo0, hi0);
+    scales2(r.s1, lo1, hi1);
+    const u32 w0[4] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w};
+    const u32 w1[4] = {r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        u32 a0[4], a1[4];
+        dequant8(w0[w], w < 2 ? lo0 : hi0, a0);
+        dequant8(w1[w], w < 2 ? lo1 : hi1, a1);
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            mma(acc[j], a0[0], a1[0], a0[1], a1[1], b[j][w][0], b[j][w][1]);
+            mma(acc[j], a0[2], a1[2], a0[3], a1[3], b[j][w][2], b[j][w][3]);
+        }
+    }
+}
+
+// The activation pairs of one chunk for NT token tiles: lane (g, q) loads
+// row g of each tile (a token's x row, or an h row), elements 32q..32q+31.
+__device__ __forceinline__ void load_acts(u32 (*b)[4][4], const u16 *const *rows, int c, int q) {
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        if (rows[j]) {
+            const uint4 *p = (const uint4 *)(rows[j] + 128 * c + 32 * q);
+#pragma unroll
+            for (int w = 0; w < 4; w++) pair8(p[w], b[j][w]);
+        } else {
+#pragma unroll
+            for (int w = 0; w < 4; w++) b[j][w][0] = b[j][w][1] = b[j][w][2] = b[j][w][3] = 0u;
+        }
+    }
+}
+
+// Sum the split-K partial accumulators of the warps kw > 0 into kw == 0's.
+template <int RW, int KW, int NACC>
+__device__ __forceinline__ void reduce_k(float (*acc)[4], float *red, int rw, int kw, int lane) {
+    if (KW == 1) return;
+    if (kw > 0) {
+        float *dst = red + (((kw - 1) * RW + rw) * 32 + lane) * NACC * 4;
+#pragma unroll
+        for (int j = 0; j < NACC; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) dst[j * 4 + c] = acc[j][c];
+    }
+    __syncthreads();
+    if (kw == 0) {
+        for (int k = 1; k < KW; k++) {
+            const float *src = red + (((k - 1) * RW + rw) * 32 + lane) * NACC * 4;
+#pragma unroll
+            for (int j = 0; j < NACC; j++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) acc[j][c] += src[j * 4 + c];
+        }
+    }
+    __syncthreads();
+}
+
+// ---- w4_align ----------------------------------------------------------------
+
+// Inclusive sum over the block (blockDim.x == 1024) of v; warp totals in ws[32].
+__device__ __forceinline__ int block_scan(int v, int *ws) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int o = 1; o < 32; o <<= 1) {
+        int n = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += n;
+    }
+    if (lane == 31) ws[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        int s = ws[lane];
+        for (int o = 1; o < 32; o <<= 1) {
+            int n = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) s += n;
+        }
+        ws[lane] = s;
+    }
+    __syncthreads();
+    int r = v + (warp > 0 ? ws[warp - 1] : 0);
+    __syncthreads();
+    return r;
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+w4_align(int T, int K, int E, const int *ids, int *pairs, int4 *tiles, int *meta) {
+    __shared__ int cnt[1024], cur[1024], ws[32];
+    int tid = threadIdx.x, n = T * K;
+    cnt[tid] = 0;
+    __syncthreads();
+    for (int i = tid; i < n; i += 1024) {
+        int e = ids[i];
+        if ((unsigned)e < (unsigned)E) atomicAdd(&cnt[e], 1);
+    }
+    __syncthreads();
+    int c = tid < E ? cnt[tid] : 0;
+    int nt = (c + TT - 1) / TT;
+    int off = block_scan(c, ws) - c;
+    int toff = block_scan(nt, ws) - nt;
+    if (tid == 1023) meta[0] = toff + nt;
+    cur[tid] = off;
+    __syncthreads();
+    for (int i = tid; i < n; i += 1024) {
+        int e = ids[i];
+        if ((unsigned)e < (unsigned)E) pairs[atomicAdd(&cur[e], 1)] = i;
+    }
+    for (int j = 0; j < nt; j++) tiles[toff + j] = make_int4(tid, off + j * TT, min(TT, c - j * TT), 0);
+}
+
+// ---- w4_up ---------------------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(UP_WARPS * 32)
+w4_up(int T, int H, int I, int E, int K, const u16 *x, const int *pairs, const int4 *tiles,
+      const int *meta, const unsigned char *w13q, const unsigned char *w13sf, const float *w13s2,
+      u16 *h) {
+    __shared__ float red[UP_KW > 1 ? (UP_KW - 1) * UP_RW * 32 * 2 * NT * 4 : 1];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    int rw = warp % UP_RW, kw = warp / UP_RW;
+    int ntiles = meta[0];
+    int rblocks = I / (16 * UP_RW);
+    int chunks = H / 128;
+    int c0 = chunks * kw / UP_KW, c1 = chunks * (kw + 1) / UP_KW;
+    long long rowb = H / 2, sfb = H / 16;
+    for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
+        int tile = (int)(wi % ntiles), rb = (int)(wi / ntiles);
+        int4 tl = tiles[tile];
+        int e = tl.x, first = tl.y, count = tl.z;
+        int i0 = (rb * UP_RW + rw) * 16;
+        long long grow = (long long)e * 2 * I + i0 + g;           // gate row g; up row is + I
+        const unsigned char *qg0 = w13q + grow * rowb + 16 * q, *qg1 = qg0 + 8 * rowb;
+        const unsigned char *qu0 = qg0 + (long long)I * rowb, *qu1 = qu0 + 8 * rowb;
+        const unsigned char *sg0 = w13sf + grow * sfb + 2 * q, *sg1 = sg0 + 8 * sfb;
+        const unsigned char *su0 = sg0 + (long long)I * sfb, *su1 = su0 + 8 * sfb;
+        const u16 *rows[NT];
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+            rows[j] = 8 * j + g < count ? x + (long long)(pairs[first + 8 * j + g] / K) * H : 0;
+        float acc[2 * NT][4];
+#pragma unroll
+        for (int j = 0; j < 2 * NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        RowChunk rg[PF], ru[PF];
+#pragma unroll
+        for (int p = 0; p < PF; p++)
+            if (c0 + p < c1) {
+                load_chunk(rg[p], qg0, qg1, sg0, sg1, c0 + p);
+                load_chunk(ru[p], qu0, qu1, su0, su1, c0 + p);
+            }
+        for (int c = c0; c < c1; c += PF) {
+#pragma unroll
+            for (int p = 0; p < PF; p++) {
+                if (c + p < c1) {
+                    RowChunk g0 = rg[p], u0 = ru[p];
+                    if (c + p + PF < c1) {
+                        load_chunk(rg[p], qg0, qg1, sg0, sg1, c + p + PF);
+                        load_chunk(ru[p], qu0, qu1, su0, su1, c + p + PF);
+                    }
+                    u32 b[NT][4][4];
+                    load_acts(b, rows, c + p, q);
+                    chunk_mma(acc, g0, b);
+                    chunk_mma(acc + NT, u0, b);
+                }
+            }
+        }
+        reduce_k<UP_RW, UP_KW, 2 * NT>(acc, red, rw, kw, lane);
+        if (kw == 0) {
+            float s2 = w13s2[e] * 256.0f;    // 2^8 undoes the scale fold
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    int tok = 8 * j + 2 * q + (c & 1);
+                    if (tok < count) {
+                        float gv = acc[j][c] * s2, uv = acc[NT + j][c] * s2;
+                        float hv = __fdividef(gv, 1.0f + __expf(-gv)) * uv;
+                        h[(long long)(first + tok) * I + i0 + g + (c >> 1) * 8] = f32_to_bf16(hv);
+                    }
+                }
+        }
+    }
+}
+
+// ---- w4_down -------------------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
+w4_down(int T, int H, int I, int E, int K, const int *pairs, const int4 *tiles, const int *meta,
+        const u16 *h, const unsigned char *w2q, const unsigned char *w2sf, const float *w2s2,
+        float *y) {
+    __shared__ float red[DN_KW > 1 ? (DN_KW - 1) * DN_RW * 32 * NT * 4 : 1];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    int rw = warp % DN_RW, kw = warp / DN_RW;
+    int ntiles = meta[0];
+    int rblocks = H / (16 * DN_RW);
+    int chunks = I / 128;
+    int c0 = chunks * kw / DN_KW, c1 = chunks * (kw + 1) / DN_KW;
+    long long rowb = I / 2, sfb = I / 16;
+    for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
+        int tile = (int)(wi % ntiles), rb = (int)(wi / ntiles);
+        int4 tl = tiles[tile];
+        int e = tl.x, first = tl.y, count = tl.z;
+        int n0 = (rb * DN_RW + rw) * 16;
+        long long grow = (long long)e * H + n0 + g;
+        const unsigned char *q0 = w2q + grow * rowb + 16 * q, *q1 = q0 + 8 * rowb;
+        const unsigned char *s0 = w2sf + grow * sfb + 2 * q, *s1 = s0 + 8 * sfb;
+        const u16 *rows[NT];
+#pragma unroll
+        for (int j = 0; j < NT; j++) rows[j] = 8 * j + g < count ? h + (long long)(first + 8 * j + g) * I : 0;
+        float acc[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        RowChunk r[PF];
+#pragma unroll
+        for (int p = 0; p < PF; p++)
+            if (c0 + p < c1) load_chunk(r[p], q0, q1, s0, s1, c0 + p);
+        for (int c = c0; c < c1; c += PF) {
+#pragma unroll
+            for (int p = 0; p < PF; p++) {
+                if (c + p < c1) {
+                    RowChunk cur = r[p];
+                    if (c + p + PF < c1) load_chunk(r[p], q0, q1, s0, s1, c + p + PF);
+                    u32 b[NT][4][4];
+                    load_acts(b, rows, c + p, q);
+                    chunk_mma(acc, cur, b);
+                }
+            }
+        }
+        reduce_k<DN_RW, DN_KW, NT>(acc, red, rw, kw, lane);
+        if (kw == 0) {
+            float s2 = w2s2[e] * 256.0f;
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    int tok = 8 * j + 2 * q + (c & 1);
+                    if (tok < count)
+                        y[(long long)pairs[first + tok] * H + n0 + g + (c >> 1) * 8] = acc[j][c] * s2;
+                }
+        }
+    }
+}
+
+// ---- w4_combine ----------------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(256)
+w4_combine(int T, int H, int K, const float *tw, const float *y, u16 *out) {
+    long long n = (long long)T * H / 4;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long t = i / (H / 4), c = (i % (H / 4)) * 4;
+        float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int j = 0; j < K; j++) {
+            float wgt = tw[t * K + j];
+            float4 v = *(const float4 *)(y + (t * K + j) * H + c);
+            s.x += wgt * v.x; s.y += wgt * v.y; s.z += wgt * v.z; s.w += wgt * v.w;
+        }
+        uint2 o;
+        o.x = (u32)f32_to_bf16(s.x) | ((u32)f32_to_bf16(s.y) << 16);
+        o.y = (u32)f32_to_bf16(s.z) | ((u32)f32_to_bf16(s.w) << 16);
+        *(uint2 *)(out + t * H + c) = o;
+    }
+}

@@ -1,0 +1,107 @@
+-- kwb/problems/nvfp4_moe.lua: the routed experts of one MoE layer with NVFP4
+-- weights (modeldocs/nvfp4.md, modeldocs/deepseek_moe.md).
+--
+--   local moe = require "kwb.problems.nvfp4_moe"
+--   problem = moe {}
+--
+-- Shape: T tokens, hidden H, expert intermediate I, E experts, top-K, and
+-- skew (0: uniform routing, 1: skewed, expert popularity ~ 1/rank). Inputs:
+-- x bf16 [T, H] normal(0, 1); ids int32 [T, K] and tw f32 [T, K] from the
+-- routing generator (kernels/nvfp4_moe/nvfp4_ref.c); w13 [E, 2I, H] and
+-- w2 [E, H, I] in NVFP4 (codes, e4m3 scales in the linear layout, one f32 s2
+-- per expert), quantised by the reference quantiser from bf16 weights drawn
+-- normal(0, 0.02) with rare outliers, generated on the GPU once per session
+-- (fixed inputs, shared by every shape). Output bf16 [T, H]:
+--   out[t] = sum_k tw[t,k] * W2[e] (bf16(silu(W1[e] x[t]) * (W3[e] x[t]))),  e = ids[t,k]
+-- Any token sorting a layer needs is inside it (timed); the router is not.
+--
+-- Verified against kernels/nvfp4_moe/ref.cu (one thread per output, fp32
+-- accumulation; itself checked against the float64 CPU reference in
+-- tests/gpu/nvfp4.lua) with a relative L2 error of at most 5e-3. The inputs
+-- are drawn per run and round (draw = "run"): the reference at T = 4096 takes
+-- seconds, so it runs once per shape and round and every candidate is checked
+-- against the kept outputs.
+local problem = require "kwb.problem"
+local nvfp4 = require "kwb.nvfp4"
+
+local M = {}
+
+M.ref_file = "kernels/nvfp4_moe/ref.cu"
+
+local cpu_ref
+local function ref()
+  if not cpu_ref then cpu_ref = assert(nvfp4.load()) end
+  return cpu_ref
+end
+
+-- Weights: one init fills codes, scales and s2 of a matrix set on the GPU.
+local function weights(rows, cols, prefix)
+  return function(_, seed, s, bufs)
+    require("kwb.nvfp4_gpu").fill({ q = bufs[prefix .. "q"], sf = bufs[prefix .. "sf"], s2 = bufs[prefix .. "s2"],
+                                    batch = s.E, rows = rows(s), cols = cols(s) }, seed)
+  end
+end
+
+-- Routing from the CPU generator, uploaded: ids, and tw through bufs.
+local function routing(buf, seed, s, bufs)
+  local ids, tw = ref().routing(seed, s.T, s.E, s.K, s.skew == 1 and "skewed" or "uniform")
+  assert(buf:upload(ids))
+  assert(bufs.tw:upload(tw))
+end
+
+-- Bytes a layer must move at least: x, out, and the weights of K experts (every
+-- token reaches K distinct experts). A lower bound: the loop's physical floor
+-- must never flag a real kernel; bench/nvfp4_moe.lua counts the experts each
+-- routing actually reaches for the byte floor it reports.
+function M.min_bytes(s)
+  return 4 * s.T * s.H + s.K * nvfp4.expert_bytes(s.H, s.I)
+end
+
+function M.flops(s) return 6 * s.T * s.K * s.H * s.I end
+
+-- The reference's launch plan (ref.cu's header).
+function M.ref_launch(s)
+  return { steps = {
+    { "nvfp4_moe_ref_up", grid = (s.T * s.K * s.I + 255) // 256, block = 256,
+      args = { "T", "H", "I", "E", "K", "x", "ids", "w13q", "w13sf", "w13s2", "h" } },
+    { "nvfp4_moe_ref_down", grid = (s.T * s.H + 255) // 256, block = 256,
+      args = { "T", "H", "I", "E", "K", "ids", "tw", "h", "w2q", "w2sf", "w2s2", "out" } },
+  }, scratch = { h = { "bf16", s.T * s.K * s.I } } }
+end
+
+setmetatable(M, { __call = function(_, opts)
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "tolerance" then error("nvfp4_moe: unknown option '" .. tostring(k) .. "' (known: tolerance)", 2) end
+  end
+  local ref_source = assert(require("kwb.host").read_file(M.ref_file))
+  return problem.define {
+    name = "nvfp4_moe",
+    description = "routed experts of an MoE layer, NVFP4 weights (W4A16), bf16 activations",
+    vars = { "T", "H", "I", "E", "K", { "skew", min = 0 } },
+    fn = "nvfp4_moe",
+    draw = "run",
+    args = {
+      { "T", "i32", value = "T" }, { "H", "i32", value = "H" }, { "I", "i32", value = "I" },
+      { "E", "i32", value = "E" }, { "K", "i32", value = "K" },
+      { "x", "bf16", shape = "T*H", init = { "normal", 0, 1 } },
+      { "ids", "i32", shape = "T*K", init = routing },
+      { "tw", "f32", shape = "T*K", init = false },
+      { "w13q", "u8", shape = "E*2*I*H//2", fixed = true,
+        init = weights(function(s) return 2 * s.I end, function(s) return s.H end, "w13") },
+      { "w13sf", "u8", shape = "E*2*I*H//16", fixed = true, init = false },
+      { "w13s2", "f32", shape = "E", fixed = true, init = false },
+      { "w2q", "u8", shape = "E*H*I//2", fixed = true,
+        init = weights(function(s) return s.H end, function(s) return s.I end, "w2") },
+      { "w2sf", "u8", shape = "E*H*I//16", fixed = true, init = false },
+      { "w2s2", "f32", shape = "E", fixed = true, init = false },
+      { "out", "bf16", shape = "T*H", role = "out" },
+    },
+    reference = { cuda = { source = ref_source, fn = "nvfp4_moe_ref_up", launch = M.ref_launch } },
+    tolerance = opts.tolerance or { rel_l2 = 5e-3 },
+    bytes = M.min_bytes,
+    flops = M.flops,
+  }
+end })
+
+return M

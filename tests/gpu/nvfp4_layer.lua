@@ -1,0 +1,104 @@
+-- tests/gpu/nvfp4_layer.lua: the NVFP4 MoE kernels of recipes/nvfp4_moe.lua
+-- against the float64 CPU reference (kernels/nvfp4_moe/nvfp4_ref.c) on small
+-- shapes, through the CUDA backend's own plans (the recipe's launch steps):
+-- the trusted reference ref.cu, the baseline, and the w4a16 template under
+-- several settings. Run by tests/gpu/run with the carried ./kwb.
+local t = require "t"
+local cuda = kwb.cuda
+local B = require "kwb.backends.cuda"
+
+local ref = assert(kwb.nvfp4.load())
+local recipe = kwb.load("recipes/nvfp4_moe.lua")
+local problem = recipe.problem
+
+-- The layer's inputs on the GPU from a CPU problem, in the problem's argument order.
+local function bench(p, skew)
+  local s = { T = p.T, H = p.H, I = p.I, E = p.E, K = p.k, skew = skew }
+  local dev = {
+    x = cuda.from_host(p.x), ids = cuda.from_host(p.ids), tw = cuda.from_host(p.tw),
+    w13q = cuda.from_host(p.w13.q), w13sf = cuda.from_host(p.w13.sf), w13s2 = cuda.from_host(p.w13.s2),
+    w2q = cuda.from_host(p.w2.q), w2sf = cuda.from_host(p.w2.sf), w2s2 = cuda.from_host(p.w2.s2),
+    out = assert(cuda.buffer("bf16", p.T * p.H)),
+  }
+  local args = {}
+  for i, a in ipairs(problem.args) do
+    args[i] = a.kind == "scalar" and math.tointeger(a.value(s)) or dev[a.name]
+  end
+  return { key = problem:shape_key(s), shape = s, args = args, n = #args, out = dev.out }
+end
+
+-- Relative L2 error and max abs error of a bf16 device output against float64.
+local function error_of(out, out64)
+  local h = cuda.to_host(out)
+  local d2, r2, mabs, bad = 0, 0, 0, 0
+  for i = 1, h.n do
+    local o, r = h[i], out64[i]
+    if o ~= o or o == math.huge or o == -math.huge then bad = bad + 1
+    else
+      local e = math.abs(o - r)
+      d2, r2, mabs = d2 + e * e, r2 + r * r, math.max(mabs, e)
+    end
+  end
+  return math.sqrt(d2 / r2), mabs, bad
+end
+
+local function build(cand)
+  local res = { seconds = {} }
+  local fn = B.build(cand, recipe, problem:prototype(), res)
+  if not fn then error("build failed: " .. tostring(res.outcome) .. ": " .. tostring(res.reason) .. "\n" .. tostring(res.log)) end
+  return fn
+end
+
+local function candidate(file, defines)
+  local src = assert(kwb.host.read_file(file))
+  return { source = src, name = file:match("[^/]+$"), defines = defines, params = defines }
+end
+
+local shapes = {
+  { T = 1, H = 256, I = 128, E = 8, k = 2, routing = "uniform" },
+  { T = 5, H = 256, I = 128, E = 8, k = 4, routing = "skewed" },
+  { T = 33, H = 384, I = 256, E = 8, k = 2, routing = "uniform" },
+  { T = 70, H = 256, I = 128, E = 16, k = 4, routing = "skewed" },
+}
+local problems = {}
+for i, s in ipairs(shapes) do
+  s.seed = 40 + i
+  local p = ref.problem(s)
+  local _, out64 = ref.layer(p)
+  problems[i] = { p = p, out64 = out64, skew = s.routing == "skewed" and 1 or 0 }
+end
+
+local function check_all(name, fn)
+  for _, pr in ipairs(problems) do
+    local b = bench(pr.p, pr.skew)
+    b.out:poison()
+    local ok, err = B.call(fn, b, b.args)
+    t.truthy(ok, name .. " runs at " .. b.key .. ": " .. tostring(err))
+    local rel, mabs, bad = error_of(b.out, pr.out64)
+    print(string.format("%s at %s: rel L2 %.3g, max abs %.3g, non-finite %d", name, b.key, rel, mabs, bad))
+    t.eq(bad, 0, name .. " non-finite outputs at " .. b.key)
+    t.truthy(rel <= 5e-3, string.format("%s rel L2 %.3g <= 5e-3 at %s", name, rel, b.key))
+  end
+end
+
+t.test("nvfp4_ref_kernel_matches_the_float64_reference", function()
+  local fn = B.reference(problem, nil, nil)
+  check_all("ref.cu", fn)
+end)
+
+t.test("nvfp4_baseline_matches_the_float64_reference", function()
+  check_all("baseline", build(candidate("kernels/nvfp4_moe/baseline.cu", { BASELINE = 1 })))
+end)
+
+local settings = {
+  { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1 },
+  { NT = 2, UP_RW = 2, UP_KW = 2, DN_RW = 4, DN_KW = 1, PF = 2 },
+  { NT = 4, UP_RW = 1, UP_KW = 1, DN_RW = 2, DN_KW = 8, PF = 2 },
+}
+for _, p in ipairs(settings) do
+  t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()
+    check_all("w4a16 " .. require("kwb.loop").params_text(p), build(candidate("kernels/nvfp4_moe/w4a16.cu", p)))
+  end)
+end
+
+t.done()

@@ -1,0 +1,72 @@
+-- tests/lua/test_nvfp4_recipe.lua: recipes/nvfp4_moe.lua without a GPU: its
+-- schema and shapes, the launch plans of the baseline and of the template at
+-- every shape, the problem's arguments and bytes, and (where NVRTC is
+-- present) that the template compiles under the settings its space allows.
+local t = require "t"
+local cuda = require "kwb.cuda"
+local moe = require "kwb.problems.nvfp4_moe"
+
+cuda.device = function() return { sms = 132 } end   -- the launch plans size grids by the SM count
+local r = kwb.load("recipes/nvfp4_moe.lua")
+
+t.test("nvfp4_recipe_has_every_shape_of_the_issue", function()
+  t.eq(#r.shapes, 14)
+  t.eq(r.shapes[1].key, "T=1,H=7168,I=2048,E=256,K=8,skew=0")
+  t.eq(r.shapes[14].key, "T=4096,H=7168,I=2048,E=256,K=8,skew=1")
+  t.eq(r.problem.draw, "run")
+  t.eq(r.problem.tolerance.rel_l2, 5e-3)
+  t.eq(r.budget.minutes, 5)
+end)
+
+t.test("nvfp4_recipe_plans_name_only_known_arguments", function()
+  local names = {}
+  for _, a in ipairs(r.problem.args) do names[a.name] = true end
+  local p = { NT = 4, UP_RW = 2, UP_KW = 8, DN_RW = 4, DN_KW = 4, PF = 2 }
+  for _, sh in ipairs(r.shapes) do
+    for _, plan in ipairs { r.launch(sh.shape, p), r.launch(sh.shape, { BASELINE = 1 }), moe.ref_launch(sh.shape) } do
+      for _, st in ipairs(plan.steps) do
+        for _, a in ipairs(st.args) do
+          t.truthy(names[a] or plan.scratch[a], st[1] .. " argument " .. tostring(a) .. " at " .. sh.key)
+        end
+      end
+    end
+  end
+end)
+
+t.test("nvfp4_recipe_template_plan_at_t4096", function()
+  local s = r.shapes[13].shape
+  local plan = r.launch(s, { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 2, DN_KW = 2, PF = 1 })
+  t.eq(#plan.steps, 4)
+  t.eq(plan.steps[1][1], "w4_align")
+  t.eq(plan.steps[2].block, 128)
+  t.eq(plan.steps[2].grid, 132 * 16, "up: blocks to fill 2048 threads on every SM")
+  t.eq(plan.steps[3].block, 128)
+  t.eq(plan.scratch.tiles[2], 4 * (4096 * 8 // 16 + 256 + 1), "tiles: every token tile plus one partial per expert")
+  t.eq(plan.scratch.y[2], 4096 * 8 * 7168)
+  t.eq(plan.steps[4].grid, 132 * 8)
+end)
+
+t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
+  local s = { T = 1, H = 7168, I = 2048, E = 256, K = 8, skew = 0 }
+  -- x and out in bf16, and the NVFP4 weights of K experts (codes, scales, two s2)
+  t.eq(moe.min_bytes(s), 4 * 7168 + 8 * (3 * 7168 * 2048 // 2 + 3 * 7168 * 2048 // 16 + 8))
+  t.eq(r.problem:flops_of(s), 6 * 8 * 7168 * 2048)
+end)
+
+if cuda.nvrtc_version() then
+  t.test("nvfp4_template_compiles_across_its_space", function()
+    local src = assert(kwb.host.read_file("kernels/nvfp4_moe/w4a16.cu"))
+    local specs = {}
+    for _, p in ipairs { { NT = 1, UP_RW = 1, UP_KW = 8, DN_RW = 1, DN_KW = 8, PF = 1 },
+                         { NT = 4, UP_RW = 4, UP_KW = 4, DN_RW = 4, DN_KW = 4, PF = 2 } } do
+      specs[#specs + 1] = { source = src, name = "w4a16.cu", defines = p, arch = "sm_90" }
+    end
+    specs[#specs + 1] = { file = "kernels/nvfp4_moe/ref.cu", arch = "sm_90" }
+    specs[#specs + 1] = { file = "kernels/nvfp4_moe/baseline.cu", arch = "sm_90" }
+    for i, m in ipairs(cuda.compile_all(specs)) do
+      t.truthy(m.resources, "spec " .. i .. " compiles: " .. tostring(m.error) .. "\n" .. tostring(m.log))
+    end
+  end)
+end
+
+t.done()

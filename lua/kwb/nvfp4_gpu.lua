@@ -182,11 +182,14 @@ local function new_tensor(batch, rows, cols)
   return t
 end
 
--- bf16(seed, n [, rule]) -> a bf16 device buffer holding weights 0..n-1 of
--- seed's stream (kwb.nvfp4's weights(seed, n, rule)).
-function M.bf16(seed, n, rule)
+-- bf16(seed, n [, rule [, first]]) -> a bf16 device buffer holding weights
+-- first .. first+n-1 (first defaults to 0) of seed's stream: kwb.nvfp4's
+-- weights(seed, first + n, rule) from element first on.
+function M.bf16(seed, n, rule, first)
   check_int("bf16", "seed", seed, math.mininteger)
   check_int("bf16", "n", n, 0)
+  first = first or 0
+  check_int("bf16", "first", first, 0)
   local std, rate, scale = check_rule("bf16", rule)
   local k, msg, info = M.load()
   if not k then return nil, msg, info end
@@ -196,7 +199,8 @@ function M.bf16(seed, n, rule)
   if n == 0 then return out end
   local grid = math.min(ceil_div(n, block), 1 << 20)
   local ok
-  ok, msg, info = cuda.plan { { k.gen_bf16, grid = grid, block = block, args = { seed, std, rate, scale, 0, n, out } } }:run()
+  ok, msg, info = cuda.plan { { k.gen_bf16, grid = grid, block = block,
+                                args = { seed, std, rate, scale, first, n, out } } }:run()
   if not ok then return nil, msg, info end
   return out
 end

@@ -235,6 +235,9 @@ t.test("gen_cu_weights_equal_the_cpu_generator_on_the_cpu", function()
     t.eq(d.h:checksum(), h:checksum(), string.format("seed %d, %d weights", seed, n))
   end
   t.eq(assert(gpu.bf16(1, 0)).n, 0, "no weights")
+  local tail = assert(gpu.bf16(9, 1000, nil, 4000))
+  local whole = ref.weights(9, 5000):raw()
+  t.eq(tail.h:raw() == whole:sub(8001), true, "weights 4000..4999 from first = 4000")
 end)
 
 t.test("gen_cu_quantises_generated_weights_as_the_cpu_does", function()
@@ -332,6 +335,7 @@ t.test("nvfp4_gpu_rejects_wrong_arguments_by_name", function()
   t.raises(function() gpu.weights(1, 2, 3, 24) end, "nvfp4_gpu.weights: 'cols' must be a multiple of 16 (got 24)")
   t.raises(function() gpu.weights(1, -1, 3, 16) end, "nvfp4_gpu.weights: 'batch' must be an integer >= 0 (got -1)")
   t.raises(function() gpu.bf16(1.5, 4) end, "nvfp4_gpu.bf16: 'seed' must be an integer")
+  t.raises(function() gpu.bf16(1, 4, nil, -1) end, "nvfp4_gpu.bf16: 'first' must be an integer >= 0 (got -1)")
   t.raises(function() gpu.bf16(1, 4, { std = -1, outlier_rate = 0, outlier_scale = 1 }) end,
            "nvfp4_gpu.bf16: 'rule.std' must be a number >= 0 (got -1)")
   t.raises(function() gpu.bf16(1, 4, { std = 1, outlier_rate = 2, outlier_scale = 1 }) end,

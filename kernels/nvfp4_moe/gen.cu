@@ -12,7 +12,7 @@
 // bf16 input q, sf and s2 equal the CPU's bit for bit. The generator goes
 // through CUDA's float64 log and cos, which may differ from the C library's in
 // the last bit; a weight changes only where the float64 value lies within an
-// ulp or two of a bf16 rounding boundary (odds of about 2^-44 a weight).
+// ulp or two of a bf16 rounding boundary (odds below 10^-12 a weight).
 //
 // Layouts (those of nvfp4_ref.c; a batch of matrices of rows x cols back to
 // back, cols a multiple of 16, so everything below depends only on per16 =

@@ -8,7 +8,11 @@ local t = require "t"
 local cuda = kwb.cuda
 local host = kwb.host
 local gpu = kwb.nvfp4_gpu
-local ref = assert(kwb.nvfp4.load())
+local ref, why = kwb.nvfp4.load()
+if not ref then
+  print("FAIL nvfp4_cpu_reference_loads: " .. tostring(why))
+  os.exit(1)
+end
 
 local function fig(k, v) print(string.format("figure %s = %s", k, tostring(v))) end
 local function ceil_div(a, b) return (a + b - 1) // b end
@@ -103,18 +107,25 @@ end)
 
 -- ---- ref.cu and baseline.cu against the float64 layer --------------------------
 
-local refmod = assert(cuda.compile { file = "kernels/nvfp4_moe/ref.cu" })
-local ref_up = assert(refmod:kernel("nvfp4_moe_ref_up", [[void nvfp4_moe_ref_up(int T, int H, int I, int E, int K,
-  const uint16_t *x, const int32_t *ids, const uint8_t *w13q, const uint8_t *w13sf, const float *w13s2, uint16_t *h)]]))
-local ref_down = assert(refmod:kernel("nvfp4_moe_ref_down", [[void nvfp4_moe_ref_down(int T, int H, int I, int E, int K,
-  const int32_t *ids, const float *tw, const uint16_t *h, const uint8_t *w2q, const uint8_t *w2sf, const float *w2s2,
-  uint16_t *out)]]))
-local basemod = assert(cuda.compile { file = "kernels/nvfp4_moe/baseline.cu" })
-local base_up = assert(basemod:kernel("nvfp4_moe_base_up", [[void nvfp4_moe_base_up(int T, int H, int I, int E, int K,
-  const uint16_t *x, const int32_t *ids, const uint8_t *w13q, const uint8_t *w13sf, const float *w13s2, uint16_t *h)]]))
-local base_down = assert(basemod:kernel("nvfp4_moe_base_down", [[void nvfp4_moe_base_down(int T, int H, int I, int E,
-  int K, const int32_t *ids, const float *tw, const uint16_t *h, const uint8_t *w2q, const uint8_t *w2sf,
-  const float *w2s2, uint16_t *out)]]))
+local ref_up, ref_down, base_up, base_down
+
+t.test("ref_cu_and_baseline_cu_compile_for_the_device", function()
+  local refmod, msg, info = cuda.compile { file = "kernels/nvfp4_moe/ref.cu" }
+  if not refmod then error(msg .. "\n" .. tostring(info and info.log)) end
+  ref_up = assert(refmod:kernel("nvfp4_moe_ref_up", [[void nvfp4_moe_ref_up(int T, int H, int I, int E, int K,
+    const uint16_t *x, const int32_t *ids, const uint8_t *w13q, const uint8_t *w13sf, const float *w13s2, uint16_t *h)]]))
+  ref_down = assert(refmod:kernel("nvfp4_moe_ref_down", [[void nvfp4_moe_ref_down(int T, int H, int I, int E, int K,
+    const int32_t *ids, const float *tw, const uint16_t *h, const uint8_t *w2q, const uint8_t *w2sf, const float *w2s2,
+    uint16_t *out)]]))
+  local basemod
+  basemod, msg, info = cuda.compile { file = "kernels/nvfp4_moe/baseline.cu" }
+  if not basemod then error(msg .. "\n" .. tostring(info and info.log)) end
+  base_up = assert(basemod:kernel("nvfp4_moe_base_up", [[void nvfp4_moe_base_up(int T, int H, int I, int E, int K,
+    const uint16_t *x, const int32_t *ids, const uint8_t *w13q, const uint8_t *w13sf, const float *w13s2, uint16_t *h)]]))
+  base_down = assert(basemod:kernel("nvfp4_moe_base_down", [[void nvfp4_moe_base_down(int T, int H, int I, int E,
+    int K, const int32_t *ids, const float *tw, const uint16_t *h, const uint8_t *w2q, const uint8_t *w2sf,
+    const float *w2s2, uint16_t *out)]]))
+end)
 
 -- The launch plans of the headers of ref.cu and baseline.cu.
 local layers = {
@@ -138,27 +149,34 @@ local layers = {
   end,
 }
 
--- Every case's inputs, its float64 output and the same rounded to bf16, once.
-local cases = {}
-for _, T in ipairs { 1, 5, 33 } do
-  for _, k in ipairs { 2, 4 } do
-    for _, routing in ipairs { "uniform", "skewed" } do
-      local p = ref.problem { T = T, H = 256, I = 128, E = 8, k = k, seed = 1000 + 10 * T + k, routing = routing }
-      local out, out64 = ref.layer(p)
-      local d = {}
-      for _, f in ipairs { "x", "ids", "tw" } do d[f] = assert(cuda.from_host(p[f])) end
-      for _, m in ipairs { "w13", "w2" } do
-        for _, f in ipairs { "q", "sf", "s2" } do d[m .. f] = assert(cuda.from_host(p[m][f])) end
+-- Every case's inputs (on the device), its float64 output and the same rounded
+-- to bf16, made once.
+local cases
+local function layer_cases()
+  if cases then return cases end
+  cases = {}
+  for _, T in ipairs { 1, 5, 33 } do
+    for _, k in ipairs { 2, 4 } do
+      for _, routing in ipairs { "uniform", "skewed" } do
+        local p = ref.problem { T = T, H = 256, I = 128, E = 8, k = k, seed = 1000 + 10 * T + k, routing = routing }
+        local out, out64 = ref.layer(p)
+        local d = {}
+        for _, f in ipairs { "x", "ids", "tw" } do d[f] = assert(cuda.from_host(p[f])) end
+        for _, m in ipairs { "w13", "w2" } do
+          for _, f in ipairs { "q", "sf", "s2" } do d[m .. f] = assert(cuda.from_host(p[m][f])) end
+        end
+        cases[#cases + 1] = { p = p, d = d, out = out, out64 = out64,
+                              name = string.format("T%d_k%d_%s", T, k, routing) }
       end
-      cases[#cases + 1] = { p = p, d = d, out = out, out64 = out64,
-                            name = string.format("T%d_k%d_%s", T, k, routing) }
     end
   end
+  return cases
 end
 
 for _, kind in ipairs { "ref", "baseline" } do
   t.test(kind .. "_cu_on_the_gpu_matches_the_float64_reference", function()
-    for _, c in ipairs(cases) do
+    t.truthy(ref_up and base_up, "the kernels compiled")
+    for _, c in ipairs(layer_cases()) do
       local p = c.p
       local h = assert(cuda.buffer("bf16", p.T * p.k * p.I):poison())
       local out = assert(cuda.buffer("bf16", p.T * p.H):poison())

@@ -1,0 +1,245 @@
+-- kwb/nvfp4_gpu.lua: NVFP4 weights generated and quantised on the GPU
+-- (kernels/nvfp4_moe/gen.cu), for weight sets the CPU reference is too slow
+-- for. The values are those of kwb.nvfp4: the same generator (element i of a
+-- seed's stream) and the same quantiser, so q, sf and s2 equal the CPU's for
+-- the same bf16 weights.
+--
+--   local gpu = kwb.nvfp4_gpu
+--   local w13 = assert(gpu.weights(seed, 256, 4096, 7168))   -- { q, sf, s2, batch, rows, cols }
+--   local w   = assert(gpu.bf16(seed, 1 << 20))              -- the generated bf16 themselves
+--   local t   = assert(gpu.quantize(w, 4, 512, 512))         -- quantise a bf16 device buffer
+--
+-- A quantised tensor has the layout of kwb.nvfp4's: q = u8 [batch*rows*cols/2],
+-- sf = u8 [batch*rows*cols/16] (linear scales), s2 = f32 [batch], all device
+-- buffers. Misuse raises; a device or compiler failure returns nil, message,
+-- info as kwb.cuda does.
+local cuda = require "kwb.cuda"
+local nvfp4 = require "kwb.nvfp4"
+
+local M = {}
+
+M.default_path = "kernels/nvfp4_moe/gen.cu"
+
+-- 16-element blocks a thread takes in the amax and quantise passes.
+M.iters = 16
+
+local block = 256
+
+local protos = {
+  gen_bf16 = "void nvfp4_gen_bf16(uint64_t seed, double std, double rate, double scale, int64_t first, int64_t n, uint16_t *out)",
+  gen_amax = "void nvfp4_gen_amax(uint64_t seed, double std, double rate, double scale, int64_t batch, int64_t per16, int iters, uint32_t *amax, uint32_t *bad)",
+  bf16_amax = "void nvfp4_bf16_amax(const uint16_t *w, int64_t batch, int64_t per16, int iters, uint32_t *amax, uint32_t *bad)",
+  s2 = "void nvfp4_s2(int64_t batch, const uint32_t *amax, float *s2)",
+  gen_quantize = [[void nvfp4_gen_quantize(uint64_t seed, double std, double rate, double scale, int64_t batch,
+    int64_t per16, int iters, const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf)]],
+  bf16_quantize = [[void nvfp4_bf16_quantize(const uint16_t *w, int64_t batch, int64_t per16, int iters,
+    const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf)]],
+}
+
+-- ---- argument checks --------------------------------------------------------
+
+local function check_int(fname, name, v, min)
+  if math.type(v) ~= "integer" or v < min then
+    error(string.format("nvfp4_gpu.%s: '%s' must be an integer >= %d (got %s)", fname, name, min, tostring(v)), 3)
+  end
+end
+
+-- buf must be a device buffer of dtype with n elements.
+local function check_dbuf(fname, name, buf, dtype, n)
+  local ok, dev = pcall(function() return buf.device end)
+  if not ok or dev ~= "cuda" then
+    error(string.format("nvfp4_gpu.%s: '%s' must be a %s device buffer of %d elements (got %s)",
+                        fname, name, dtype, n, ok and dev and ("a " .. tostring(dev) .. " buffer") or type(buf)), 3)
+  end
+  if buf.dtype ~= dtype or buf.n ~= n then
+    error(string.format("nvfp4_gpu.%s: '%s' must be a %s device buffer of %d elements (got %s[%s])",
+                        fname, name, dtype, n, tostring(buf.dtype), tostring(buf.n)), 3)
+  end
+end
+
+local function check_shape(fname, batch, rows, cols)
+  check_int(fname, "batch", batch, 0)
+  check_int(fname, "rows", rows, 0)
+  check_int(fname, "cols", cols, 0)
+  if cols % 16 ~= 0 then
+    error(string.format("nvfp4_gpu.%s: 'cols' must be a multiple of 16 (got %d)", fname, cols), 3)
+  end
+end
+
+-- The rule's fields as the generator takes them (nvfp4_gen_weights's checks).
+local function check_rule(fname, rule)
+  rule = rule or nvfp4.weight_rule
+  if type(rule) ~= "table" then
+    error(string.format("nvfp4_gpu.%s: 'rule' must be a table { std, outlier_rate, outlier_scale } (got %s)",
+                        fname, type(rule)), 3)
+  end
+  local std, rate, scale = rule.std, rule.outlier_rate, rule.outlier_scale
+  if type(std) ~= "number" or not (std >= 0) then
+    error(string.format("nvfp4_gpu.%s: 'rule.std' must be a number >= 0 (got %s)", fname, tostring(std)), 3)
+  end
+  if type(rate) ~= "number" or not (rate >= 0 and rate <= 1) then
+    error(string.format("nvfp4_gpu.%s: 'rule.outlier_rate' must be a number in [0, 1] (got %s)", fname,
+                        tostring(rate)), 3)
+  end
+  if type(scale) ~= "number" then
+    error(string.format("nvfp4_gpu.%s: 'rule.outlier_scale' must be a number (got %s)", fname, tostring(scale)), 3)
+  end
+  return std + 0.0, rate + 0.0, scale + 0.0
+end
+
+-- ---- the module --------------------------------------------------------------
+
+local loaded = {}
+
+-- load([path]) -> the kernels of gen.cu, compiled once per path for the
+-- current device, or nil, message, info (no-file, compile-error, no-driver, ...).
+function M.load(path)
+  path = path or M.default_path
+  if loaded[path] then return loaded[path] end
+  local mod, msg, info = cuda.compile { file = path, flags = { "--fmad=false" } }
+  if not mod then return nil, msg, info end
+  local k = { path = path, module = mod }
+  for name, proto in pairs(protos) do
+    local fn, err, finfo = mod:kernel(proto:match("void%s+([%w_]+)"), proto)
+    if not fn then return nil, path .. ": " .. err, finfo end
+    k[name] = fn
+  end
+  loaded[path] = k
+  return k
+end
+
+local function ceil_div(a, b) return (a + b - 1) // b end
+
+-- Run the amax, s2 and quantise passes into t (checked) over a source: the
+-- generator (seed and rule) or a bf16 device buffer w.
+local function quantise(fname, k, t, src)
+  local batch, per16 = t.batch, t.rows * t.cols // 16
+  if batch == 0 then return t end
+  local amax, msg, info = cuda.buffer("u32", batch)
+  if not amax then return nil, msg, info end
+  local bad
+  bad, msg, info = cuda.buffer("u32", 1)
+  if not bad then return nil, msg, info end
+  local ok
+  ok, msg, info = amax:zero()
+  if ok then ok, msg, info = bad:zero() end
+  if not ok then return nil, msg, info end
+  local iters = M.iters
+  local grid = ceil_div(batch * per16, block * iters)
+  local steps = {}
+  if per16 > 0 then
+    if src.w then
+      steps[1] = { k.bf16_amax, grid = grid, block = block, args = { src.w, batch, per16, iters, amax, bad } }
+    else
+      steps[1] = { k.gen_amax, grid = grid, block = block,
+                   args = { src.seed, src.std, src.rate, src.scale, batch, per16, iters, amax, bad } }
+    end
+  end
+  steps[#steps + 1] = { k.s2, grid = ceil_div(batch, block), block = block, args = { batch, amax, t.s2 } }
+  if per16 > 0 then
+    if src.w then
+      steps[#steps + 1] = { k.bf16_quantize, grid = grid, block = block,
+                            args = { src.w, batch, per16, iters, amax, t.s2, t.q, t.sf } }
+    else
+      steps[#steps + 1] = { k.gen_quantize, grid = grid, block = block,
+                            args = { src.seed, src.std, src.rate, src.scale, batch, per16, iters, amax, t.s2, t.q, t.sf } }
+    end
+  end
+  ok, msg, info = cuda.plan(steps):run()
+  if not ok then return nil, msg, info end
+  local flag
+  flag, msg, info = cuda.to_host(bad)
+  if not flag then return nil, msg, info end
+  if flag[1] ~= 0 then error(string.format("nvfp4_gpu.%s: a weight is NaN or infinite", fname), 3) end
+  return t
+end
+
+local function check_tensor(fname, t)
+  if type(t) ~= "table" then
+    error(string.format("nvfp4_gpu.%s: 't' must be a table { q, sf, s2, batch, rows, cols } (got %s)", fname, type(t)), 3)
+  end
+  check_int(fname, "t.batch", t.batch, 0)
+  check_int(fname, "t.rows", t.rows, 0)
+  check_int(fname, "t.cols", t.cols, 0)
+  if t.cols % 16 ~= 0 then
+    error(string.format("nvfp4_gpu.%s: 't.cols' must be a multiple of 16 (got %d)", fname, t.cols), 3)
+  end
+  local n = t.batch * t.rows * t.cols
+  check_dbuf(fname, "t.q", t.q, "u8", n // 2)
+  check_dbuf(fname, "t.sf", t.sf, "u8", n // 16)
+  check_dbuf(fname, "t.s2", t.s2, "f32", t.batch)
+end
+
+-- New device buffers for a tensor of batch x rows x cols.
+local function new_tensor(batch, rows, cols)
+  local n = batch * rows * cols
+  local t = { batch = batch, rows = rows, cols = cols }
+  for _, f in ipairs { { "q", "u8", n // 2 }, { "sf", "u8", n // 16 }, { "s2", "f32", batch } } do
+    local b, msg, info = cuda.buffer(f[2], f[3])
+    if not b then return nil, msg, info end
+    t[f[1]] = b
+  end
+  return t
+end
+
+-- bf16(seed, n [, rule [, first]]) -> a bf16 device buffer holding weights
+-- first .. first+n-1 (first defaults to 0) of seed's stream: kwb.nvfp4's
+-- weights(seed, first + n, rule) from element first on.
+function M.bf16(seed, n, rule, first)
+  check_int("bf16", "seed", seed, math.mininteger)
+  check_int("bf16", "n", n, 0)
+  first = first or 0
+  check_int("bf16", "first", first, 0)
+  local std, rate, scale = check_rule("bf16", rule)
+  local k, msg, info = M.load()
+  if not k then return nil, msg, info end
+  local out
+  out, msg, info = cuda.buffer("bf16", n)
+  if not out then return nil, msg, info end
+  if n == 0 then return out end
+  local grid = math.min(ceil_div(n, block), 1 << 20)
+  local ok
+  ok, msg, info = cuda.plan { { k.gen_bf16, grid = grid, block = block,
+                                args = { seed, std, rate, scale, first, n, out } } }:run()
+  if not ok then return nil, msg, info end
+  return out
+end
+
+-- fill(t, seed [, rule]) -> t: the weights of seed's stream, as a batch of
+-- t.rows x t.cols matrices, quantised into t.q, t.sf and t.s2.
+function M.fill(t, seed, rule)
+  check_tensor("fill", t)
+  check_int("fill", "seed", seed, math.mininteger)
+  local std, rate, scale = check_rule("fill", rule)
+  local k, msg, info = M.load()
+  if not k then return nil, msg, info end
+  return quantise("fill", k, t, { seed = seed, std = std, rate = rate, scale = scale })
+end
+
+-- weights(seed, batch, rows, cols [, rule]) -> a new quantised tensor, filled.
+function M.weights(seed, batch, rows, cols, rule)
+  check_int("weights", "seed", seed, math.mininteger)
+  check_shape("weights", batch, rows, cols)
+  local std, rate, scale = check_rule("weights", rule)
+  local k, msg, info = M.load()
+  if not k then return nil, msg, info end
+  local t
+  t, msg, info = new_tensor(batch, rows, cols)
+  if not t then return nil, msg, info end
+  return quantise("weights", k, t, { seed = seed, std = std, rate = rate, scale = scale })
+end
+
+-- quantize(w, batch, rows, cols) -> a new quantised tensor of the bf16 device
+-- buffer w (batch x rows x cols), as kwb.nvfp4's quantize does it.
+function M.quantize(w, batch, rows, cols)
+  check_shape("quantize", batch, rows, cols)
+  check_dbuf("quantize", "w", w, "bf16", batch * rows * cols)
+  local k, msg, info = M.load()
+  if not k then return nil, msg, info end
+  local t
+  t, msg, info = new_tensor(batch, rows, cols)
+  if not t then return nil, msg, info end
+  return quantise("quantize", k, t, { w = w })
+end
+
+return M

@@ -208,7 +208,7 @@ function Session:round(fn, b, seed, round, timeout)
   if draw_run then seed = self:run_base_seed() end
   self:fill_fixed(b)
   for _, a in ipairs(p.buffers) do
-    if a.role ~= "out" and not a.fixed then
+    if a.role ~= "out" and not a.fixed and a.init ~= false then   -- init = false: a sibling's init fills it
       fill(b.bufs[a.name], a.init, seed_of(seed, b.key, round, a.name), b.shape, b.bufs)
     end
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end

@@ -76,7 +76,12 @@ local function fill_w(buf, seed, _, bufs)
 end
 local problem = kwb.problem.define {
   name = "twostep", vars = { "n" }, fn = "twostep", draw = "run",
-  args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" },
+  args = { { "n", "i32", value = "n" },
+           { "a", "f32", shape = "n", role = "in", init = function(buf, seed, _, bufs)
+               buf:fill_uniform(seed, -1, 1)
+               bufs.a2:fill_uniform(seed + 1, -1, 1)
+             end },
+           { "a2", "f32", shape = "n", init = false },   -- filled by a's init, every round
            { "w", "f32", shape = 64, fixed = true, init = fill_w },
            { "w2", "f32", shape = 64, fixed = true, init = false },
            { "c", "f32", shape = "n", role = "out" } },

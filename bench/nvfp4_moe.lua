@@ -58,7 +58,7 @@ if opts.torch then
   local f = assert(io.open(opts.torch))
   for line in f:lines() do
     local ok, r = pcall(require("cjson").decode, line)
-    if ok and type(r) == "table" and r.T and r.median_ms then torch[r.T .. "/" .. r.routing] = r end
+    if ok and type(r) == "table" and r.T and r.median_ms then torch[math.tointeger(r.T) .. "/" .. r.routing] = r end
   end
   f:close()
 end

@@ -25,21 +25,27 @@ local function baseline(s)
   }, scratch = { h = { "bf16", s.T * s.K * s.I } } }
 end
 
--- The template's plan (w4a16.cu's header): align, up, down, combine. The
--- persistent kernels get enough blocks to fill the GPU; tiles beyond the
+-- The template's plan (w4a16.cu's header): align, up, down, combine. Two
+-- instances of each GEMM: the small-batch one (NT, UP_*, DN_*) and the
+-- large-batch one (L_*), taken from SWITCH tokens per expert on average.
+-- The persistent kernels get enough blocks to fill the GPU; tiles beyond the
 -- routing's real count are skipped on the device.
 local function w4a16(s, p)
-  local tt = 8 * p.NT
-  local tiles = s.T * s.K // tt + s.E + 1
-  local up_threads, dn_threads = 32 * p.UP_RW * p.UP_KW, 32 * p.DN_RW * p.DN_KW
-  local up_work = tiles * (s.I // (16 * p.UP_RW))
-  local dn_work = tiles * (s.H // (16 * p.DN_RW))
+  local large = s.T * s.K >= p.SWITCH * s.E
+  local nt = large and p.L_NT or p.NT
+  local up_threads = 32 * (large and p.L_UP_RW * p.L_KW or p.UP_RW * p.UP_KW)
+  local dn_threads = 32 * (large and p.L_DN_RW * p.L_KW or p.DN_RW * p.DN_KW)
+  local up_rw, dn_rw = large and p.L_UP_RW or p.UP_RW, large and p.L_DN_RW or p.DN_RW
+  local tiles = s.T * s.K // (8 * nt) + s.E + 1
+  local up_work = tiles * (s.I // (16 * up_rw))
+  local dn_work = tiles * (s.H // (16 * dn_rw))
   local quads = s.T * s.H // 4
+  local sfx = large and "_l" or ""
   return { steps = {
-    { "w4_align", grid = 1, block = 1024, args = { "T", "K", "E", "ids", "pairs", "tiles", "meta" } },
-    { "w4_up", grid = math.min(up_work, sms() * (2048 // up_threads)), block = up_threads,
+    { "w4_align", grid = 1, block = 1024, args = { "T", "K", "E", { "i32", 8 * nt }, "ids", "pairs", "tiles", "meta" } },
+    { "w4_up" .. sfx, grid = math.min(up_work, sms() * (2048 // up_threads)), block = up_threads,
       args = { "T", "H", "I", "E", "K", "x", "pairs", "tiles", "meta", "w13q", "w13sf", "w13s2", "h" } },
-    { "w4_down", grid = math.min(dn_work, sms() * (2048 // dn_threads)), block = dn_threads,
+    { "w4_down" .. sfx, grid = math.min(dn_work, sms() * (2048 // dn_threads)), block = dn_threads,
       args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2q", "w2sf", "w2s2", "y" } },
     { "w4_combine", grid = math.min((quads + 255) // 256, sms() * 8), block = 256,
       args = { "T", "H", "K", "tw", "y", "out" } },
@@ -56,9 +62,13 @@ return kwb.recipe {
   start    = { file = "../kernels/nvfp4_moe/baseline.cu", defines = { BASELINE = 1 } },
   template = "../kernels/nvfp4_moe/w4a16.cu",
   space    = {
-    NT = { 1, 2, 4 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
-    PF = { 1, 2 },
-    restrict = function(p) return p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 end,
+    NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
+    PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
+    SWITCH = { 4, 8, 16, 32 },
+    restrict = function(p)
+      return p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
+         and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT
+    end,
   },
   launch   = function(s, p)
     if p.BASELINE then return baseline(s) end

@@ -65,10 +65,18 @@
 #ifndef PF
 #define PF 1
 #endif
-
-#define TT (8 * NT)
-#define UP_WARPS (UP_RW * UP_KW)
-#define DN_WARPS (DN_RW * DN_KW)
+#ifndef L_NT
+#define L_NT 4
+#endif
+#ifndef L_UP_RW
+#define L_UP_RW 2
+#endif
+#ifndef L_DN_RW
+#define L_DN_RW 2
+#endif
+#ifndef L_KW
+#define L_KW 1
+#endif
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -144,8 +152,7 @@ __device__ __forceinline__ u16 f32_to_bf16(float f) {
     return (u16)(u >> 16);
 }
 
-// One 128-element chunk of one row pair (rows g and g + 8 of a 16-row group)
-// against NT token tiles: 8 k16 steps.
+// One 128-element chunk of one row pair (rows g and g + 8 of a 16-row group).
 struct RowChunk {
     uint4 q0, q1;     // codes of rows g and g + 8: elements 32q..32q+31
     u32 s0, s1;       // their two block scales (e4m3 pairs)
@@ -159,62 +166,56 @@ __device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0,
     r.s1 = ld_u16(s1 + 8 * c);
 }
 
-// acc[j] += rows x tokens of tile j over one chunk; b[j][w] are the token
-// tile's activation pairs for word w of the chunk.
-__device__ __forceinline__ void chunk_mma(float (*acc)[4], const RowChunk &r, u32 (*b)[4][4]) {
-    u32 lo0, hi0, lo1, hi1;
-    scales2(r.s0, lo0, hi0);
-    scales2(r.s1, lo1, hi1);
-    const u32 w0[4] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w};
-    const u32 w1[4] = {r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+// acc[r][j] += rows of chunk r[r] x the tokens of tile j, over one chunk c.
+// rows[j]: row g of token tile j (an x row or an h row; a tile's missing
+// tokens point at a real row and their columns are never stored).
+template <int Nt, int NR>
+__device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const u16 *const *rows,
+                                          int c, int q) {
+    u32 lo[NR][2], hi[NR][2];
+#pragma unroll
+    for (int k = 0; k < NR; k++) {
+        scales2(r[k].s0, lo[k][0], hi[k][0]);
+        scales2(r[k].s1, lo[k][1], hi[k][1]);
+    }
 #pragma unroll
     for (int w = 0; w < 4; w++) {
-        u32 a0[4], a1[4];
-        dequant8(w0[w], w < 2 ? lo0 : hi0, a0);
-        dequant8(w1[w], w < 2 ? lo1 : hi1, a1);
+        u32 a[NR][2][4];
 #pragma unroll
-        for (int j = 0; j < NT; j++) {
-            mma(acc[j], a0[0], a1[0], a0[1], a1[1], b[j][w][0], b[j][w][1]);
-            mma(acc[j], a0[2], a1[2], a0[3], a1[3], b[j][w][2], b[j][w][3]);
+        for (int k = 0; k < NR; k++) {
+            const u32 w0 = w == 0 ? r[k].q0.x : w == 1 ? r[k].q0.y : w == 2 ? r[k].q0.z : r[k].q0.w;
+            const u32 w1 = w == 0 ? r[k].q1.x : w == 1 ? r[k].q1.y : w == 2 ? r[k].q1.z : r[k].q1.w;
+            dequant8(w0, w < 2 ? lo[k][0] : hi[k][0], a[k][0]);
+            dequant8(w1, w < 2 ? lo[k][1] : hi[k][1], a[k][1]);
         }
-    }
-}
-
-// The activation pairs of one chunk for NT token tiles: lane (g, q) loads
-// row g of each tile (a token's x row, or an h row), elements 32q..32q+31.
-__device__ __forceinline__ void load_acts(u32 (*b)[4][4], const u16 *const *rows, int c, int q) {
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        if (rows[j]) {
-            const uint4 *p = (const uint4 *)(rows[j] + 128 * c + 32 * q);
+        for (int j = 0; j < Nt; j++) {
+            u32 b[4];
+            pair8(((const uint4 *)(rows[j] + 128 * c + 32 * q))[w], b);
 #pragma unroll
-            for (int w = 0; w < 4; w++) pair8(p[w], b[j][w]);
-        } else {
-#pragma unroll
-            for (int w = 0; w < 4; w++) b[j][w][0] = b[j][w][1] = b[j][w][2] = b[j][w][3] = 0u;
+            for (int k = 0; k < NR; k++) {
+                mma(acc[k][j], a[k][0][0], a[k][1][0], a[k][0][1], a[k][1][1], b[0], b[1]);
+                mma(acc[k][j], a[k][0][2], a[k][1][2], a[k][0][3], a[k][1][3], b[2], b[3]);
+            }
         }
     }
 }
 
 // Sum the split-K partial accumulators of the warps kw > 0 into kw == 0's.
-template <int RW, int KW, int NACC>
-__device__ __forceinline__ void reduce_k(float (*acc)[4], float *red, int rw, int kw, int lane) {
-    if (KW == 1) return;
+template <int Rw, int Kw, int NACC>
+__device__ __forceinline__ void reduce_k(float *acc, float *red, int rw, int kw, int lane) {
+    if (Kw == 1) return;
     if (kw > 0) {
-        float *dst = red + (((kw - 1) * RW + rw) * 32 + lane) * NACC * 4;
+        float *dst = red + (((kw - 1) * Rw + rw) * 32 + lane) * NACC;
 #pragma unroll
-        for (int j = 0; j < NACC; j++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) dst[j * 4 + c] = acc[j][c];
+        for (int i = 0; i < NACC; i++) dst[i] = acc[i];
     }
     __syncthreads();
     if (kw == 0) {
-        for (int k = 1; k < KW; k++) {
-            const float *src = red + (((k - 1) * RW + rw) * 32 + lane) * NACC * 4;
+        for (int k = 1; k < Kw; k++) {
+            const float *src = red + (((k - 1) * Rw + rw) * 32 + lane) * NACC;
 #pragma unroll
-            for (int j = 0; j < NACC; j++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) acc[j][c] += src[j * 4 + c];
+            for (int i = 0; i < NACC; i++) acc[i] += src[i];
         }
     }
     __syncthreads();
@@ -245,8 +246,9 @@ __device__ __forceinline__ int block_scan(int v, int *ws) {
     return r;
 }
 
+// tt: tokens a tile (8 * NT of the kernels that follow).
 extern "C" __global__ void __launch_bounds__(1024)
-w4_align(int T, int K, int E, const int *ids, int *pairs, int4 *tiles, int *meta) {
+w4_align(int T, int K, int E, int tt, const int *ids, int *pairs, int4 *tiles, int *meta) {
     __shared__ int cnt[1024], cur[1024], ws[32];
     int tid = threadIdx.x, n = T * K;
     cnt[tid] = 0;
@@ -257,7 +259,7 @@ w4_align(int T, int K, int E, const int *ids, int *pairs, int4 *tiles, int *meta
     }
     __syncthreads();
     int c = tid < E ? cnt[tid] : 0;
-    int nt = (c + TT - 1) / TT;
+    int nt = (c + tt - 1) / tt;
     int off = block_scan(c, ws) - c;
     int toff = block_scan(nt, ws) - nt;
     if (tid == 1023) meta[0] = toff + nt;
@@ -267,73 +269,72 @@ w4_align(int T, int K, int E, const int *ids, int *pairs, int4 *tiles, int *meta
         int e = ids[i];
         if ((unsigned)e < (unsigned)E) pairs[atomicAdd(&cur[e], 1)] = i;
     }
-    for (int j = 0; j < nt; j++) tiles[toff + j] = make_int4(tid, off + j * TT, min(TT, c - j * TT), 0);
+    for (int j = 0; j < nt; j++) tiles[toff + j] = make_int4(tid, off + j * tt, min(tt, c - j * tt), 0);
 }
 
-// ---- w4_up ---------------------------------------------------------------------
+// ---- the up projection -------------------------------------------------------------
 
-extern "C" __global__ void __launch_bounds__(UP_WARPS * 32)
-w4_up(int T, int H, int I, int E, int K, const u16 *x, const int *pairs, const int4 *tiles,
-      const int *meta, const unsigned char *w13q, const unsigned char *w13sf, const float *w13s2,
-      u16 *h) {
-    __shared__ float red[UP_KW > 1 ? (UP_KW - 1) * UP_RW * 32 * 2 * NT * 4 : 1];
+template <int Nt, int Rw, int Kw, int Pf>
+__device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const int *pairs,
+                                        const int4 *tiles, const int *meta, const unsigned char *w13q,
+                                        const unsigned char *w13sf, const float *w13s2, u16 *h) {
+    __shared__ float red[Kw > 1 ? (Kw - 1) * Rw * 32 * 2 * Nt * 4 : 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    int rw = warp % UP_RW, kw = warp / UP_RW;
+    int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
-    int rblocks = I / (16 * UP_RW);
+    int rblocks = I / (16 * Rw);
     int chunks = H / 128;
-    int c0 = chunks * kw / UP_KW, c1 = chunks * (kw + 1) / UP_KW;
+    int c0 = chunks * kw / Kw, c1 = chunks * (kw + 1) / Kw;
     long long rowb = H / 2, sfb = H / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
         int tile = (int)(wi % ntiles), rb = (int)(wi / ntiles);
         int4 tl = tiles[tile];
         int e = tl.x, first = tl.y, count = tl.z;
-        int i0 = (rb * UP_RW + rw) * 16;
+        int i0 = (rb * Rw + rw) * 16;
         long long grow = (long long)e * 2 * I + i0 + g;           // gate row g; up row is + I
         const unsigned char *qg0 = w13q + grow * rowb + 16 * q, *qg1 = qg0 + 8 * rowb;
         const unsigned char *qu0 = qg0 + (long long)I * rowb, *qu1 = qu0 + 8 * rowb;
         const unsigned char *sg0 = w13sf + grow * sfb + 2 * q, *sg1 = sg0 + 8 * sfb;
         const unsigned char *su0 = sg0 + (long long)I * sfb, *su1 = su0 + 8 * sfb;
-        const u16 *rows[NT];
+        const u16 *rows[Nt];
 #pragma unroll
-        for (int j = 0; j < NT; j++)
-            rows[j] = 8 * j + g < count ? x + (long long)(pairs[first + 8 * j + g] / K) * H : 0;
-        float acc[2 * NT][4];
+        for (int j = 0; j < Nt; j++)
+            rows[j] = x + (long long)(pairs[first + min(8 * j + g, count - 1)] / K) * H;
+        float acc[2][Nt][4];
 #pragma unroll
-        for (int j = 0; j < 2 * NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-        RowChunk rg[PF], ru[PF];
+        for (int k = 0; k < 2; k++)
 #pragma unroll
-        for (int p = 0; p < PF; p++)
+            for (int j = 0; j < Nt; j++) acc[k][j][0] = acc[k][j][1] = acc[k][j][2] = acc[k][j][3] = 0.0f;
+        RowChunk rc[Pf][2];
+#pragma unroll
+        for (int p = 0; p < Pf; p++)
             if (c0 + p < c1) {
-                load_chunk(rg[p], qg0, qg1, sg0, sg1, c0 + p);
-                load_chunk(ru[p], qu0, qu1, su0, su1, c0 + p);
+                load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c0 + p);
+                load_chunk(rc[p][1], qu0, qu1, su0, su1, c0 + p);
             }
-        for (int c = c0; c < c1; c += PF) {
+        for (int c = c0; c < c1; c += Pf) {
 #pragma unroll
-            for (int p = 0; p < PF; p++) {
+            for (int p = 0; p < Pf; p++) {
                 if (c + p < c1) {
-                    RowChunk g0 = rg[p], u0 = ru[p];
-                    if (c + p + PF < c1) {
-                        load_chunk(rg[p], qg0, qg1, sg0, sg1, c + p + PF);
-                        load_chunk(ru[p], qu0, qu1, su0, su1, c + p + PF);
+                    RowChunk cur[2] = {rc[p][0], rc[p][1]};
+                    if (c + p + Pf < c1) {
+                        load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c + p + Pf);
+                        load_chunk(rc[p][1], qu0, qu1, su0, su1, c + p + Pf);
                     }
-                    u32 b[NT][4][4];
-                    load_acts(b, rows, c + p, q);
-                    chunk_mma(acc, g0, b);
-                    chunk_mma(acc + NT, u0, b);
+                    chunk_mma<Nt, 2>(acc, cur, rows, c + p, q);
                 }
             }
         }
-        reduce_k<UP_RW, UP_KW, 2 * NT>(acc, red, rw, kw, lane);
+        reduce_k<Rw, Kw, 2 * Nt * 4>(&acc[0][0][0], red, rw, kw, lane);
         if (kw == 0) {
             float s2 = w13s2[e] * 256.0f;    // 2^8 undoes the scale fold
 #pragma unroll
-            for (int j = 0; j < NT; j++)
+            for (int j = 0; j < Nt; j++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     int tok = 8 * j + 2 * q + (c & 1);
                     if (tok < count) {
-                        float gv = acc[j][c] * s2, uv = acc[NT + j][c] * s2;
+                        float gv = acc[0][j][c] * s2, uv = acc[1][j][c] * s2;
                         float hv = __fdividef(gv, 1.0f + __expf(-gv)) * uv;
                         h[(long long)(first + tok) * I + i0 + g + (c >> 1) * 8] = f32_to_bf16(hv);
                     }
@@ -342,63 +343,81 @@ w4_up(int T, int H, int I, int E, int K, const u16 *x, const int *pairs, const i
     }
 }
 
-// ---- w4_down -------------------------------------------------------------------
+// ---- the down projection -----------------------------------------------------------
 
-extern "C" __global__ void __launch_bounds__(DN_WARPS * 32)
-w4_down(int T, int H, int I, int E, int K, const int *pairs, const int4 *tiles, const int *meta,
-        const u16 *h, const unsigned char *w2q, const unsigned char *w2sf, const float *w2s2,
-        float *y) {
-    __shared__ float red[DN_KW > 1 ? (DN_KW - 1) * DN_RW * 32 * NT * 4 : 1];
+template <int Nt, int Rw, int Kw, int Pf>
+__device__ __forceinline__ void down_body(int H, int I, const int *pairs, const int4 *tiles, const int *meta,
+                                          const u16 *h, const unsigned char *w2q, const unsigned char *w2sf,
+                                          const float *w2s2, float *y) {
+    __shared__ float red[Kw > 1 ? (Kw - 1) * Rw * 32 * Nt * 4 : 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    int rw = warp % DN_RW, kw = warp / DN_RW;
+    int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
-    int rblocks = H / (16 * DN_RW);
+    int rblocks = H / (16 * Rw);
     int chunks = I / 128;
-    int c0 = chunks * kw / DN_KW, c1 = chunks * (kw + 1) / DN_KW;
+    int c0 = chunks * kw / Kw, c1 = chunks * (kw + 1) / Kw;
     long long rowb = I / 2, sfb = I / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
         int tile = (int)(wi % ntiles), rb = (int)(wi / ntiles);
         int4 tl = tiles[tile];
         int e = tl.x, first = tl.y, count = tl.z;
-        int n0 = (rb * DN_RW + rw) * 16;
+        int n0 = (rb * Rw + rw) * 16;
         long long grow = (long long)e * H + n0 + g;
         const unsigned char *q0 = w2q + grow * rowb + 16 * q, *q1 = q0 + 8 * rowb;
         const unsigned char *s0 = w2sf + grow * sfb + 2 * q, *s1 = s0 + 8 * sfb;
-        const u16 *rows[NT];
+        const u16 *rows[Nt];
 #pragma unroll
-        for (int j = 0; j < NT; j++) rows[j] = 8 * j + g < count ? h + (long long)(first + 8 * j + g) * I : 0;
-        float acc[NT][4];
+        for (int j = 0; j < Nt; j++) rows[j] = h + (long long)(first + min(8 * j + g, count - 1)) * I;
+        float acc[1][Nt][4];
 #pragma unroll
-        for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-        RowChunk r[PF];
+        for (int j = 0; j < Nt; j++) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0.0f;
+        RowChunk rc[Pf];
 #pragma unroll
-        for (int p = 0; p < PF; p++)
-            if (c0 + p < c1) load_chunk(r[p], q0, q1, s0, s1, c0 + p);
-        for (int c = c0; c < c1; c += PF) {
+        for (int p = 0; p < Pf; p++)
+            if (c0 + p < c1) load_chunk(rc[p], q0, q1, s0, s1, c0 + p);
+        for (int c = c0; c < c1; c += Pf) {
 #pragma unroll
-            for (int p = 0; p < PF; p++) {
+            for (int p = 0; p < Pf; p++) {
                 if (c + p < c1) {
-                    RowChunk cur = r[p];
-                    if (c + p + PF < c1) load_chunk(r[p], q0, q1, s0, s1, c + p + PF);
-                    u32 b[NT][4][4];
-                    load_acts(b, rows, c + p, q);
-                    chunk_mma(acc, cur, b);
+                    RowChunk cur = rc[p];
+                    if (c + p + Pf < c1) load_chunk(rc[p], q0, q1, s0, s1, c + p + Pf);
+                    chunk_mma<Nt, 1>(acc, &cur, rows, c + p, q);
                 }
             }
         }
-        reduce_k<DN_RW, DN_KW, NT>(acc, red, rw, kw, lane);
+        reduce_k<Rw, Kw, Nt * 4>(&acc[0][0][0], red, rw, kw, lane);
         if (kw == 0) {
             float s2 = w2s2[e] * 256.0f;
 #pragma unroll
-            for (int j = 0; j < NT; j++)
+            for (int j = 0; j < Nt; j++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     int tok = 8 * j + 2 * q + (c & 1);
                     if (tok < count)
-                        y[(long long)pairs[first + tok] * H + n0 + g + (c >> 1) * 8] = acc[j][c] * s2;
+                        y[(long long)pairs[first + tok] * H + n0 + g + (c >> 1) * 8] = acc[0][j][c] * s2;
                 }
         }
     }
+}
+
+// ---- the kernels: a small-batch and a large-batch instance of each GEMM ----------
+
+#define UP_ARGS int T, int H, int I, int E, int K, const u16 *x, const int *pairs, const int4 *tiles, \
+    const int *meta, const unsigned char *w13q, const unsigned char *w13sf, const float *w13s2, u16 *h
+#define DN_ARGS int T, int H, int I, int E, int K, const int *pairs, const int4 *tiles, const int *meta, \
+    const u16 *h, const unsigned char *w2q, const unsigned char *w2sf, const float *w2s2, float *y
+
+extern "C" __global__ void __launch_bounds__(UP_RW * UP_KW * 32) w4_up(UP_ARGS) {
+    up_body<NT, UP_RW, UP_KW, PF>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+}
+extern "C" __global__ void __launch_bounds__(L_UP_RW * L_KW * 32) w4_up_l(UP_ARGS) {
+    up_body<L_NT, L_UP_RW, L_KW, PF>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+}
+extern "C" __global__ void __launch_bounds__(DN_RW * DN_KW * 32) w4_down(DN_ARGS) {
+    down_body<NT, DN_RW, DN_KW, PF>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+}
+extern "C" __global__ void __launch_bounds__(L_DN_RW * L_KW * 32) w4_down_l(DN_ARGS) {
+    down_body<L_NT, L_DN_RW, L_KW, PF>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
 
 // ---- w4_combine ----------------------------------------------------------------

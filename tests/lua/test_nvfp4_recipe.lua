@@ -21,29 +21,45 @@ end)
 t.test("nvfp4_recipe_plans_name_only_known_arguments", function()
   local names = {}
   for _, a in ipairs(r.problem.args) do names[a.name] = true end
-  local p = { NT = 4, UP_RW = 2, UP_KW = 8, DN_RW = 4, DN_KW = 4, PF = 2 }
+  local p = { NT = 2, UP_RW = 2, UP_KW = 8, DN_RW = 4, DN_KW = 4, PF = 2, L_NT = 8, L_UP_RW = 4, L_DN_RW = 4, L_KW = 2,
+              SWITCH = 8 }
   for _, sh in ipairs(r.shapes) do
     for _, plan in ipairs { r.launch(sh.shape, p), r.launch(sh.shape, { BASELINE = 1 }), moe.ref_launch(sh.shape) } do
       for _, st in ipairs(plan.steps) do
         for _, a in ipairs(st.args) do
-          t.truthy(names[a] or plan.scratch[a], st[1] .. " argument " .. tostring(a) .. " at " .. sh.key)
+          t.truthy(type(a) == "table" or names[a] or plan.scratch[a], st[1] .. " argument " .. tostring(a) .. " at " .. sh.key)
         end
       end
     end
   end
 end)
 
-t.test("nvfp4_recipe_template_plan_at_t4096", function()
-  local s = r.shapes[13].shape
-  local plan = r.launch(s, { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 2, DN_KW = 2, PF = 1 })
+local p0 = { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2, L_DN_RW = 1, L_KW = 2,
+             SWITCH = 16 }
+
+t.test("nvfp4_recipe_template_plan_at_t4096_takes_the_large_batch_kernels", function()
+  local plan = r.launch(r.shapes[13].shape, p0)
   t.eq(#plan.steps, 4)
   t.eq(plan.steps[1][1], "w4_align")
+  t.eq(plan.steps[1].args[4][2], 32, "tiles of 8 * L_NT tokens")
+  t.eq(plan.steps[2][1], "w4_up_l")
   t.eq(plan.steps[2].block, 128)
   t.eq(plan.steps[2].grid, 132 * 16, "up: blocks to fill 2048 threads on every SM")
-  t.eq(plan.steps[3].block, 128)
-  t.eq(plan.scratch.tiles[2], 4 * (4096 * 8 // 16 + 256 + 1), "tiles: every token tile plus one partial per expert")
+  t.eq(plan.steps[3][1], "w4_down_l")
+  t.eq(plan.steps[3].block, 64)
+  t.eq(plan.scratch.tiles[2], 4 * (4096 * 8 // 32 + 256 + 1), "tiles: every token tile plus one partial per expert")
   t.eq(plan.scratch.y[2], 4096 * 8 * 7168)
   t.eq(plan.steps[4].grid, 132 * 8)
+end)
+
+t.test("nvfp4_recipe_template_plan_switches_at_switch_tokens_per_expert", function()
+  -- 256 tokens x 8 slots over 256 experts: 8 a expert, under SWITCH = 16
+  local plan = r.launch(r.shapes[9].shape, p0)
+  t.eq(plan.steps[2][1], "w4_up")
+  t.eq(plan.steps[1].args[4][2], 16, "tiles of 8 * NT tokens")
+  t.eq(plan.steps[2].grid, math.min((256 * 8 // 16 + 257) * (2048 // 16), 132 * 16))
+  -- 1024 tokens: 32 a expert
+  t.eq(r.launch(r.shapes[11].shape, p0).steps[2][1], "w4_up_l")
 end)
 
 t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
@@ -57,8 +73,10 @@ if cuda.nvrtc_version() then
   t.test("nvfp4_template_compiles_across_its_space", function()
     local src = assert(kwb.host.read_file("kernels/nvfp4_moe/w4a16.cu"))
     local specs = {}
-    for _, p in ipairs { { NT = 1, UP_RW = 1, UP_KW = 8, DN_RW = 1, DN_KW = 8, PF = 1 },
-                         { NT = 4, UP_RW = 4, UP_KW = 4, DN_RW = 4, DN_KW = 4, PF = 2 } } do
+    for _, p in ipairs { { NT = 1, UP_RW = 1, UP_KW = 8, DN_RW = 1, DN_KW = 8, PF = 1, L_NT = 8, L_UP_RW = 4,
+                           L_DN_RW = 4, L_KW = 2 },
+                         { NT = 2, UP_RW = 4, UP_KW = 4, DN_RW = 4, DN_KW = 4, PF = 2, L_NT = 2, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1 } } do
       specs[#specs + 1] = { source = src, name = "w4a16.cu", defines = p, arch = "sm_90" }
     end
     specs[#specs + 1] = { file = "kernels/nvfp4_moe/ref.cu", arch = "sm_90" }

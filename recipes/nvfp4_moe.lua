@@ -75,7 +75,7 @@ return kwb.recipe {
     return w4a16(s, p)
   end,
   strategy = "anneal",
-  budget   = { candidates = 40, minutes = 5, timeout = 10 },
+  budget   = { candidates = 200, minutes = 5, timeout = 10 },
   timing   = { warmup = 0.01, min_samples = 5, cap = 0.15, target = 0.02 },
   -- for the agents that propose kernels: what they read, and who they are
   model    = { provider = "openai", model = "gpt-5", key_env = "OPENAI_API_KEY" },

@@ -57,7 +57,7 @@ local function build_spec(spec, level)
   if spec.arch ~= nil and not core.cuda_arch_valid(spec.arch) then
     error(string.format("unknown CUDA arch '%s' (expected sm_80, sm_89, sm_90, sm_90a, sm_100a, ...)", tostring(spec.arch)), level)
   end
-  local include = { M.kernels_dir }
+  local include = { host.resolve(M.kernels_dir) }
   for _, d in ipairs(spec.include or {}) do include[#include + 1] = d end
   return {
     source = source, name = name or "kernel.cu", arch = spec.arch,

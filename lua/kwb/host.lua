@@ -84,6 +84,16 @@ function M.build_dir()
 end
 
 -- read_file(path) -> its contents | nil, message
+-- resolve(path) -> path, absolute when relative: against the directory kwb
+-- was started in (a worker, which runs in its scratch directory, gets it as
+-- KWB_ORIGIN). Files of the tree (kernels/...) are named relative to it.
+function M.resolve(path)
+  if path:sub(1, 1) == "/" then return path end
+  local origin = os.getenv("KWB_ORIGIN") or core.cwd()
+  if not origin then return path end
+  return origin .. "/" .. path:gsub("^%./", "")
+end
+
 function M.read_file(path)
   local f, err = io.open(path, "rb")
   if not f then return nil, err end

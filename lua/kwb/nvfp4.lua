@@ -90,7 +90,7 @@ end
 
 -- load([path]) -> the reference's functions, or nil, message, info (compile-error, no-file).
 function M.load(path)
-  path = path or M.default_path
+  path = host.resolve(path or M.default_path)
   local mod, msg, info = host.compile { file = path }
   if not mod then return nil, msg, info end
   local c = {}

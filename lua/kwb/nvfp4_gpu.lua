@@ -94,7 +94,7 @@ local loaded = {}
 -- load([path]) -> the kernels of gen.cu, compiled once per path for the
 -- current device, or nil, message, info (no-file, compile-error, no-driver, ...).
 function M.load(path)
-  path = path or M.default_path
+  path = require("kwb.host").resolve(path or M.default_path)
   if loaded[path] then return loaded[path] end
   local mod, msg, info = cuda.compile { file = path, flags = { "--fmad=false" } }
   if not mod then return nil, msg, info end

@@ -30,7 +30,8 @@ M.allow_prefix = { "LC_", "KWB_" }
 -- Even an allowed name is dropped when it looks like a secret.
 M.deny_words = { "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION" }
 -- Set by the pool, whatever the parent has.
-local own = { HOME = true, TMPDIR = true, KWB_CACHE = true, KWB_HISTORY = true, CUDA_VISIBLE_DEVICES = true }
+local own = { HOME = true, TMPDIR = true, KWB_CACHE = true, KWB_HISTORY = true, CUDA_VISIBLE_DEVICES = true,
+              KWB_ORIGIN = true }
 
 local function allowed(name)
   if own[name] then return false end
@@ -72,6 +73,9 @@ function M.environment(extra)
   for _, kv in ipairs { "HOME=%SCRATCH%", "TMPDIR=%SCRATCH%/tmp", "KWB_CACHE=%SCRATCH%/kwb.db" } do
     env[#env + 1] = kv
   end
+  -- where kwb was started: paths relative to it (kernels/...) resolve there (kwb.host.resolve)
+  local origin = os.getenv("KWB_ORIGIN") or cwd
+  if origin then env[#env + 1] = "KWB_ORIGIN=" .. origin end
   for _, kv in ipairs(extra or {}) do env[#env + 1] = kv end
   return env
 end

@@ -132,7 +132,7 @@ local function emu_module()
 end
 
 function fake.compile(spec)
-  t.eq(spec.file, "kernels/nvfp4_moe/gen.cu", "compiled file")
+  t.eq(spec.file, require("kwb.core").cwd() .. "/kernels/nvfp4_moe/gen.cu", "compiled file (resolved where kwb started)")
   t.eq(table.concat(spec.flags or {}, " "), "--fmad=false", "compile flags")
   local emu_mod = emu_module()
   return {

@@ -76,6 +76,7 @@ t.test("test_worker_runs_unprivileged_in_its_scratch_without_secrets", function(
   t.eq(id.home, id.cwd)
   t.eq(id.tmpdir, id.cwd .. "/tmp")
   t.truthy(id.cwd:match("/kwb%-worker%-%w+$"), id.cwd)
+  t.eq(id.resolved, core.cwd() .. "/kernels/nvfp4_moe/ref.cu", "tree paths resolve where kwb started, not in the scratch")
 end)
 
 t.test("test_worker_refuses_to_run_as_root_and_the_pool_says_so", function()

@@ -27,7 +27,8 @@ function M.identity()
   if f then f:close() end
   return { uid = core.uid(), cwd = core.cwd(), home = os.getenv("HOME"), tmpdir = os.getenv("TMPDIR"),
            key = os.getenv("OPENAI_API_KEY"), token = os.getenv("KWB_API_TOKEN"), keep = os.getenv("KWB_KEEP_ME"),
-           groups = status:match("Groups:[ \t]*([^\n]*)") }
+           groups = status:match("Groups:[ \t]*([^\n]*)"),
+           resolved = require("kwb.host").resolve("kernels/nvfp4_moe/ref.cu") }
 end
 
 function M.die(sig)

@@ -74,7 +74,8 @@ setmetatable(M, { __call = function(_, opts)
   for k in pairs(opts) do
     if k ~= "tolerance" then error("nvfp4_moe: unknown option '" .. tostring(k) .. "' (known: tolerance)", 2) end
   end
-  local ref_source = assert(require("kwb.host").read_file(M.ref_file))
+  local host = require "kwb.host"
+  local ref_source = assert(host.read_file(host.resolve(M.ref_file)))
   return problem.define {
     name = "nvfp4_moe",
     description = "routed experts of an MoE layer, NVFP4 weights (W4A16), bf16 activations",

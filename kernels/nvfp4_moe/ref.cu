@@ -1,8 +1,11 @@
 // ref.cu: the trusted reference of the NVFP4 routed-experts MoE layer on the GPU.
-// Simple on purpose: one thread per output element, fp32 accumulation, every
+// Simple on purpose: one warp per output element, fp32 accumulation, every
 // weight dequantised on its own as value = e2m1(code) * e4m3(scale) * s2. The
-// layouts, the w13 row order and the layer's definition are those of
-// nvfp4_ref.c (the float64 CPU reference this file is checked against):
+// warp's lanes take the row's 16-element scale blocks in turn (lane, lane + 32,
+// ...) so that a warp reads 256 consecutive bytes of a row at a time, and
+// their sums meet in a warp shuffle. The layouts, the w13 row order and the
+// layer's definition are those of nvfp4_ref.c (the float64 CPU reference this
+// file is checked against):
 //   x    bf16 [T, H]            ids  int32 [T, K]        tw  f32 [T, K]
 //   w13  uint8 [E, 2I, H/2], scales e4m3 [E, 2I, H/16] (linear), s2 f32 [E]
 //        rows 0..I-1 gate (w1), rows I..2I-1 up (w3)
@@ -12,9 +15,9 @@
 // H and I are multiples of 16. An expert id outside 0..E-1 makes NaN.
 //
 // Device code only, for NVRTC; no headers (bf16 is carried as unsigned short).
-// Launch plan (in order, on one stream):
-//   nvfp4_moe_ref_up    grid ceil(T*K*I / 256), block 256, no shared memory
-//   nvfp4_moe_ref_down  grid ceil(T*H / 256),   block 256, no shared memory
+// Launch plan (in order, on one stream), block 256 (8 warps), no shared memory:
+//   nvfp4_moe_ref_up    grid (ceil(I / 8), T*K)
+//   nvfp4_moe_ref_down  grid (ceil(H / 8), T)
 // Compile check (no GPU needed): nvcc -arch=sm_90 -cubin -o /tmp/ref.cubin kernels/nvfp4_moe/ref.cu
 
 __device__ __forceinline__ float ref_bf16_to_f32(unsigned short h) {
@@ -55,53 +58,63 @@ __device__ __forceinline__ float ref_weight(const unsigned char *q, const unsign
     return ref_e2m1_to_f32(code) * ref_e4m3_to_f32(sf[row * (cols / 16) + c / 16]) * s2[e];
 }
 
-// One thread per (token t, slot j, intermediate index i): h[t*K + j][i].
+__device__ __forceinline__ float ref_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// One warp per (token t, slot j, intermediate index i): h[t*K + j][i].
 extern "C" __global__ void nvfp4_moe_ref_up(int T, int H, int I, int E, int K,
                                             const unsigned short *x, const int *ids,
                                             const unsigned char *w13q, const unsigned char *w13sf,
                                             const float *w13s2, unsigned short *h) {
-    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (long long)T * K * I) return;
-    int i = (int)(idx % I);
-    long long tj = idx / I;                      // t * K + j
-    int t = (int)(tj / K);
+    int lane = threadIdx.x % 32;
+    int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    long long tj = blockIdx.y;                   // t * K + j
+    if (i >= I || tj >= (long long)T * K) return;   // the whole warp
+    long long t = tj / K;
     int e = ids[tj];
-    if (e < 0 || e >= E) {
-        h[idx] = 0x7fc0;
-        return;
-    }
+    bool valid = e >= 0 && e < E;
     float gate = 0.0f, up = 0.0f;
-    for (int c = 0; c < H; c++) {
-        float xv = ref_bf16_to_f32(x[(long long)t * H + c]);
-        gate += xv * ref_weight(w13q, w13sf, w13s2, e, 2 * I, H, i, c);
-        up += xv * ref_weight(w13q, w13sf, w13s2, e, 2 * I, H, I + i, c);
+    for (int b = lane; valid && b < H / 16; b += 32)
+        for (int c = 16 * b; c < 16 * b + 16; c++) {
+            float xv = ref_bf16_to_f32(x[t * H + c]);
+            gate += xv * ref_weight(w13q, w13sf, w13s2, e, 2 * I, H, i, c);
+            up += xv * ref_weight(w13q, w13sf, w13s2, e, 2 * I, H, I + i, c);
+        }
+    gate = ref_warp_sum(gate);
+    up = ref_warp_sum(up);
+    if (lane == 0) {
+        float silu = gate / (1.0f + expf(-gate));
+        h[tj * I + i] = valid ? ref_f32_to_bf16(silu * up) : (unsigned short)0x7fc0;
     }
-    float silu = gate / (1.0f + expf(-gate));
-    h[idx] = ref_f32_to_bf16(silu * up);
 }
 
-// One thread per (token t, hidden index n): out[t][n].
+// One warp per (token t, hidden index n): out[t][n].
 extern "C" __global__ void nvfp4_moe_ref_down(int T, int H, int I, int E, int K,
                                               const int *ids, const float *tw,
                                               const unsigned short *h,
                                               const unsigned char *w2q, const unsigned char *w2sf,
                                               const float *w2s2, unsigned short *out) {
-    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (long long)T * H) return;
-    int n = (int)(idx % H);
-    int t = (int)(idx / H);
+    int lane = threadIdx.x % 32;
+    int n = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    long long t = blockIdx.y;
+    if (n >= H || t >= T) return;                // the whole warp
     float acc = 0.0f;
+    bool valid = true;
     for (int j = 0; j < K; j++) {
-        long long tj = (long long)t * K + j;
+        long long tj = t * K + j;
         int e = ids[tj];
         if (e < 0 || e >= E) {
-            acc = __uint_as_float(0x7fc00000u);
+            valid = false;
             break;
         }
         float d = 0.0f;
-        for (int i = 0; i < I; i++)
-            d += ref_bf16_to_f32(h[tj * I + i]) * ref_weight(w2q, w2sf, w2s2, e, H, I, n, i);
+        for (int b = lane; b < I / 16; b += 32)
+            for (int i = 16 * b; i < 16 * b + 16; i++)
+                d += ref_bf16_to_f32(h[tj * I + i]) * ref_weight(w2q, w2sf, w2s2, e, H, I, n, i);
         acc += tw[tj] * d;
     }
-    out[idx] = ref_f32_to_bf16(acc);
+    acc = ref_warp_sum(acc);
+    if (lane == 0) out[t * H + n] = valid ? ref_f32_to_bf16(acc) : (unsigned short)0x7fc0;
 }

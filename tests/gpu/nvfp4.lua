@@ -132,9 +132,9 @@ local layers = {
   ref = function(p, d, h, out)
     local T, H, I, E, K = p.T, p.H, p.I, p.E, p.k
     return cuda.plan {
-      { ref_up, grid = ceil_div(T * K * I, 256), block = 256,
+      { ref_up, grid = { ceil_div(I, 8), T * K }, block = 256,
         args = { T, H, I, E, K, d.x, d.ids, d.w13q, d.w13sf, d.w13s2, h } },
-      { ref_down, grid = ceil_div(T * H, 256), block = 256,
+      { ref_down, grid = { ceil_div(H, 8), T }, block = 256,
         args = { T, H, I, E, K, d.ids, d.tw, h, d.w2q, d.w2sf, d.w2s2, out } },
     }
   end,

@@ -368,71 +368,107 @@ t.test("moe_reference_rejects_an_expert_id_out_of_range", function()
                w2.qb, w2.sfb, w2.s2b, out, nil), -4)
 end)
 
--- ---- ref.cu, run on the CPU ----------------------------------------------------
--- The GPU reference kernels compiled as C++ with a few definitions standing in
--- for CUDA's, launched by loops over the grid and block of ref.cu's launch plan.
--- This checks their indexing, decoding and arithmetic against nvfp4_ref.c
--- without a GPU (fp32 as on the device; expf from libm instead of CUDA's).
+-- ---- ref.cu and baseline.cu, run on the CPU -------------------------------------
+-- The GPU kernels compiled as C++ with a few definitions standing in for
+-- CUDA's; this checks their indexing, decoding and arithmetic against
+-- nvfp4_ref.c without a GPU (fp32 as on the device; expf from libm instead of
+-- CUDA's). A launch runs as 256 OS threads, one per thread of a block, that go through
+-- the blocks one after another, so __syncthreads and the warp shuffles are real
+-- barriers; __shared__ becomes static, which is right while one block runs at a time.
 
-local emu_prelude = [[
+local emu_threads_prelude_fmt = [[
+#include <barrier>
 #include <math.h>
 #include <string.h>
+#include <thread>
+#include <vector>
 struct emu_dim3 { unsigned x, y, z; };
-static emu_dim3 blockIdx, threadIdx, blockDim;
+struct uint4 { unsigned x, y, z, w; };
+struct emu_block { std::barrier<> *all; std::barrier<> *warp[8]; float lane[256]; };
+static thread_local emu_dim3 blockIdx, threadIdx;
+static emu_dim3 blockDim;
+static emu_block *emu_cur;
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(n)
+#define __expf expf
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-#line 1 "kernels/nvfp4_moe/ref.cu"
+static inline void __syncthreads(void) { emu_cur->all->arrive_and_wait(); }
+static inline float __shfl_xor_sync(unsigned, float v, int o) {
+    unsigned t = threadIdx.x, w = t / 32;
+    emu_cur->lane[t] = v;
+    emu_cur->warp[w]->arrive_and_wait();
+    float r = emu_cur->lane[w * 32 + ((t % 32) ^ (unsigned)o)];
+    emu_cur->warp[w]->arrive_and_wait();
+    return r;
+}
+#line 1 "@FILE@"
 ]]
 
-local emu_launchers = [[
-static void emu_launch(long long threads, void (*body)(void *), void *args) {
-    unsigned blocks = (unsigned)((threads + 255) / 256);
+local emu_threads_launchers = [[
+template <class F> static void emu_launch(unsigned gx, unsigned gy, F body) {
     blockDim = {256, 1, 1};
-    for (unsigned b = 0; b < blocks; b++)
-        for (unsigned t = 0; t < 256; t++) {
-            blockIdx = {b, 0, 0};
+    std::barrier<> all(256), w0(32), w1(32), w2(32), w3(32), w4(32), w5(32), w6(32), w7(32);
+    emu_block b = {&all, {&w0, &w1, &w2, &w3, &w4, &w5, &w6, &w7}, {}};
+    emu_cur = &b;
+    std::vector<std::thread> th;
+    for (unsigned t = 0; t < 256; t++)
+        th.emplace_back([=, &all] {
             threadIdx = {t, 0, 0};
-            body(args);
-        }
+            for (unsigned by = 0; by < gy; by++)
+                for (unsigned bx = 0; bx < gx; bx++) {
+                    blockIdx = {bx, by, 0};
+                    body();
+                    all.arrive_and_wait();     /* the block ends before the next begins */
+                }
+        });
+    for (auto &x : th) x.join();
 }
-struct up_args { int T, H, I, E, K; const unsigned short *x; const int *ids;
-                 const unsigned char *q, *sf; const float *s2; unsigned short *h; };
-static void up_body(void *p) {
-    up_args *a = (up_args *)p;
-    nvfp4_moe_ref_up(a->T, a->H, a->I, a->E, a->K, a->x, a->ids, a->q, a->sf, a->s2, a->h);
-}
-struct down_args { int T, H, I, E, K; const int *ids; const float *tw; const unsigned short *h;
-                   const unsigned char *q, *sf; const float *s2; unsigned short *out; };
-static void down_body(void *p) {
-    down_args *a = (down_args *)p;
-    nvfp4_moe_ref_down(a->T, a->H, a->I, a->E, a->K, a->ids, a->tw, a->h, a->q, a->sf, a->s2, a->out);
-}
+#ifdef EMU_REF
 extern "C" void emu_ref_layer(int T, int H, int I, int E, int K, const unsigned short *x,
                               const int *ids, const float *tw, const unsigned char *w13q,
                               const unsigned char *w13sf, const float *w13s2,
                               const unsigned char *w2q, const unsigned char *w2sf,
                               const float *w2s2, unsigned short *h, unsigned short *out) {
-    up_args u = {T, H, I, E, K, x, ids, w13q, w13sf, w13s2, h};
-    emu_launch((long long)T * K * I, up_body, &u);
-    down_args d = {T, H, I, E, K, ids, tw, h, w2q, w2sf, w2s2, out};
-    emu_launch((long long)T * H, down_body, &d);
+    emu_launch((unsigned)(I + 7) / 8, (unsigned)(T * K),
+               [=] { nvfp4_moe_ref_up(T, H, I, E, K, x, ids, w13q, w13sf, w13s2, h); });
+    emu_launch((unsigned)(H + 7) / 8, (unsigned)T,
+               [=] { nvfp4_moe_ref_down(T, H, I, E, K, ids, tw, h, w2q, w2sf, w2s2, out); });
 }
+#endif
+#ifdef EMU_BASE
+extern "C" void emu_base_layer(int T, int H, int I, int E, int K, const unsigned short *x,
+                               const int *ids, const float *tw, const unsigned char *w13q,
+                               const unsigned char *w13sf, const float *w13s2,
+                               const unsigned char *w2q, const unsigned char *w2sf,
+                               const float *w2s2, unsigned short *h, unsigned short *out) {
+    emu_launch((unsigned)(I + 7) / 8, (unsigned)(T * K),
+               [=] { nvfp4_moe_base_up(T, H, I, E, K, x, ids, w13q, w13sf, w13s2, h); });
+    emu_launch((unsigned)(H + 7) / 8, (unsigned)T,
+               [=] { nvfp4_moe_base_down(T, H, I, E, K, ids, tw, h, w2q, w2sf, w2s2, out); });
+}
+#endif
 ]]
 
-local function emu_ref_layer()
-  local f = assert(io.open("kernels/nvfp4_moe/ref.cu", "rb"))
-  local src = emu_prelude .. f:read("a") .. emu_launchers
+-- compile(file, which) -> the C++ build of one kernel file with its layer launcher.
+local function emu_build(file, which)
+  local f = assert(io.open(file, "rb"))
+  local src = "#define EMU_" .. which .. "\n" .. emu_threads_prelude_fmt:gsub("@FILE@", file) .. f:read("a")
+              .. emu_threads_launchers
   f:close()
-  local m, msg, info = host.compile { source = src, name = "ref_cu_on_cpu.cc", cc = "c++",
-                                      flags = { "-x", "c++", "-std=c++17" } }
+  local m, msg, info = host.compile { source = src, name = file:match("([%w_]+)%.cu$") .. "_cu_on_cpu.cc", cc = "c++",
+                                      flags = { "-x", "c++", "-std=c++20", "-pthread" } }
   if not m then error(msg .. "\n" .. (info.log or "")) end
-  return assert(m:fn [[void emu_ref_layer(int T, int H, int I, int E, int K, const uint16_t *x,
+  local fname = which == "REF" and "emu_ref_layer" or "emu_base_layer"
+  return assert(m:fn("void " .. fname .. [[(int T, int H, int I, int E, int K, const uint16_t *x,
     const int32_t *ids, const float *tw, const uint8_t *w13q, const uint8_t *w13sf, const float *w13s2,
-    const uint8_t *w2q, const uint8_t *w2sf, const float *w2s2, uint16_t *h, uint16_t *out)]])
+    const uint8_t *w2q, const uint8_t *w2sf, const float *w2s2, uint16_t *h, uint16_t *out)]]))
 end
+
+local function emu_ref_layer() return emu_build("kernels/nvfp4_moe/ref.cu", "REF") end
 
 t.test("ref_cu_kernels_match_the_float64_reference_on_the_cpu", function()
   local layer = emu_ref_layer()
@@ -470,84 +506,8 @@ t.test("ref_cu_kernels_make_nan_for_an_expert_id_out_of_range", function()
   t.truthy(out[H + 1] ~= out[H + 1], "token 1 (expert 2 of 2) is NaN")
 end)
 
--- ---- baseline.cu, run on the CPU ----------------------------------------------
--- A launch runs as 256 OS threads, one per thread of a block, that go through
--- the blocks one after another, so __syncthreads and the warp shuffles are real
--- barriers; __shared__ becomes static, which is right while one block runs at a time.
-
-local emu_threads_prelude = [[
-#include <barrier>
-#include <math.h>
-#include <string.h>
-#include <thread>
-#include <vector>
-struct emu_dim3 { unsigned x, y, z; };
-struct uint4 { unsigned x, y, z, w; };
-struct emu_block { std::barrier<> *all; std::barrier<> *warp[8]; float lane[256]; };
-static thread_local emu_dim3 blockIdx, threadIdx;
-static emu_dim3 blockDim;
-static emu_block *emu_cur;
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __launch_bounds__(n)
-#define __expf expf
-static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-static inline void __syncthreads(void) { emu_cur->all->arrive_and_wait(); }
-static inline float __shfl_xor_sync(unsigned, float v, int o) {
-    unsigned t = threadIdx.x, w = t / 32;
-    emu_cur->lane[t] = v;
-    emu_cur->warp[w]->arrive_and_wait();
-    float r = emu_cur->lane[w * 32 + ((t % 32) ^ (unsigned)o)];
-    emu_cur->warp[w]->arrive_and_wait();
-    return r;
-}
-#line 1 "kernels/nvfp4_moe/baseline.cu"
-]]
-
-local emu_threads_launchers = [[
-template <class F> static void emu_launch(unsigned gx, unsigned gy, F body) {
-    blockDim = {256, 1, 1};
-    std::barrier<> all(256), w0(32), w1(32), w2(32), w3(32), w4(32), w5(32), w6(32), w7(32);
-    emu_block b = {&all, {&w0, &w1, &w2, &w3, &w4, &w5, &w6, &w7}, {}};
-    emu_cur = &b;
-    std::vector<std::thread> th;
-    for (unsigned t = 0; t < 256; t++)
-        th.emplace_back([=, &all] {
-            threadIdx = {t, 0, 0};
-            for (unsigned by = 0; by < gy; by++)
-                for (unsigned bx = 0; bx < gx; bx++) {
-                    blockIdx = {bx, by, 0};
-                    body();
-                    all.arrive_and_wait();     /* the block ends before the next begins */
-                }
-        });
-    for (auto &x : th) x.join();
-}
-extern "C" void emu_base_layer(int T, int H, int I, int E, int K, const unsigned short *x,
-                               const int *ids, const float *tw, const unsigned char *w13q,
-                               const unsigned char *w13sf, const float *w13s2,
-                               const unsigned char *w2q, const unsigned char *w2sf,
-                               const float *w2s2, unsigned short *h, unsigned short *out) {
-    emu_launch((unsigned)(I + 7) / 8, (unsigned)(T * K),
-               [=] { nvfp4_moe_base_up(T, H, I, E, K, x, ids, w13q, w13sf, w13s2, h); });
-    emu_launch((unsigned)(H + 7) / 8, (unsigned)T,
-               [=] { nvfp4_moe_base_down(T, H, I, E, K, ids, tw, h, w2q, w2sf, w2s2, out); });
-}
-]]
-
 t.test("baseline_cu_kernels_match_the_float64_reference_on_the_cpu", function()
-  local f = assert(io.open("kernels/nvfp4_moe/baseline.cu", "rb"))
-  local src = emu_threads_prelude .. f:read("a") .. emu_threads_launchers
-  f:close()
-  local m, msg, info = host.compile { source = src, name = "baseline_cu_on_cpu.cc", cc = "c++",
-                                      flags = { "-x", "c++", "-std=c++20", "-pthread" } }
-  if not m then error(msg .. "\n" .. (info.log or "")) end
-  local layer = assert(m:fn [[void emu_base_layer(int T, int H, int I, int E, int K, const uint16_t *x,
-    const int32_t *ids, const float *tw, const uint8_t *w13q, const uint8_t *w13sf, const float *w13s2,
-    const uint8_t *w2q, const uint8_t *w2sf, const float *w2s2, uint16_t *h, uint16_t *out)]])
+  local layer = emu_build("kernels/nvfp4_moe/baseline.cu", "BASE")
   -- H and I above 256 and not multiples of it: the lanes' stride loop runs a partial round.
   local T, H, I, E, K = 2, 320, 288, 5, 2
   local x = host.buffer("bf16", T * H):fill_normal(50)

@@ -15,7 +15,7 @@
 --   out[t] = sum_k tw[t,k] * W2[e] (bf16(silu(W1[e] x[t]) * (W3[e] x[t]))),  e = ids[t,k]
 -- Any token sorting a layer needs is inside it (timed); the router is not.
 --
--- Verified against kernels/nvfp4_moe/ref.cu (one thread per output, fp32
+-- Verified against kernels/nvfp4_moe/ref.cu (one warp per output, fp32
 -- accumulation; itself checked against the float64 CPU reference in
 -- tests/gpu/nvfp4.lua) with a relative L2 error of at most 5e-3. The inputs
 -- are drawn per run and round (draw = "run"): the reference at T = 4096 takes
@@ -62,9 +62,9 @@ function M.flops(s) return 6 * s.T * s.K * s.H * s.I end
 -- The reference's launch plan (ref.cu's header).
 function M.ref_launch(s)
   return { steps = {
-    { "nvfp4_moe_ref_up", grid = (s.T * s.K * s.I + 255) // 256, block = 256,
+    { "nvfp4_moe_ref_up", grid = { (s.I + 7) // 8, s.T * s.K }, block = 256,
       args = { "T", "H", "I", "E", "K", "x", "ids", "w13q", "w13sf", "w13s2", "h" } },
-    { "nvfp4_moe_ref_down", grid = (s.T * s.H + 255) // 256, block = 256,
+    { "nvfp4_moe_ref_down", grid = { (s.H + 7) // 8, s.T }, block = 256,
       args = { "T", "H", "I", "E", "K", "ids", "tw", "h", "w2q", "w2sf", "w2s2", "out" } },
   }, scratch = { h = { "bf16", s.T * s.K * s.I } } }
 end

@@ -5,8 +5,7 @@
 -- 4096 tokens under uniform and skewed routing. Start: kernels/nvfp4_moe/
 -- baseline.cu (a warp per output row, no token sorting). The template
 -- kernels/nvfp4_moe/w4a16.cu sorts tokens by expert and runs tiled MMA GEMMs;
--- the default strategy sweeps its tile sizes, warps, split-K, and how the
--- weights stream in (registers, or cp.async stages in shared memory).
+-- the default strategy sweeps its tile sizes, warps, split-K and prefetch.
 --   kwb recipes/nvfp4_moe.lua [--json] [--budget N] [--minutes M] [--strategy grid]
 local moe = require "kwb.problems.nvfp4_moe"
 
@@ -14,12 +13,6 @@ local nsm
 local function sms()
   nsm = nsm or assert(kwb.cuda.device(0)).sms
   return nsm
-end
-
--- Static shared memory of one GEMM block (w4a16.cu): the split-K partial
--- sums and, with STAGES, every warp's stages (nr row pairs: 2 up, 1 down).
-local function smem(nt, rw, kw, nr, stages)
-  return (kw - 1) * rw * 32 * nr * nt * 4 * 4 + rw * kw * stages * 2 * nr * 32 * 20
 end
 
 -- The baseline's plan (its header): a warp per row, one block per 8 rows.
@@ -70,15 +63,11 @@ return kwb.recipe {
   template = "../kernels/nvfp4_moe/w4a16.cu",
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
-    PF = { 1, 2 }, STAGES = { 0, 2, 3, 4 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 },
-    L_KW = { 1, 2 }, SWITCH = { 4, 8, 16, 32 },
+    PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
+    SWITCH = { 4, 8, 16, 32 },
     restrict = function(p)
       return p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
          and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT
-         and (p.STAGES == 0 or p.PF == 1)          -- PF is the register path's
-         and smem(p.NT, p.UP_RW, p.UP_KW, 2, p.STAGES) <= 48 * 1024 and smem(p.NT, p.DN_RW, p.DN_KW, 1, p.STAGES) <= 48 * 1024
-         and smem(p.L_NT, p.L_UP_RW, p.L_KW, 2, p.STAGES) <= 48 * 1024
-         and smem(p.L_NT, p.L_DN_RW, p.L_KW, 1, p.STAGES) <= 48 * 1024
     end,
   },
   launch   = function(s, p)

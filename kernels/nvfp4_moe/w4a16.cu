@@ -37,9 +37,7 @@
 //   UP_RW   warps across rows in w4_up (16 gate + 16 up rows each)     1, 2, 4
 //   UP_KW   warps across K (split-K inside the block, reduced in shared memory)
 //   DN_RW, DN_KW   the same for w4_down
-//   PF      chunks of weights loaded ahead into registers (1 or 2), when STAGES is 0
-//   STAGES  0: weights stream through registers; 2..4: through shared memory, STAGES
-//           chunks per warp in flight with cp.async (more bytes in flight, no registers)
+//   PF      chunks of weights loaded ahead (1 or 2)
 // Requirements: H % 128 == 0, I % 128 == 0, I % (16 * UP_RW) == 0,
 // H % (16 * DN_RW) == 0, E <= 1024; x, h 16-byte aligned. Expert ids outside
 // 0..E-1 are dropped (the reference makes NaN of them; the recipe's inputs
@@ -66,9 +64,6 @@
 #endif
 #ifndef PF
 #define PF 1
-#endif
-#ifndef STAGES
-#define STAGES 0
 #endif
 #ifndef L_NT
 #define L_NT 4
@@ -206,122 +201,6 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
     }
 }
 
-// ---- streaming a warp's rows ------------------------------------------------------
-// A warp's NR row pairs (q[2k], q[2k+1]: codes of rows g and g + 8 at this
-// lane's 16 bytes; s[...]: their scale bytes at this lane's pair) go through
-// chunks c0..c1-1 in one of two ways:
-//   St == 0: registers, Pf chunks loaded ahead (the loads wait in registers);
-//   St >= 2: shared memory, St stages per warp filled by cp.async (each lane
-//            copies and later reads only its own 16-byte pieces and scale
-//            words, so no barrier is needed: cp.async.wait_group suffices).
-
-template <int Nt, int NR, int Pf>
-__device__ __forceinline__ void stream_regs(float (*acc)[Nt][4], const unsigned char *const *qp,
-                                            const unsigned char *const *sp, const u16 *const *rows,
-                                            int c0, int c1, int q) {
-    RowChunk rc[Pf][NR];
-#pragma unroll
-    for (int p = 0; p < Pf; p++)
-        if (c0 + p < c1)
-#pragma unroll
-            for (int k = 0; k < NR; k++) load_chunk(rc[p][k], qp[2 * k], qp[2 * k + 1], sp[2 * k], sp[2 * k + 1], c0 + p);
-    for (int c = c0; c < c1; c += Pf) {
-#pragma unroll
-        for (int p = 0; p < Pf; p++) {
-            if (c + p < c1) {
-                RowChunk cur[NR];
-#pragma unroll
-                for (int k = 0; k < NR; k++) cur[k] = rc[p][k];
-                if (c + p + Pf < c1)
-#pragma unroll
-                    for (int k = 0; k < NR; k++)
-                        load_chunk(rc[p][k], qp[2 * k], qp[2 * k + 1], sp[2 * k], sp[2 * k + 1], c + p + Pf);
-                chunk_mma<Nt, NR>(acc, cur, rows, c + p, q);
-            }
-        }
-    }
-}
-
-__device__ __forceinline__ unsigned smem_addr(const void *p) {
-    unsigned long long a;
-    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
-    return (unsigned)a;
-}
-
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src));
-}
-
-__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(dst)), "l"(src));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
-// Shared memory of one warp's stages: St x 2NR rows x 32 lanes x (16 + 4) bytes.
-template <int NR, int St>
-struct Stages {
-    uint4 q[St][2 * NR][32];
-    u32 s[St][2 * NR][32];
-};
-
-// sp here points at the 4-byte word holding this lane's scale pair (lanes
-// 2m and 2m + 1 share a word; sel = 16 * (q & 1) picks the half).
-template <int Nt, int NR, int St>
-__device__ __forceinline__ void stream_async(float (*acc)[Nt][4], const unsigned char *const *qp,
-                                             const unsigned char *const *sp, const u16 *const *rows,
-                                             int c0, int c1, int q, int lane, Stages<NR, St> &st) {
-    int sel = 16 * (q & 1);
-#pragma unroll
-    for (int p = 0; p < St - 1; p++) {
-        if (c0 + p < c1)
-#pragma unroll
-            for (int r = 0; r < 2 * NR; r++) {
-                cp_async16(&st.q[p][r][lane], qp[r] + 64 * (c0 + p));
-                cp_async4(&st.s[p][r][lane], sp[r] + 8 * (c0 + p));
-            }
-        cp_async_commit();
-    }
-    int slot = 0, fill = St - 1;
-    for (int c = c0; c < c1; c++) {
-        if (c + St - 1 < c1)
-#pragma unroll
-            for (int r = 0; r < 2 * NR; r++) {
-                cp_async16(&st.q[fill][r][lane], qp[r] + 64 * (c + St - 1));
-                cp_async4(&st.s[fill][r][lane], sp[r] + 8 * (c + St - 1));
-            }
-        cp_async_commit();
-        cp_async_wait<St - 1>();          // chunk c has landed in `slot`
-        RowChunk cur[NR];
-#pragma unroll
-        for (int k = 0; k < NR; k++) {
-            cur[k].q0 = st.q[slot][2 * k][lane];
-            cur[k].q1 = st.q[slot][2 * k + 1][lane];
-            cur[k].s0 = st.s[slot][2 * k][lane] >> sel;
-            cur[k].s1 = st.s[slot][2 * k + 1][lane] >> sel;
-        }
-        chunk_mma<Nt, NR>(acc, cur, rows, c, q);
-        slot = slot + 1 == St ? 0 : slot + 1;
-        fill = fill + 1 == St ? 0 : fill + 1;
-    }
-    cp_async_wait<0>();
-}
-
-template <int Nt, int NR, int Pf, int St, int W>
-__device__ __forceinline__ void stream(float (*acc)[Nt][4], const unsigned char *const *qp,
-                                       const unsigned char *const *sp, const u16 *const *rows,
-                                       int c0, int c1, int q, int lane, int warp) {
-    if (St == 0) {
-        stream_regs<Nt, NR, Pf>(acc, qp, sp, rows, c0, c1, q);
-    } else {
-        __shared__ Stages<NR, St == 0 ? 1 : St> stages[W];
-        stream_async<Nt, NR, St == 0 ? 1 : St>(acc, qp, sp, rows, c0, c1, q, lane, stages[warp]);
-    }
-}
-
 // Sum the split-K partial accumulators of the warps kw > 0 into kw == 0's.
 template <int Rw, int Kw, int NACC>
 __device__ __forceinline__ void reduce_k(float *acc, float *red, int rw, int kw, int lane) {
@@ -395,7 +274,7 @@ w4_align(int T, int K, int E, int tt, const int *ids, int *pairs, int4 *tiles, i
 
 // ---- the up projection -------------------------------------------------------------
 
-template <int Nt, int Rw, int Kw, int Pf, int St>
+template <int Nt, int Rw, int Kw, int Pf>
 __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const int *pairs,
                                         const int4 *tiles, const int *meta, const unsigned char *w13q,
                                         const unsigned char *w13sf, const float *w13s2, u16 *h) {
@@ -426,13 +305,25 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
         for (int k = 0; k < 2; k++)
 #pragma unroll
             for (int j = 0; j < Nt; j++) acc[k][j][0] = acc[k][j][1] = acc[k][j][2] = acc[k][j][3] = 0.0f;
-        const unsigned char *qp[4] = {qg0, qg1, qu0, qu1};
-        if (St == 0) {
-            const unsigned char *sp[4] = {sg0, sg1, su0, su1};
-            stream<Nt, 2, Pf, St, Rw * Kw>(acc, qp, sp, rows, c0, c1, q, lane, warp);
-        } else {    // the aligned word holding this lane's scale pair
-            const unsigned char *sp[4] = {sg0 - 2 * (q & 1), sg1 - 2 * (q & 1), su0 - 2 * (q & 1), su1 - 2 * (q & 1)};
-            stream<Nt, 2, Pf, St, Rw * Kw>(acc, qp, sp, rows, c0, c1, q, lane, warp);
+        RowChunk rc[Pf][2];
+#pragma unroll
+        for (int p = 0; p < Pf; p++)
+            if (c0 + p < c1) {
+                load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c0 + p);
+                load_chunk(rc[p][1], qu0, qu1, su0, su1, c0 + p);
+            }
+        for (int c = c0; c < c1; c += Pf) {
+#pragma unroll
+            for (int p = 0; p < Pf; p++) {
+                if (c + p < c1) {
+                    RowChunk cur[2] = {rc[p][0], rc[p][1]};
+                    if (c + p + Pf < c1) {
+                        load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c + p + Pf);
+                        load_chunk(rc[p][1], qu0, qu1, su0, su1, c + p + Pf);
+                    }
+                    chunk_mma<Nt, 2>(acc, cur, rows, c + p, q);
+                }
+            }
         }
         reduce_k<Rw, Kw, 2 * Nt * 4>(&acc[0][0][0], red, rw, kw, lane);
         if (kw == 0) {
@@ -454,7 +345,7 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
 
 // ---- the down projection -----------------------------------------------------------
 
-template <int Nt, int Rw, int Kw, int Pf, int St>
+template <int Nt, int Rw, int Kw, int Pf>
 __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const int4 *tiles, const int *meta,
                                           const u16 *h, const unsigned char *w2q, const unsigned char *w2sf,
                                           const float *w2s2, float *y) {
@@ -480,13 +371,19 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
         float acc[1][Nt][4];
 #pragma unroll
         for (int j = 0; j < Nt; j++) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0.0f;
-        const unsigned char *qp[2] = {q0, q1};
-        if (St == 0) {
-            const unsigned char *sp[2] = {s0, s1};
-            stream<Nt, 1, Pf, St, Rw * Kw>(acc, qp, sp, rows, c0, c1, q, lane, warp);
-        } else {
-            const unsigned char *sp[2] = {s0 - 2 * (q & 1), s1 - 2 * (q & 1)};
-            stream<Nt, 1, Pf, St, Rw * Kw>(acc, qp, sp, rows, c0, c1, q, lane, warp);
+        RowChunk rc[Pf];
+#pragma unroll
+        for (int p = 0; p < Pf; p++)
+            if (c0 + p < c1) load_chunk(rc[p], q0, q1, s0, s1, c0 + p);
+        for (int c = c0; c < c1; c += Pf) {
+#pragma unroll
+            for (int p = 0; p < Pf; p++) {
+                if (c + p < c1) {
+                    RowChunk cur = rc[p];
+                    if (c + p + Pf < c1) load_chunk(rc[p], q0, q1, s0, s1, c + p + Pf);
+                    chunk_mma<Nt, 1>(acc, &cur, rows, c + p, q);
+                }
+            }
         }
         reduce_k<Rw, Kw, Nt * 4>(&acc[0][0][0], red, rw, kw, lane);
         if (kw == 0) {
@@ -511,16 +408,16 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
     const u16 *h, const unsigned char *w2q, const unsigned char *w2sf, const float *w2s2, float *y
 
 extern "C" __global__ void __launch_bounds__(UP_RW * UP_KW * 32) w4_up(UP_ARGS) {
-    up_body<NT, UP_RW, UP_KW, PF, STAGES>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+    up_body<NT, UP_RW, UP_KW, PF>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
 extern "C" __global__ void __launch_bounds__(L_UP_RW * L_KW * 32) w4_up_l(UP_ARGS) {
-    up_body<L_NT, L_UP_RW, L_KW, PF, STAGES>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+    up_body<L_NT, L_UP_RW, L_KW, PF>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
 extern "C" __global__ void __launch_bounds__(DN_RW * DN_KW * 32) w4_down(DN_ARGS) {
-    down_body<NT, DN_RW, DN_KW, PF, STAGES>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+    down_body<NT, DN_RW, DN_KW, PF>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
 extern "C" __global__ void __launch_bounds__(L_DN_RW * L_KW * 32) w4_down_l(DN_ARGS) {
-    down_body<L_NT, L_DN_RW, L_KW, PF, STAGES>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+    down_body<L_NT, L_DN_RW, L_KW, PF>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
 
 // ---- w4_combine ----------------------------------------------------------------

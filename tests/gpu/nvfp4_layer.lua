@@ -91,16 +91,11 @@ t.test("nvfp4_baseline_matches_the_float64_reference", function()
 end)
 
 local settings = {
-  -- T = 33 and 70 take the large-batch kernels (8 or more tokens per expert), T = 1 and 5 the
-  -- small; STAGES 0 streams the weights through registers, 2 and 3 through cp.async stages
+  -- T = 33 and 70 take the large-batch kernels (8 or more tokens per expert), T = 1 and 5 the small
   { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 4, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4 },
-  { NT = 2, UP_RW = 2, UP_KW = 2, DN_RW = 4, DN_KW = 1, PF = 1, STAGES = 3, L_NT = 8, L_UP_RW = 1, L_DN_RW = 4, L_KW = 2,
-    SWITCH = 8 },
+  { NT = 2, UP_RW = 2, UP_KW = 2, DN_RW = 4, DN_KW = 1, PF = 2, L_NT = 8, L_UP_RW = 1, L_DN_RW = 4, L_KW = 2, SWITCH = 8 },
   -- every shape on the small-batch kernels
-  { NT = 1, UP_RW = 1, UP_KW = 1, DN_RW = 2, DN_KW = 8, PF = 1, STAGES = 2, L_NT = 2, L_UP_RW = 4, L_DN_RW = 1, L_KW = 2,
-    SWITCH = 32 },
-  -- the register path with two chunks ahead
-  { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 2, STAGES = 0, L_NT = 2, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 8 },
+  { NT = 1, UP_RW = 1, UP_KW = 1, DN_RW = 2, DN_KW = 8, PF = 2, L_NT = 2, L_UP_RW = 4, L_DN_RW = 1, L_KW = 2, SWITCH = 32 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

@@ -23,7 +23,7 @@ CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
-.PHONY: all run test unit deps clean bench-cache bench-workers gpu-test
+.PHONY: all run test unit deps clean bench-cache bench-workers gpu-test gpu-multi
 all: kwb
 
 deps:
@@ -79,6 +79,10 @@ test: kwb unit
 	$(Q)tests/run
 
 # The candidate cache's compression ratio, insert and lookup rates (docs/perf.md).
+# Throughput with 1 and 2 GPUs (needs a machine with two); runs the built ./kwb.
+gpu-multi:
+	$(Q)LUA_PATH="tests/lua/?.lua;;" ./kwb tests/gpu/multi_gpu.lua
+
 bench-workers: kwb
 	$(Q)./kwb tests/bench/workers_bench.lua 3
 

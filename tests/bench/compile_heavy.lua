@@ -19,13 +19,7 @@ return kwb.recipe {
   shapes   = { n = { 48 } },
   start    = "../../kernels/host/matmul_naive.c",
   template = "../../kernels/host/matmul_tiled.c",
-  strategy = {
-    name = "fixed",
-    propose = function(self)
-      self.i = (self.i or 0) + 1
-      return list[self.i]
-    end,
-  },
+  strategy = require("kwb.strategies.list")(list, "fixed"),
   flags    = { "-O3", "-march=native", "-funroll-all-loops" },
   budget   = { candidates = #list, minutes = 10, timeout = 5 },
   timing   = { warmup = 0.001, min_samples = 3, cap = 0.005, target = 0.05 },

@@ -29,13 +29,7 @@ return kwb.recipe {
     return { grid = { (shape.N + p.BN - 1) // p.BN, (shape.M + p.BM - 1) // p.BM },
              block = { (p.BM // p.TM) * (p.BN // p.TN) } }
   end,
-  strategy = {
-    name = "fixed",
-    propose = function(self)
-      self.i = (self.i or 0) + 1
-      return list[self.i]
-    end,
-  },
+  strategy = require("kwb.strategies.list")(list, "fixed"),
   budget   = { candidates = #list, minutes = 10, timeout = 5 },
   timing   = { warmup = 0.01, min_samples = 5, cap = 0.2, target = 0.01 },
   race     = false,

@@ -71,10 +71,7 @@ local r = kwb.recipe {
   start = { source = vec .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n", defines = { BLOCK = 32 } },
   template = "../../kernels/host/matmul_naive.c",   -- replaced below: any file will do for the schema
   launch = function(shape, p) return { grid = { (shape.n + p.BLOCK - 1) // p.BLOCK }, block = { p.BLOCK } } end,
-  strategy = { propose = function(self)
-    self.i = (self.i or 0) + 1
-    return proposals[self.i]
-  end },
+  strategy = require("kwb.strategies.list")(proposals),
   timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
 }
 local sm, run

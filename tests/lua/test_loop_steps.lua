@@ -120,10 +120,7 @@ local r = kwb.recipe {
                        { "down", grid = 1, block = 1, args = { "n", "tmp", "w2", "c" } } },
              scratch = { tmp = { "f32", shape.n } } }
   end,
-  strategy = { propose = function(self)
-    self.i = (self.i or 0) + 1
-    return proposals[self.i]
-  end },
+  strategy = require("kwb.strategies.list")(proposals),
   timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
 }
 

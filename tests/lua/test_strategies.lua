@@ -103,4 +103,16 @@ t.test("strategy_file_named_by_a_run_option", function()
            "unknown strategy 'simplex' (known: grid, random, anneal, genetic, or a .lua file)")
 end)
 
+t.test("strategies_list_proposes_its_list_in_order_then_nothing", function()
+  local list = require "kwb.strategies.list"
+  local st = list({ { A = 1 }, { file = "x.c" } }, "replay")
+  t.eq(st.name, "replay")
+  local inst = setmetatable({}, { __index = st })      -- as the loop makes one per run
+  t.eq(inst:propose().A, 1)
+  t.eq(inst:propose().file, "x.c")
+  t.eq(inst:propose(), nil)
+  t.eq(setmetatable({}, { __index = st }):propose().A, 1, "a new run starts from the first")
+  t.raises(function() list("nope") end, "kwb.strategies.list: expected a list of proposals, got string")
+end)
+
 t.done()

@@ -18,13 +18,7 @@ return kwb.recipe {
   shapes   = { n = { 48, 96 } },
   start    = "../../kernels/host/matmul_naive.c",
   template = "../../kernels/host/matmul_tiled.c",
-  strategy = {
-    name = "planted",
-    propose = function(self)
-      self.i = (self.i or 0) + 1
-      return planted[self.i]
-    end,
-  },
+  strategy = require("kwb.strategies.list")(planted, "planted"),
   flags    = { "-O3" },
   budget   = { candidates = 20, minutes = 2, timeout = 2 },
   timing   = { warmup = 0.002, min_samples = 3, cap = 0.02, target = 0.05 },

@@ -16,14 +16,7 @@ local function sms()
 end
 
 -- The baseline's plan (its header): a warp per row, one block per 8 rows.
-local function baseline(s)
-  return { steps = {
-    { "nvfp4_moe_base_up", grid = { (s.I + 7) // 8, s.T * s.K }, block = 256,
-      args = { "T", "H", "I", "E", "K", "x", "ids", "w13q", "w13sf", "w13s2", "h" } },
-    { "nvfp4_moe_base_down", grid = { (s.H + 7) // 8, s.T }, block = 256,
-      args = { "T", "H", "I", "E", "K", "ids", "tw", "h", "w2q", "w2sf", "w2s2", "out" } },
-  }, scratch = { h = { "bf16", s.T * s.K * s.I } } }
-end
+local function baseline(s) return moe.warp_rows_launch(s, "nvfp4_moe_base_up", "nvfp4_moe_base_down") end
 
 -- The template's plan (w4a16.cu's header): align, up, down, combine. Two
 -- instances of each GEMM: the small-batch one (NT, UP_*, DN_*) and the

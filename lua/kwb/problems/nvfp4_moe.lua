@@ -59,15 +59,19 @@ end
 
 function M.flops(s) return 6 * s.T * s.K * s.H * s.I end
 
--- The reference's launch plan (ref.cu's header).
-function M.ref_launch(s)
+-- The plan of a warp-per-row kernel pair (ref.cu and baseline.cu share it):
+-- up over (8 rows of I, token slot), down over (8 rows of H, token), block 256.
+function M.warp_rows_launch(s, up, down)
   return { steps = {
-    { "nvfp4_moe_ref_up", grid = { (s.I + 7) // 8, s.T * s.K }, block = 256,
+    { up, grid = { (s.I + 7) // 8, s.T * s.K }, block = 256,
       args = { "T", "H", "I", "E", "K", "x", "ids", "w13q", "w13sf", "w13s2", "h" } },
-    { "nvfp4_moe_ref_down", grid = { (s.H + 7) // 8, s.T }, block = 256,
+    { down, grid = { (s.H + 7) // 8, s.T }, block = 256,
       args = { "T", "H", "I", "E", "K", "ids", "tw", "h", "w2q", "w2sf", "w2s2", "out" } },
   }, scratch = { h = { "bf16", s.T * s.K * s.I } } }
 end
+
+-- The reference's launch plan (ref.cu's header).
+function M.ref_launch(s) return M.warp_rows_launch(s, "nvfp4_moe_ref_up", "nvfp4_moe_ref_down") end
 
 setmetatable(M, { __call = function(_, opts)
   opts = opts or {}

@@ -4,46 +4,9 @@
 -- PTX rule view, timing and a failing launch, all without a GPU. (The real
 -- thing runs in tests/gpu/loop.lua.)
 local t = require "t"
-local host = require "kwb.host"
 
-local launches, poisoned = {}, {}
-local fake = {
-  device_count = function() return 1 end,
-  device_kind = function() return "fake-gpu sm_00" end,
-  buffer = host.buffer,
-  compare = host.compare,
-  ceilings = function() return { copy_bytes_per_s = 1e12, fma_flops_per_s = 1e13, bf16_flops_per_s = 2e13 } end,
-}
-function fake.compile(spec)
-  local m, msg, info = host.compile { source = spec.source, name = spec.name, defines = spec.defines }
-  if not m then return nil, msg, info end
-  -- "PTX": the preprocessed source, which, like PTX, shows what macros made
-  local pp = require("kwb.rules").preprocess(spec.source, { defines = host.define_list(spec.defines) })
-  return { ptx = function() return pp.text end,
-           kernel = function(_, name, sig)
-             local fn, err = m:fn((sig:gsub("void%s+[%w_]+%s*%(", "void " .. name .. "(")))
-             if not fn then return nil, err end
-             return { fn = fn, name = name }
-           end }
-end
-function fake.plan(steps)
-  local s = steps[1]
-  return {
-    run = function()
-      launches[#launches + 1] = { kernel = s[1].name, grid = s.grid[1], block = s.block[1] }
-      if s.block[1] > 1024 then return nil, "too many threads per block (" .. s.block[1] .. ")" end
-      s[1].fn(table.unpack(s.args))
-      return true
-    end,
-    poison_before = function(self, outs)
-      for _, b in ipairs(outs) do poisoned[#poisoned + 1] = b end
-      return self
-    end,
-    time = function(_, opts) return host.time(s[1].fn, s.args, opts) end,
-  }
-end
-function fake.time(plan, opts) return plan:time(opts) end
-package.loaded["kwb.cuda"] = fake
+local fake = require "fake_cuda" ()
+local launches, poisoned = fake.launches, fake.poisoned
 
 local vec = "void vecadd(int n, const float *a, const float *b, float *c) {\n"
 local problem = kwb.problem.define {

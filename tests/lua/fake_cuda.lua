@@ -1,0 +1,88 @@
+-- tests/lua/fake_cuda.lua: a stand-in for kwb.cuda that runs C on the host,
+-- for tests of the loop's CUDA adapter (kwb.backends.cuda) without a GPU.
+-- Modules compile with cc, their "PTX" is the preprocessed source (which, like
+-- PTX, shows what macros made), kernels are C functions, and plans run their
+-- steps in order. It records what ran:
+--   fake.launches   { kernel =, grid =, block = } per step run (first dimensions)
+--   fake.runs       kernel name -> number of runs
+--   fake.poisoned   every buffer handed to poison_before
+-- A step with more than 1024 threads a block fails as a launch would.
+--
+--   local fake = require "fake_cuda" ()      -- installs itself as kwb.cuda
+local host = require "kwb.host"
+local core = require "kwb.core"
+
+return function()
+  local fake = {
+    launches = {}, runs = {}, poisoned = {},
+    device_count = function() return 1 end,
+    device_kind = function() return "fake-gpu sm_00" end,
+    buffer = host.buffer,
+    compare = host.compare,
+    ceilings = function() return { copy_bytes_per_s = 1e12, fma_flops_per_s = 1e13, bf16_flops_per_s = 2e13 } end,
+  }
+
+  function fake.compile(spec)
+    local m, msg, info = host.compile { source = spec.source, name = spec.name, defines = spec.defines }
+    if not m then return nil, msg, info end
+    local pp = require("kwb.rules").preprocess(spec.source, { defines = host.define_list(spec.defines) })
+    return { ptx = function() return pp.text end,
+             kernel = function(_, name, sig)
+               local fn, err = m:fn((sig:gsub("void%s+[%w_]+%s*%(", "void " .. name .. "(")))
+               if not fn then return nil, err end
+               return { fn = fn, name = name }
+             end }
+  end
+
+  local function first(v) return type(v) == "table" and v[1] or v end
+
+  local Plan = {}
+  Plan.__index = Plan
+
+  function fake.plan(steps)
+    local p = setmetatable({ steps = {} }, Plan)
+    for _, s in ipairs(steps or {}) do p:add(s) end
+    return p
+  end
+
+  function Plan:add(s)
+    self.steps[#self.steps + 1] = s
+    return self
+  end
+
+  function Plan:run()
+    for _, s in ipairs(self.steps) do
+      local name, block = s[1].name, first(s.block)
+      fake.launches[#fake.launches + 1] = { kernel = name, grid = first(s.grid), block = block }
+      fake.runs[name] = (fake.runs[name] or 0) + 1
+      if block > 1024 then return nil, "too many threads per block (" .. block .. ")" end
+      s[1].fn(table.unpack(s.args))
+    end
+    return true
+  end
+
+  function Plan:poison_before(outs)
+    self.outs = outs
+    for _, b in ipairs(outs) do fake.poisoned[#fake.poisoned + 1] = b end
+    return self
+  end
+
+  -- Three runs, the outputs poisoned before each, as the real timing does.
+  function Plan:time()
+    local ts = {}
+    for i = 1, 3 do
+      for _, b in ipairs(self.outs or {}) do b:poison() end
+      local t0 = core.now()
+      local ok, err = self:run()
+      if not ok then return nil, err end
+      ts[i] = math.max(core.now() - t0, 1e-9)
+    end
+    table.sort(ts)
+    return { median = ts[2], min = ts[1], p10 = ts[1], p90 = ts[3], spread = 0, n = 3 }
+  end
+
+  function fake.time(plan, opts) return plan:time(opts) end
+
+  package.loaded["kwb.cuda"] = fake
+  return fake
+end

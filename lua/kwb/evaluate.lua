@@ -9,10 +9,9 @@ local worker_deadline = require("kwb.worker").deadline
 local M = {}
 
 function M.absolute(path)
-  if path:sub(1, 1) == "/" then return path end
-  local cwd = core.cwd()
-  if not cwd then error("cannot make " .. path .. " absolute: no working directory", 0) end
-  return cwd .. "/" .. (path:gsub("^%./", ""))
+  local abs = require("kwb.host").resolve(path)
+  if abs:sub(1, 1) ~= "/" then error("cannot make " .. path .. " absolute: no working directory", 0) end
+  return abs
 end
 
 local sessions = {}   -- recipe file -> the worker's bare session (kept: buffers, reference)

@@ -43,8 +43,10 @@ Problem.__index = Problem
 M.Problem = Problem
 
 local roles = { ["in"] = true, out = true, inout = true }
+-- The C types of scalar arguments (also the CUDA backend's step prototypes).
 local scalar_ctype = { i32 = "int", u32 = "unsigned", i64 = "int64_t", u64 = "uint64_t",
                        f32 = "float", f64 = "double" }
+M.scalar_ctype = scalar_ctype
 local buffer_ctype = { f32 = "float", f64 = "double", f16 = "uint16_t", bf16 = "uint16_t",
                        i8 = "int8_t", i32 = "int32_t", i64 = "int64_t", u8 = "uint8_t",
                        u32 = "uint32_t", u64 = "uint64_t" }

@@ -56,8 +56,7 @@ local function launcher(mod, launch, params, single)
   return { module = mod, kernel = single, launch = launch, params = params or {}, plans = {}, kernels = {} }
 end
 
-local ctype = { i32 = "int", u32 = "unsigned", i64 = "long long", u64 = "unsigned long long",
-                f32 = "float", f64 = "double" }
+local ctype = require("kwb.problem").scalar_ctype
 
 -- The problem's arguments by name: { dtype, kind, index }.
 local function arg_table(problem)

@@ -3,6 +3,7 @@
 -- recipes/nvfp4_moe.lua, on the GPU this runs on.
 --
 --   kwb bench/nvfp4_moe.lua [--params NT=1,UP_KW=4,...] [--torch torch.jsonl] [--seed N]
+--                           [--T 1,64,...] [--no-baseline]
 --
 -- The kernel: the template with --params, else the best accepted candidate
 -- of the recipe in the kwb cache (run the recipe first), else the template's
@@ -13,7 +14,8 @@
 -- loop takes. The byte floor is the NVFP4 bytes of the experts the routing
 -- actually reaches (codes, scales, s2) over the copy bandwidth `kwb doctor`
 -- measured. --torch reads the JSON lines of bench/nvfp4_torch.py --json. The
--- baseline is timed up to T = 256 (from T = 1024 on it takes ~0.5 s a call).
+-- baseline is timed up to T = 256 (from T = 1024 on it takes ~0.5 s a call);
+-- --no-baseline skips it, --T keeps only the shapes with those token counts.
 local loop = require "kwb.loop"
 local nvfp4 = require "kwb.nvfp4"
 local cuda = kwb.cuda
@@ -22,13 +24,26 @@ local opts = { seed = 1 }
 local i = 1
 while arg[i] do
   local w = arg[i]
-  if w == "--params" or w == "--torch" or w == "--seed" then
+  if w == "--no-baseline" then
+    opts.no_baseline = true
+    i = i + 1
+  elseif w == "--params" or w == "--torch" or w == "--seed" or w == "--T" then
     if not arg[i + 1] then io.stderr:write("bench/nvfp4_moe.lua: " .. w .. " needs a value\n"); os.exit(2) end
     opts[w:sub(3)] = arg[i + 1]
     i = i + 2
   else
-    io.stderr:write("bench/nvfp4_moe.lua: unknown argument " .. w .. " (known: --params, --torch, --seed)\n")
+    io.stderr:write("bench/nvfp4_moe.lua: unknown argument " .. w .. " (known: --params, --torch, --seed, --T, --no-baseline)\n")
     os.exit(2)
+  end
+end
+
+local only
+if opts.T then
+  only = {}
+  for v in opts.T:gmatch("[^,]+") do
+    local n = math.tointeger(tonumber(v))
+    if not n then io.stderr:write("bench/nvfp4_moe.lua: --T takes token counts, not '" .. v .. "'\n"); os.exit(2) end
+    only[n] = true
   end
 end
 
@@ -73,10 +88,8 @@ print(string.format("# %s; copy bandwidth %.2f TB/s (%s); seed %d", cuda.device_
 print("# kernel: w4a16.cu " .. loop.params_text(params) .. " from " .. from)
 
 local timing = { warmup = 0.05, min_samples = 10, cap = 1, target = 0.005 }
-local kernels = {
-  { name = "kwb", cand = s:candidate(params, "bench") },
-  { name = "baseline", cand = s:candidate(recipe.start, "start") },
-}
+local kernels = { { name = "kwb", cand = s:candidate(params, "bench") } }
+if not opts.no_baseline then kernels[2] = { name = "baseline", cand = s:candidate(recipe.start, "start") } end
 for _, k in ipairs(kernels) do
   local res = { seconds = {} }
   k.fn = s:build(k.cand, res)
@@ -85,6 +98,7 @@ end
 
 local rows, failed = {}, 0
 for _, sh in ipairs(recipe.shapes) do
+  if only and not only[sh.shape.T] then goto skip end
   local b = s:bench(sh)
   local row = { T = sh.shape.T, routing = sh.shape.skew == 1 and "skewed" or "uniform" }
   for _, k in ipairs(kernels) do
@@ -113,6 +127,7 @@ for _, sh in ipairs(recipe.shapes) do
   local tr = torch[row.T .. "/" .. row.routing]
   row.torch = tr and tr.median_ms / 1e3
   rows[#rows + 1] = row
+  ::skip::
 end
 
 local function ms(x) return x and string.format("%.4f", x * 1e3) or "-" end

@@ -77,16 +77,28 @@
 #ifndef L_KW
 #define L_KW 1
 #endif
+#ifndef L2PF
+#define L2PF 0
+#endif
 
 typedef unsigned int u32;
 typedef unsigned short u16;
 
 // ---- small device helpers --------------------------------------------------
 
+// A weight load: read once, so no L1 allocation; with L2PF, the L2 fetches
+// the whole aligned 128- or 256-byte block around it from DRAM (the next
+// chunks of the same row then hit L2).
+#if L2PF == 256
+#define LD_STREAM "ld.global.nc.L1::no_allocate.L2::256B.v4.u32"
+#elif L2PF == 128
+#define LD_STREAM "ld.global.nc.L1::no_allocate.L2::128B.v4.u32"
+#else
+#define LD_STREAM "ld.global.nc.L1::no_allocate.v4.u32"
+#endif
 __device__ __forceinline__ uint4 ld_stream(const unsigned char *p) {
     uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    asm(LD_STREAM " {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
     return v;
 }
 
@@ -166,12 +178,13 @@ __device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0,
     r.s1 = ld_u16(s1 + 8 * c);
 }
 
-// acc[r][j] += rows of chunk r[r] x the tokens of tile j, over one chunk c.
-// rows[j]: row g of token tile j (an x row or an h row; a tile's missing
-// tokens point at a real row and their columns are never stored).
+// acc[r][j] += rows of chunk r[r] x the tokens of n8 tile j, over one chunk
+// c, for the nsub n8 tiles (of Nt) that hold tokens. rows[j]: row g of token
+// tile j (an x row or an h row; a tile's missing tokens point at a real row
+// and their columns are never stored).
 template <int Nt, int NR>
 __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const u16 *const *rows,
-                                          int c, int q) {
+                                          int c, int q, int nsub) {
     u32 lo[NR][2], hi[NR][2];
 #pragma unroll
     for (int k = 0; k < NR; k++) {
@@ -190,6 +203,7 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
         }
 #pragma unroll
         for (int j = 0; j < Nt; j++) {
+            if (j >= nsub) break;
             u32 b[4];
             pair8(((const uint4 *)(rows[j] + 128 * c + 32 * q))[w], b);
 #pragma unroll
@@ -289,7 +303,7 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
         int tile = (int)(wi % ntiles), rb = (int)(wi / ntiles);
         int4 tl = tiles[tile];
-        int e = tl.x, first = tl.y, count = tl.z;
+        int e = tl.x, first = tl.y, count = tl.z, nsub = (count + 7) >> 3;
         int i0 = (rb * Rw + rw) * 16;
         long long grow = (long long)e * 2 * I + i0 + g;           // gate row g; up row is + I
         const unsigned char *qg0 = w13q + grow * rowb + 16 * q, *qg1 = qg0 + 8 * rowb;
@@ -321,7 +335,7 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
                         load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c + p + Pf);
                         load_chunk(rc[p][1], qu0, qu1, su0, su1, c + p + Pf);
                     }
-                    chunk_mma<Nt, 2>(acc, cur, rows, c + p, q);
+                    chunk_mma<Nt, 2>(acc, cur, rows, c + p, q, nsub);
                 }
             }
         }
@@ -360,7 +374,7 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
         int tile = (int)(wi % ntiles), rb = (int)(wi / ntiles);
         int4 tl = tiles[tile];
-        int e = tl.x, first = tl.y, count = tl.z;
+        int e = tl.x, first = tl.y, count = tl.z, nsub = (count + 7) >> 3;
         int n0 = (rb * Rw + rw) * 16;
         long long grow = (long long)e * H + n0 + g;
         const unsigned char *q0 = w2q + grow * rowb + 16 * q, *q1 = q0 + 8 * rowb;
@@ -381,7 +395,7 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
                 if (c + p < c1) {
                     RowChunk cur = rc[p];
                     if (c + p + Pf < c1) load_chunk(rc[p], q0, q1, s0, s1, c + p + Pf);
-                    chunk_mma<Nt, 1>(acc, &cur, rows, c + p, q);
+                    chunk_mma<Nt, 1>(acc, &cur, rows, c + p, q, nsub);
                 }
             }
         }

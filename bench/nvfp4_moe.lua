@@ -82,7 +82,7 @@ end
 
 local dev = assert(cuda.device(0))
 local ceil = cuda.ceilings() or {}
-local bw = ceil.copy_bytes_per_s or 2 * (1 << 28) / assert(kwb.core.cuda_measure_copy(1 << 28, 10))
+local bw = ceil.copy_bytes_per_s or 2 * (1 << 28) / assert(require("kwb.core").cuda_measure_copy(1 << 28, 10))
 print(string.format("# %s; copy bandwidth %.2f TB/s (%s); seed %d", cuda.device_kind(dev), bw / 1e12,
                     ceil.copy_bytes_per_s and "kwb doctor" or "measured now", s.run_seed))
 print("# kernel: w4a16.cu " .. loop.params_text(params) .. " from " .. from)

@@ -80,6 +80,12 @@
 #ifndef L2PF
 #define L2PF 0
 #endif
+#ifndef XB
+#define XB 0
+#endif
+#ifndef MINB
+#define MINB 1
+#endif
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -178,13 +184,32 @@ __device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0,
     r.s1 = ld_u16(s1 + 8 * c);
 }
 
+// The activations of one chunk for the Nt token tiles: row g of tile j,
+// elements 32q..32q+31 (the k positions lane q's weights hold), as four
+// 8-element words. Loaded with the weights when XB is set (so that they are
+// in flight together), else right before their MMAs.
+template <int Nt>
+struct Acts {
+    uint4 v[Nt][4];
+};
+
+template <int Nt>
+__device__ __forceinline__ void load_acts(Acts<Nt> &a, const u16 *const *rows, int c, int q, int nsub) {
+#pragma unroll
+    for (int j = 0; j < Nt; j++)
+        if (j == 0 || j < nsub)
+#pragma unroll
+            for (int w = 0; w < 4; w++) a.v[j][w] = ((const uint4 *)(rows[j] + 128 * c + 32 * q))[w];
+}
+
 // acc[r][j] += rows of chunk r[r] x the tokens of n8 tile j, over one chunk
 // c, for the nsub n8 tiles (of Nt) that hold tokens. rows[j]: row g of token
 // tile j (an x row or an h row; a tile's missing tokens point at a real row
-// and their columns are never stored).
+// and their columns are never stored). pre: the chunk's activations, loaded
+// ahead (XB), or null.
 template <int Nt, int NR>
-__device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const u16 *const *rows,
-                                          int c, int q, int nsub) {
+__device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const Acts<Nt> *pre,
+                                          const u16 *const *rows, int c, int q, int nsub) {
     u32 lo[NR][2], hi[NR][2];
 #pragma unroll
     for (int k = 0; k < NR; k++) {
@@ -203,9 +228,9 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
         }
 #pragma unroll
         for (int j = 0; j < Nt; j++) {
-            if (j >= nsub) break;
+            if (j > 0 && j >= nsub) break;
             u32 b[4];
-            pair8(((const uint4 *)(rows[j] + 128 * c + 32 * q))[w], b);
+            pair8(pre ? pre->v[j][w] : ((const uint4 *)(rows[j] + 128 * c + 32 * q))[w], b);
 #pragma unroll
             for (int k = 0; k < NR; k++) {
                 mma(acc[k][j], a[k][0][0], a[k][1][0], a[k][0][1], a[k][1][1], b[0], b[1]);
@@ -288,7 +313,7 @@ w4_align(int T, int K, int E, int tt, const int *ids, int *pairs, int4 *tiles, i
 
 // ---- the up projection -------------------------------------------------------------
 
-template <int Nt, int Rw, int Kw, int Pf>
+template <int Nt, int Rw, int Kw, int Pf, bool Xb>
 __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const int *pairs,
                                         const int4 *tiles, const int *meta, const unsigned char *w13q,
                                         const unsigned char *w13sf, const float *w13s2, u16 *h) {
@@ -320,22 +345,26 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
 #pragma unroll
             for (int j = 0; j < Nt; j++) acc[k][j][0] = acc[k][j][1] = acc[k][j][2] = acc[k][j][3] = 0.0f;
         RowChunk rc[Pf][2];
+        Acts<Xb ? Nt : 1> ac[Xb ? Pf : 1];
 #pragma unroll
         for (int p = 0; p < Pf; p++)
             if (c0 + p < c1) {
                 load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c0 + p);
                 load_chunk(rc[p][1], qu0, qu1, su0, su1, c0 + p);
+                if (Xb) load_acts(ac[Xb ? p : 0], rows, c0 + p, q, nsub);
             }
         for (int c = c0; c < c1; c += Pf) {
 #pragma unroll
             for (int p = 0; p < Pf; p++) {
                 if (c + p < c1) {
                     RowChunk cur[2] = {rc[p][0], rc[p][1]};
+                    Acts<Xb ? Nt : 1> cura = ac[Xb ? p : 0];
                     if (c + p + Pf < c1) {
                         load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c + p + Pf);
                         load_chunk(rc[p][1], qu0, qu1, su0, su1, c + p + Pf);
+                        if (Xb) load_acts(ac[Xb ? p : 0], rows, c + p + Pf, q, nsub);
                     }
-                    chunk_mma<Nt, 2>(acc, cur, rows, c + p, q, nsub);
+                    chunk_mma<Nt, 2>(acc, cur, Xb ? (const Acts<Nt> *)&cura : nullptr, rows, c + p, q, nsub);
                 }
             }
         }
@@ -359,7 +388,7 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
 
 // ---- the down projection -----------------------------------------------------------
 
-template <int Nt, int Rw, int Kw, int Pf>
+template <int Nt, int Rw, int Kw, int Pf, bool Xb>
 __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const int4 *tiles, const int *meta,
                                           const u16 *h, const unsigned char *w2q, const unsigned char *w2sf,
                                           const float *w2s2, float *y) {
@@ -386,16 +415,24 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
 #pragma unroll
         for (int j = 0; j < Nt; j++) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0.0f;
         RowChunk rc[Pf];
+        Acts<Xb ? Nt : 1> ac[Xb ? Pf : 1];
 #pragma unroll
         for (int p = 0; p < Pf; p++)
-            if (c0 + p < c1) load_chunk(rc[p], q0, q1, s0, s1, c0 + p);
+            if (c0 + p < c1) {
+                load_chunk(rc[p], q0, q1, s0, s1, c0 + p);
+                if (Xb) load_acts(ac[Xb ? p : 0], rows, c0 + p, q, nsub);
+            }
         for (int c = c0; c < c1; c += Pf) {
 #pragma unroll
             for (int p = 0; p < Pf; p++) {
                 if (c + p < c1) {
                     RowChunk cur = rc[p];
-                    if (c + p + Pf < c1) load_chunk(rc[p], q0, q1, s0, s1, c + p + Pf);
-                    chunk_mma<Nt, 1>(acc, &cur, rows, c + p, q, nsub);
+                    Acts<Xb ? Nt : 1> cura = ac[Xb ? p : 0];
+                    if (c + p + Pf < c1) {
+                        load_chunk(rc[p], q0, q1, s0, s1, c + p + Pf);
+                        if (Xb) load_acts(ac[Xb ? p : 0], rows, c + p + Pf, q, nsub);
+                    }
+                    chunk_mma<Nt, 1>(acc, &cur, Xb ? (const Acts<Nt> *)&cura : nullptr, rows, c + p, q, nsub);
                 }
             }
         }
@@ -421,17 +458,17 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
 #define DN_ARGS int T, int H, int I, int E, int K, const int *pairs, const int4 *tiles, const int *meta, \
     const u16 *h, const unsigned char *w2q, const unsigned char *w2sf, const float *w2s2, float *y
 
-extern "C" __global__ void __launch_bounds__(UP_RW * UP_KW * 32) w4_up(UP_ARGS) {
-    up_body<NT, UP_RW, UP_KW, PF>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+extern "C" __global__ void __launch_bounds__(UP_RW * UP_KW * 32, MINB) w4_up(UP_ARGS) {
+    up_body<NT, UP_RW, UP_KW, PF, XB != 0>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
 extern "C" __global__ void __launch_bounds__(L_UP_RW * L_KW * 32) w4_up_l(UP_ARGS) {
-    up_body<L_NT, L_UP_RW, L_KW, PF>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+    up_body<L_NT, L_UP_RW, L_KW, PF, false>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
-extern "C" __global__ void __launch_bounds__(DN_RW * DN_KW * 32) w4_down(DN_ARGS) {
-    down_body<NT, DN_RW, DN_KW, PF>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+extern "C" __global__ void __launch_bounds__(DN_RW * DN_KW * 32, MINB) w4_down(DN_ARGS) {
+    down_body<NT, DN_RW, DN_KW, PF, XB != 0>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
 extern "C" __global__ void __launch_bounds__(L_DN_RW * L_KW * 32) w4_down_l(DN_ARGS) {
-    down_body<L_NT, L_DN_RW, L_KW, PF>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+    down_body<L_NT, L_DN_RW, L_KW, PF, false>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
 
 // ---- w4_combine ----------------------------------------------------------------

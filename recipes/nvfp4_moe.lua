@@ -18,17 +18,33 @@ end
 -- The baseline's plan (its header): a warp per row, one block per 8 rows.
 local function baseline(s) return moe.warp_rows_launch(s, "nvfp4_moe_base_up", "nvfp4_moe_base_down") end
 
+-- Shared memory of a GEMM kernel with WS (w4a16.cu's WsLayout and
+-- ws_blocks): dynamic bytes, and blocks an SM holds. nr: row groups a warp
+-- (2 for up: gate and up, 1 for down).
+local function ws_smem(p, rw, kw, nr, nt)
+  local warps = rw * kw
+  local dyn = (warps * p.WS_S * 8 + 127) // 128 * 128 + warps * p.WS_S * 16 * nr * (72 * p.WS_SCU + 16)
+  local red = 4 * (kw > 1 and (kw - 1) * rw * 32 * nr * nt * 4 or 1)
+  return dyn, math.min(233472 // (dyn + red + 1024), 2048 // (32 * warps))
+end
+
 -- The template's plan (w4a16.cu's header): align, up, down, combine. Two
 -- instances of each GEMM: the small-batch one (NT, UP_*, DN_*) and the
 -- large-batch one (L_*), taken from SWITCH tokens per expert on average.
--- The persistent kernels get enough blocks to fill the GPU; tiles beyond the
--- routing's real count are skipped on the device.
+-- The persistent kernels get as many blocks as the GPU holds at once (with
+-- WS, as shared memory allows); tiles beyond the routing's real count are
+-- skipped on the device.
 local function w4a16(s, p)
   local large = s.T * s.K >= p.SWITCH * s.E
   local nt = large and p.L_NT or p.NT
-  local up_threads = 32 * (large and p.L_UP_RW * p.L_KW or p.UP_RW * p.UP_KW)
-  local dn_threads = 32 * (large and p.L_DN_RW * p.L_KW or p.DN_RW * p.DN_KW)
   local up_rw, dn_rw = large and p.L_UP_RW or p.UP_RW, large and p.L_DN_RW or p.DN_RW
+  local up_kw, dn_kw = large and p.L_KW or p.UP_KW, large and p.L_KW or p.DN_KW
+  local up_threads, dn_threads = 32 * up_rw * up_kw, 32 * dn_rw * dn_kw
+  local up_smem, dn_smem, up_blocks, dn_blocks = 0, 0, 2048 // up_threads, 2048 // dn_threads
+  if (p.WS or 0) ~= 0 then
+    up_smem, up_blocks = ws_smem(p, up_rw, up_kw, 2, nt)
+    dn_smem, dn_blocks = ws_smem(p, dn_rw, dn_kw, 1, nt)
+  end
   local tiles = s.T * s.K // (8 * nt) + s.E + 1
   local up_work = tiles * (s.I // (16 * up_rw))
   local dn_work = tiles * (s.H // (16 * dn_rw))
@@ -36,9 +52,9 @@ local function w4a16(s, p)
   local sfx = large and "_l" or ""
   return { steps = {
     { "w4_align", grid = 1, block = 1024, args = { "T", "K", "E", { "i32", 8 * nt }, "ids", "pairs", "tiles", "meta" } },
-    { "w4_up" .. sfx, grid = math.min(up_work, sms() * (2048 // up_threads)), block = up_threads,
+    { "w4_up" .. sfx, grid = math.min(up_work, sms() * up_blocks), block = up_threads, smem = up_smem,
       args = { "T", "H", "I", "E", "K", "x", "pairs", "tiles", "meta", "w13q", "w13sf", "w13s2", "h" } },
-    { "w4_down" .. sfx, grid = math.min(dn_work, sms() * (2048 // dn_threads)), block = dn_threads,
+    { "w4_down" .. sfx, grid = math.min(dn_work, sms() * dn_blocks), block = dn_threads, smem = dn_smem,
       args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2q", "w2sf", "w2s2", "y" } },
     { "w4_combine", grid = math.min((quads + 255) // 256, sms() * 8), block = 256,
       args = { "T", "H", "K", "tw", "y", "out" } },
@@ -57,10 +73,18 @@ return kwb.recipe {
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
-    SWITCH = { 4, 8, 16, 32 },
+    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, WS = { 0, 1 }, WS_S = { 2, 3, 4 }, WS_SCU = { 1, 2, 4 },
     restrict = function(p)
-      return p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
-         and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT
+      if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
+              and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
+      if p.WS == 0 then return p.WS_S == 2 and p.WS_SCU == 4 end   -- unused without WS: one value
+      -- every kernel's shared memory within the 227 KB a block may have
+      for _, k in ipairs { { p.UP_RW, p.UP_KW, 2, p.NT }, { p.DN_RW, p.DN_KW, 1, p.NT },
+                           { p.L_UP_RW, p.L_KW, 2, p.L_NT }, { p.L_DN_RW, p.L_KW, 1, p.L_NT } } do
+        local _, blocks = ws_smem(p, k[1], k[2], k[3], k[4])
+        if blocks < 1 then return false end
+      end
+      return true
     end,
   },
   launch   = function(s, p)

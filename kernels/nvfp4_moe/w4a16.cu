@@ -80,11 +80,17 @@
 #ifndef L2PF
 #define L2PF 0
 #endif
-#ifndef XB
-#define XB 0
-#endif
 #ifndef MINB
 #define MINB 1
+#endif
+#ifndef WS
+#define WS 0
+#endif
+#ifndef WS_S
+#define WS_S 2
+#endif
+#ifndef WS_SCU
+#define WS_SCU 4
 #endif
 
 typedef unsigned int u32;
@@ -184,32 +190,13 @@ __device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0,
     r.s1 = ld_u16(s1 + 8 * c);
 }
 
-// The activations of one chunk for the Nt token tiles: row g of tile j,
-// elements 32q..32q+31 (the k positions lane q's weights hold), as four
-// 8-element words. Loaded with the weights when XB is set (so that they are
-// in flight together), else right before their MMAs.
-template <int Nt>
-struct Acts {
-    uint4 v[Nt][4];
-};
-
-template <int Nt>
-__device__ __forceinline__ void load_acts(Acts<Nt> &a, const u16 *const *rows, int c, int q, int nsub) {
-#pragma unroll
-    for (int j = 0; j < Nt; j++)
-        if (j == 0 || j < nsub)
-#pragma unroll
-            for (int w = 0; w < 4; w++) a.v[j][w] = ((const uint4 *)(rows[j] + 128 * c + 32 * q))[w];
-}
-
 // acc[r][j] += rows of chunk r[r] x the tokens of n8 tile j, over one chunk
 // c, for the nsub n8 tiles (of Nt) that hold tokens. rows[j]: row g of token
 // tile j (an x row or an h row; a tile's missing tokens point at a real row
-// and their columns are never stored). pre: the chunk's activations, loaded
-// ahead (XB), or null.
+// and their columns are never stored).
 template <int Nt, int NR>
-__device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const Acts<Nt> *pre,
-                                          const u16 *const *rows, int c, int q, int nsub) {
+__device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const u16 *const *rows,
+                                          int c, int q, int nsub) {
     u32 lo[NR][2], hi[NR][2];
 #pragma unroll
     for (int k = 0; k < NR; k++) {
@@ -230,7 +217,7 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
         for (int j = 0; j < Nt; j++) {
             if (j > 0 && j >= nsub) break;
             u32 b[4];
-            pair8(pre ? pre->v[j][w] : ((const uint4 *)(rows[j] + 128 * c + 32 * q))[w], b);
+            pair8(((const uint4 *)(rows[j] + 128 * c + 32 * q))[w], b);
 #pragma unroll
             for (int k = 0; k < NR; k++) {
                 mma(acc[k][j], a[k][0][0], a[k][1][0], a[k][0][1], a[k][1][1], b[0], b[1]);
@@ -238,6 +225,124 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
             }
         }
     }
+}
+
+// ---- weights staged through shared memory (WS) -------------------------------------
+//
+// Each warp streams its NR groups of 16 rows through WS_S stages of its own in
+// dynamic shared memory: one lane per row copies up to WS_SCU chunks of codes
+// (64 bytes a row a chunk) with one bulk async copy (TMA, cp.async.bulk) and
+// their scales (8 bytes a row a chunk) with cp.async, all completing on the
+// stage's mbarrier; the warp then reads its MMA fragments out of shared
+// memory. DRAM sees 64 * WS_SCU contiguous bytes a row, and the bytes in
+// flight are bounded by shared memory, not registers. A stage: 16 * NR rows of
+// codes (64 * WS_SCU + 16 bytes each: the pad spreads rows g over the banks)
+// and of scales (8 * WS_SCU bytes each). Each barrier expects 1 + 16 * NR
+// arrivals: lane 0's expect_tx and every copying lane's cp.async arrival.
+
+__device__ __forceinline__ u32 smem_u32(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 tx) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(tx) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    u32 done = 0;
+    while (!done)
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void bulk_g2s(u32 dst, const void *src, u32 bytes, u32 bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void cp8_g2s(u32 dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_arrive(u32 bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+template <int NR, int S, int SCU>
+struct WsLayout {
+    static constexpr int QB = SCU * 64 + 16;              // codes bytes a row a stage (padded)
+    static constexpr int SB = SCU * 8;                    // scale bytes a row a stage
+    static constexpr int STAGE = 16 * NR * (QB + SB);     // bytes a stage
+    __host__ __device__ static constexpr int bars(int warps) { return (warps * S * 8 + 127) / 128 * 128; }
+    __host__ __device__ static constexpr int bytes(int warps) { return bars(warps) + warps * S * STAGE; }
+};
+
+// Once per kernel: lane 0 of each warp sets up the warp's S barriers.
+template <int NR, int S>
+__device__ __forceinline__ void ws_init(u32 bars, int lane) {
+    if (lane == 0) {
+        for (int b = 0; b < S; b++) mbar_init(bars + 8 * b, 1 + 16 * NR);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+}
+
+// acc += the warp's NR row groups (codes gq[k], scales gs[k] at row 0 of group
+// k; rowb, sfb bytes a row) x the token tiles, over the 128-element chunks
+// c0..c1-1. it: the warp's count of stages used so far (buffer and parity).
+template <int Nt, int NR, int S, int SCU>
+__device__ __forceinline__ void stream_ws(float (*acc)[Nt][4], unsigned char *sm, u32 bars, u32 &it,
+                                          const unsigned char *const *gq, const unsigned char *const *gs,
+                                          long long rowb, long long sfb, int c0, int c1,
+                                          const u16 *const *rows, int lane, int g, int q, int nsub) {
+    typedef WsLayout<NR, S, SCU> L;
+    const int nst = (c1 - c0 + SCU - 1) / SCU;
+    const int r = lane & 15;
+    const bool second = NR > 1 && lane >= 16;
+    const unsigned char *mq = (second ? gq[NR - 1] : gq[0]) + r * rowb, *ms = (second ? gs[NR - 1] : gs[0]) + r * sfb;
+    const u32 sm0 = smem_u32(sm);
+    auto issue = [&](int st) {
+        const u32 b = (it + st) % S, bar = bars + 8 * b, dst = sm0 + b * L::STAGE;
+        const int u0 = c0 + st * SCU, nu = min(SCU, c1 - u0);
+        if (lane == 0) mbar_expect(bar, 16 * NR * nu * 64);
+        __syncwarp();
+        if (lane < 16 * NR) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            bulk_g2s(dst + lane * L::QB, mq + u0 * 64, nu * 64, bar);
+            for (int u = 0; u < nu; u++) cp8_g2s(dst + 16 * NR * L::QB + lane * L::SB + 8 * u, ms + (u0 + u) * 8);
+            cp_arrive(bar);
+        }
+    };
+    for (int st = 0; st < S && st < nst; st++) issue(st);
+    for (int st = 0; st < nst; st++) {
+        const u32 b = (it + st) % S;
+        mbar_wait(bars + 8 * b, ((it + st) / S) & 1);
+        const unsigned char *base = sm + b * L::STAGE;
+        const int u0 = c0 + st * SCU, nu = min(SCU, c1 - u0);
+#pragma unroll
+        for (int m = 0; m < SCU; m++) {
+            if (m < nu) {
+                RowChunk rc[NR];
+#pragma unroll
+                for (int kk = 0; kk < NR; kk++) {
+                    const unsigned char *rq = base + (16 * kk + g) * L::QB + 64 * m + 16 * q;
+                    rc[kk].q0 = *(const uint4 *)rq;
+                    rc[kk].q1 = *(const uint4 *)(rq + 8 * L::QB);
+                    const unsigned char *rs = base + 16 * NR * L::QB + (16 * kk + g) * L::SB + 8 * m + 2 * q;
+                    rc[kk].s0 = *(const u16 *)rs;
+                    rc[kk].s1 = *(const u16 *)(rs + 8 * L::SB);
+                }
+                chunk_mma<Nt, NR>(acc, rc, rows, u0 + m, q, nsub);
+            }
+        }
+        __syncwarp();
+        if (st + S < nst) issue(st + S);
+    }
+    it += nst;
 }
 
 // Sum the split-K partial accumulators of the warps kw > 0 into kw == 0's.
@@ -313,12 +418,18 @@ w4_align(int T, int K, int E, int tt, const int *ids, int *pairs, int4 *tiles, i
 
 // ---- the up projection -------------------------------------------------------------
 
-template <int Nt, int Rw, int Kw, int Pf, bool Xb>
+template <int Nt, int Rw, int Kw, int Pf, bool Ws>
 __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const int *pairs,
                                         const int4 *tiles, const int *meta, const unsigned char *w13q,
                                         const unsigned char *w13sf, const float *w13s2, u16 *h) {
     __shared__ float red[Kw > 1 ? (Kw - 1) * Rw * 32 * 2 * Nt * 4 : 1];
+    extern __shared__ __align__(128) unsigned char dsm[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    typedef WsLayout<2, WS_S, WS_SCU> WL;
+    const u32 bars = smem_u32(dsm) + 8 * WS_S * warp;
+    unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
+    u32 it = 0;
+    if (Ws) ws_init<2, WS_S>(bars, lane);
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
     int rblocks = I / (16 * Rw);
@@ -344,29 +455,31 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
         for (int k = 0; k < 2; k++)
 #pragma unroll
             for (int j = 0; j < Nt; j++) acc[k][j][0] = acc[k][j][1] = acc[k][j][2] = acc[k][j][3] = 0.0f;
+        if constexpr (Ws) {
+            const unsigned char *gq[2] = {w13q + (grow - g) * rowb, w13q + (grow - g + I) * rowb};
+            const unsigned char *gs[2] = {w13sf + (grow - g) * sfb, w13sf + (grow - g + I) * sfb};
+            stream_ws<Nt, 2, WS_S, WS_SCU>(acc, wsm, bars, it, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
+        } else {
         RowChunk rc[Pf][2];
-        Acts<Xb ? Nt : 1> ac[Xb ? Pf : 1];
 #pragma unroll
         for (int p = 0; p < Pf; p++)
             if (c0 + p < c1) {
                 load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c0 + p);
                 load_chunk(rc[p][1], qu0, qu1, su0, su1, c0 + p);
-                if (Xb) load_acts(ac[Xb ? p : 0], rows, c0 + p, q, nsub);
             }
         for (int c = c0; c < c1; c += Pf) {
 #pragma unroll
             for (int p = 0; p < Pf; p++) {
                 if (c + p < c1) {
                     RowChunk cur[2] = {rc[p][0], rc[p][1]};
-                    Acts<Xb ? Nt : 1> cura = ac[Xb ? p : 0];
                     if (c + p + Pf < c1) {
                         load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c + p + Pf);
                         load_chunk(rc[p][1], qu0, qu1, su0, su1, c + p + Pf);
-                        if (Xb) load_acts(ac[Xb ? p : 0], rows, c + p + Pf, q, nsub);
                     }
-                    chunk_mma<Nt, 2>(acc, cur, Xb ? (const Acts<Nt> *)&cura : nullptr, rows, c + p, q, nsub);
+                    chunk_mma<Nt, 2>(acc, cur, rows, c + p, q, nsub);
                 }
             }
+        }
         }
         reduce_k<Rw, Kw, 2 * Nt * 4>(&acc[0][0][0], red, rw, kw, lane);
         if (kw == 0) {
@@ -388,12 +501,18 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
 
 // ---- the down projection -----------------------------------------------------------
 
-template <int Nt, int Rw, int Kw, int Pf, bool Xb>
+template <int Nt, int Rw, int Kw, int Pf, bool Ws>
 __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const int4 *tiles, const int *meta,
                                           const u16 *h, const unsigned char *w2q, const unsigned char *w2sf,
                                           const float *w2s2, float *y) {
     __shared__ float red[Kw > 1 ? (Kw - 1) * Rw * 32 * Nt * 4 : 1];
+    extern __shared__ __align__(128) unsigned char dsm[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    typedef WsLayout<1, WS_S, WS_SCU> WL;
+    const u32 bars = smem_u32(dsm) + 8 * WS_S * warp;
+    unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
+    u32 it = 0;
+    if (Ws) ws_init<1, WS_S>(bars, lane);
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
     int rblocks = H / (16 * Rw);
@@ -414,27 +533,24 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
         float acc[1][Nt][4];
 #pragma unroll
         for (int j = 0; j < Nt; j++) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0.0f;
+        if constexpr (Ws) {
+            const unsigned char *gq[1] = {w2q + (grow - g) * rowb}, *gs[1] = {w2sf + (grow - g) * sfb};
+            stream_ws<Nt, 1, WS_S, WS_SCU>(acc, wsm, bars, it, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
+        } else {
         RowChunk rc[Pf];
-        Acts<Xb ? Nt : 1> ac[Xb ? Pf : 1];
 #pragma unroll
         for (int p = 0; p < Pf; p++)
-            if (c0 + p < c1) {
-                load_chunk(rc[p], q0, q1, s0, s1, c0 + p);
-                if (Xb) load_acts(ac[Xb ? p : 0], rows, c0 + p, q, nsub);
-            }
+            if (c0 + p < c1) load_chunk(rc[p], q0, q1, s0, s1, c0 + p);
         for (int c = c0; c < c1; c += Pf) {
 #pragma unroll
             for (int p = 0; p < Pf; p++) {
                 if (c + p < c1) {
                     RowChunk cur = rc[p];
-                    Acts<Xb ? Nt : 1> cura = ac[Xb ? p : 0];
-                    if (c + p + Pf < c1) {
-                        load_chunk(rc[p], q0, q1, s0, s1, c + p + Pf);
-                        if (Xb) load_acts(ac[Xb ? p : 0], rows, c + p + Pf, q, nsub);
-                    }
-                    chunk_mma<Nt, 1>(acc, &cur, Xb ? (const Acts<Nt> *)&cura : nullptr, rows, c + p, q, nsub);
+                    if (c + p + Pf < c1) load_chunk(rc[p], q0, q1, s0, s1, c + p + Pf);
+                    chunk_mma<Nt, 1>(acc, &cur, rows, c + p, q, nsub);
                 }
             }
+        }
         }
         reduce_k<Rw, Kw, Nt * 4>(&acc[0][0][0], red, rw, kw, lane);
         if (kw == 0) {
@@ -458,17 +574,34 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
 #define DN_ARGS int T, int H, int I, int E, int K, const int *pairs, const int4 *tiles, const int *meta, \
     const u16 *h, const unsigned char *w2q, const unsigned char *w2sf, const float *w2s2, float *y
 
-extern "C" __global__ void __launch_bounds__(UP_RW * UP_KW * 32, MINB) w4_up(UP_ARGS) {
-    up_body<NT, UP_RW, UP_KW, PF, XB != 0>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+// Blocks an SM holds (launch bounds): with WS, as many as shared memory lets
+// (228 KB an SM, 1 KB reserved a block, the split-K buffer `red` included),
+// at most 2048 threads; without, MINB. recipes/nvfp4_moe.lua sizes the grids
+// of the WS kernels by the same rule.
+__host__ __device__ constexpr int ws_blocks(int threads, int bytes) {
+    return 233472 / (bytes + 1024) < 2048 / threads ? 233472 / (bytes + 1024) : 2048 / threads;
 }
-extern "C" __global__ void __launch_bounds__(L_UP_RW * L_KW * 32) w4_up_l(UP_ARGS) {
-    up_body<L_NT, L_UP_RW, L_KW, PF, false>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+__host__ __device__ constexpr int red_bytes(int rw, int kw, int nr, int nt) {
+    return 4 * (kw > 1 ? (kw - 1) * rw * 32 * nr * nt * 4 : 1);
 }
-extern "C" __global__ void __launch_bounds__(DN_RW * DN_KW * 32, MINB) w4_down(DN_ARGS) {
-    down_body<NT, DN_RW, DN_KW, PF, XB != 0>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+#define WS_BLOCKS(RW, KW, NR, NTT) \
+    ws_blocks(RW * KW * 32, WsLayout<NR, WS_S, WS_SCU>::bytes(RW * KW) + red_bytes(RW, KW, NR, NTT))
+
+extern "C" __global__ void __launch_bounds__(UP_RW * UP_KW * 32, WS ? WS_BLOCKS(UP_RW, UP_KW, 2, NT) : MINB)
+w4_up(UP_ARGS) {
+    up_body<NT, UP_RW, UP_KW, PF, WS != 0>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
-extern "C" __global__ void __launch_bounds__(L_DN_RW * L_KW * 32) w4_down_l(DN_ARGS) {
-    down_body<L_NT, L_DN_RW, L_KW, PF, false>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+extern "C" __global__ void __launch_bounds__(L_UP_RW * L_KW * 32, WS ? WS_BLOCKS(L_UP_RW, L_KW, 2, L_NT) : 1)
+w4_up_l(UP_ARGS) {
+    up_body<L_NT, L_UP_RW, L_KW, PF, WS != 0>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+}
+extern "C" __global__ void __launch_bounds__(DN_RW * DN_KW * 32, WS ? WS_BLOCKS(DN_RW, DN_KW, 1, NT) : MINB)
+w4_down(DN_ARGS) {
+    down_body<NT, DN_RW, DN_KW, PF, WS != 0>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+}
+extern "C" __global__ void __launch_bounds__(L_DN_RW * L_KW * 32, WS ? WS_BLOCKS(L_DN_RW, L_KW, 1, L_NT) : 1)
+w4_down_l(DN_ARGS) {
+    down_body<L_NT, L_DN_RW, L_KW, PF, WS != 0>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
 
 // ---- w4_combine ----------------------------------------------------------------

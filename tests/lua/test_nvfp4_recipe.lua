@@ -62,6 +62,36 @@ t.test("nvfp4_recipe_template_plan_switches_at_switch_tokens_per_expert", functi
   t.eq(r.launch(r.shapes[11].shape, p0).steps[2][1], "w4_up_l")
 end)
 
+t.test("nvfp4_recipe_ws_plan_sizes_shared_memory_and_grid_by_the_kernels_layout", function()
+  local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
+              SWITCH = 8, WS = 1, WS_S = 2, WS_SCU = 4 }
+  local plan = r.launch(r.shapes[1].shape, p)
+  -- up: 4 warps x 2 stages x 32 rows x (4 * 64 + 16 code bytes + 4 * 8 scale bytes), after 128 bytes of barriers
+  t.eq(plan.steps[2].smem, 128 + 4 * 2 * 32 * (272 + 32))
+  -- 77952 + 2048 (split-K buffer) + 1024 reserved: 2 blocks in 228 KB
+  t.eq(plan.steps[2].grid, 132 * 2)
+  -- down: 16 rows a warp; 39040 + 1024 + 1024: 5 blocks
+  t.eq(plan.steps[3].smem, 128 + 4 * 2 * 16 * (272 + 32))
+  t.eq(plan.steps[3].grid, 132 * 5)
+  -- without WS: no dynamic shared memory, 16 blocks of 128 threads
+  p.WS = 0
+  plan = r.launch(r.shapes[1].shape, p)
+  t.eq(plan.steps[2].smem, 0)
+  t.eq(plan.steps[2].grid, math.min((8 // 8 + 257) * (2048 // 32), 132 * 16))
+end)
+
+t.test("nvfp4_recipe_space_drops_ws_settings_that_overflow_shared_memory", function()
+  local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 2,
+              SWITCH = 8, L2PF = 0, WS = 1, WS_S = 2, WS_SCU = 4 }
+  t.eq(r.space.restrict(p), true)
+  p.WS_S = 4   -- w4_up_l: 8 warps x 4 stages x 9728 bytes > 227 KB
+  t.eq(r.space.restrict(p), false)
+  p.WS, p.WS_S = 0, 2
+  t.eq(r.space.restrict(p), true)
+  p.WS_SCU = 2 -- without WS the stage settings take one value only
+  t.eq(r.space.restrict(p), false)
+end)
+
 t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
   local s = { T = 1, H = 7168, I = 2048, E = 256, K = 8, skew = 0 }
   -- x and out in bf16, and the NVFP4 weights of K experts (codes, scales, two s2)
@@ -76,7 +106,9 @@ if cuda.nvrtc_version() then
     for _, p in ipairs { { NT = 1, UP_RW = 1, UP_KW = 8, DN_RW = 1, DN_KW = 8, PF = 1, L_NT = 8, L_UP_RW = 4,
                            L_DN_RW = 4, L_KW = 2 },
                          { NT = 2, UP_RW = 4, UP_KW = 4, DN_RW = 4, DN_KW = 4, PF = 2, L_NT = 2, L_UP_RW = 1,
-                           L_DN_RW = 1, L_KW = 1 } } do
+                           L_DN_RW = 1, L_KW = 1 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2,
+                           L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 1, WS_S = 3, WS_SCU = 2 } } do
       specs[#specs + 1] = { source = src, name = "w4a16.cu", defines = p, arch = "sm_90" }
     end
     specs[#specs + 1] = { file = "kernels/nvfp4_moe/ref.cu", arch = "sm_90" }

@@ -274,9 +274,12 @@ __device__ __forceinline__ void cp_arrive(u32 bar) {
 
 template <int NR, int S, int SCU>
 struct WsLayout {
-    static constexpr int QB = SCU * 64 + 16;              // codes bytes a row a stage (padded)
-    static constexpr int SB = SCU * 8;                    // scale bytes a row a stage
-    static constexpr int STAGE = 16 * NR * (QB + SB);     // bytes a stage
+    // enumerators, not static members: those become .global variables in the PTX
+    enum : int {
+        QB = SCU * 64 + 16,             // codes bytes a row a stage (padded)
+        SB = SCU * 8,                   // scale bytes a row a stage
+        STAGE = 16 * NR * (QB + SB),    // bytes a stage
+    };
     __host__ __device__ static constexpr int bars(int warps) { return (warps * S * 8 + 127) / 128 * 128; }
     __host__ __device__ static constexpr int bytes(int warps) { return bars(warps) + warps * S * STAGE; }
 };

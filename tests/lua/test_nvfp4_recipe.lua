@@ -1,7 +1,8 @@
 -- tests/lua/test_nvfp4_recipe.lua: recipes/nvfp4_moe.lua without a GPU: its
 -- schema and shapes, the launch plans of the baseline and of the template at
 -- every shape, the problem's arguments and bytes, and (where NVRTC is
--- present) that the template compiles under the settings its space allows.
+-- present) that the template compiles under the settings its space allows and
+-- passes the recipe's rules on its PTX.
 local t = require "t"
 local cuda = require "kwb.cuda"
 local moe = require "kwb.problems.nvfp4_moe"
@@ -115,6 +116,9 @@ if cuda.nvrtc_version() then
     specs[#specs + 1] = { file = "kernels/nvfp4_moe/baseline.cu", arch = "sm_90" }
     for i, m in ipairs(cuda.compile_all(specs)) do
       t.truthy(m.resources, "spec " .. i .. " compiles: " .. tostring(m.error) .. "\n" .. tostring(m.log))
+      -- and passes the recipe's rules on its PTX, as a build does
+      local hit = m.resources and r.rules:check_ptx(m:ptx(), specs[i].source or "", specs[i].name or specs[i].file)
+      t.eq(hit and (tostring(hit.rule) .. " " .. tostring(hit.where)), nil, "spec " .. i .. " passes the PTX rules")
     end
   end)
 end

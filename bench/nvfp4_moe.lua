@@ -64,8 +64,8 @@ else
   if best then params, from = best.params, "the cache's best (" .. best.id:sub(1, 12) .. ")"
   else params, from = {}, "the template's defaults" end
 end
-for k, v in pairs { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 4, L_UP_RW = 2, L_DN_RW = 2,
-                    L_KW = 1, SWITCH = 16 } do
+for k, v in pairs { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2,
+                    L_KW = 1, SWITCH = 8 } do
   if params[k] == nil then params[k] = v end
 end
 

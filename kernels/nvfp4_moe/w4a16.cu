@@ -51,25 +51,25 @@
 #define NT 1
 #endif
 #ifndef UP_RW
-#define UP_RW 1
+#define UP_RW 2
 #endif
 #ifndef UP_KW
-#define UP_KW 4
+#define UP_KW 2
 #endif
 #ifndef DN_RW
-#define DN_RW 1
+#define DN_RW 2
 #endif
 #ifndef DN_KW
-#define DN_KW 4
+#define DN_KW 2
 #endif
 #ifndef PF
 #define PF 1
 #endif
 #ifndef L_NT
-#define L_NT 4
+#define L_NT 2
 #endif
 #ifndef L_UP_RW
-#define L_UP_RW 2
+#define L_UP_RW 4
 #endif
 #ifndef L_DN_RW
 #define L_DN_RW 2

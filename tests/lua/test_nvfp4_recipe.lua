@@ -83,12 +83,20 @@ end)
 
 t.test("nvfp4_recipe_space_drops_ws_settings_that_overflow_shared_memory", function()
   local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 2,
-              SWITCH = 8, L2PF = 0, WS = 1, WS_S = 2, WS_SCU = 4 }
+              SWITCH = 8, L2PF = 0, MINB = 1, WS = 1, WS_S = 2, WS_SCU = 4 }
   t.eq(r.space.restrict(p), true)
+  p.MINB = 4   -- with WS, shared memory sets the blocks an SM holds
+  t.eq(r.space.restrict(p), false)
+  p.MINB = 1
   p.WS_S = 4   -- w4_up_l: 8 warps x 4 stages x 9728 bytes > 227 KB
   t.eq(r.space.restrict(p), false)
   p.WS, p.WS_S = 0, 2
   t.eq(r.space.restrict(p), true)
+  p.MINB, p.UP_KW = 4, 4   -- 4 blocks of 256 threads: 64 registers a thread, the least allowed
+  t.eq(r.space.restrict(p), true)
+  p.MINB, p.UP_KW = 4, 8   -- 4 blocks of 512 threads: 32 registers a thread
+  t.eq(r.space.restrict(p), false)
+  p.MINB, p.UP_KW = 1, 2
   p.WS_SCU = 2 -- without WS the stage settings take one value only
   t.eq(r.space.restrict(p), false)
 end)

@@ -18,12 +18,17 @@ end
 -- The baseline's plan (its header): a warp per row, one block per 8 rows.
 local function baseline(s) return moe.warp_rows_launch(s, "nvfp4_moe_base_up", "nvfp4_moe_base_down") end
 
--- Shared memory of a GEMM kernel with WS (w4a16.cu's WsLayout and
+-- Shared memory of a GEMM kernel with WS (w4a16.cu's WsLayout, CpLayout and
 -- ws_blocks): dynamic bytes, and blocks an SM holds. nr: row groups a warp
--- (2 for up: gate and up, 1 for down).
+-- (2 for up: gate and up, 1 for down); nt: n8 token tiles.
 local function ws_smem(p, rw, kw, nr, nt)
   local warps = rw * kw
-  local dyn = (warps * p.WS_S * 8 + 127) // 128 * 128 + warps * p.WS_S * 16 * nr * (72 * p.WS_SCU + 16)
+  local dyn
+  if p.WS == 2 then   -- a stage: codes, activations and scales of one chunk
+    dyn = warps * p.WS_S * (nr * 1024 + nt * 2048 + nr * 128)
+  else                -- barriers, then stages of WS_SCU chunks of codes and scales
+    dyn = (warps * p.WS_S * 8 + 127) // 128 * 128 + warps * p.WS_S * 16 * nr * (72 * p.WS_SCU + 16)
+  end
   local red = 4 * (kw > 1 and (kw - 1) * rw * 32 * nr * nt * 4 or 1)
   return dyn, math.min(233472 // (dyn + red + 1024), 2048 // (32 * warps))
 end
@@ -73,7 +78,7 @@ return kwb.recipe {
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
-    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 1 }, WS_S = { 2, 3 },
+    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 1, 2 }, WS_S = { 2, 3, 4 },
     WS_SCU = { 2, 4 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
@@ -84,6 +89,7 @@ return kwb.recipe {
         return p.WS_S == 2 and p.WS_SCU == 4 and p.MINB * 32 * math.max(p.UP_RW * p.UP_KW, p.DN_RW * p.DN_KW) <= 1024
       end
       if p.MINB ~= 1 then return false end   -- with WS, shared memory sets the blocks an SM holds
+      if p.WS == 2 and p.WS_SCU ~= 4 then return false end   -- one chunk a stage: WS_SCU unused
       -- every kernel's shared memory within the 227 KB a block may have
       for _, k in ipairs { { p.UP_RW, p.UP_KW, 2, p.NT }, { p.DN_RW, p.DN_KW, 1, p.NT },
                            { p.L_UP_RW, p.L_KW, 2, p.L_NT }, { p.L_DN_RW, p.L_KW, 1, p.L_NT } } do

@@ -194,9 +194,10 @@ __device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0,
 // c, for the nsub n8 tiles (of Nt) that hold tokens. rows[j]: row g of token
 // tile j (an x row or an h row; a tile's missing tokens point at a real row
 // and their columns are never stored).
-template <int Nt, int NR>
-__device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const u16 *const *rows,
-                                          int c, int q, int nsub) {
+// act[j]: the lane's four activation words of tile j, word w at act[j][AS * w].
+template <int Nt, int NR, int AS>
+__device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const uint4 *const *act,
+                                          int nsub) {
     u32 lo[NR][2], hi[NR][2];
 #pragma unroll
     for (int k = 0; k < NR; k++) {
@@ -217,7 +218,7 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
         for (int j = 0; j < Nt; j++) {
             if (j > 0 && j >= nsub) break;
             u32 b[4];
-            pair8(((const uint4 *)(rows[j] + 128 * c + 32 * q))[w], b);
+            pair8(act[j][AS * w], b);
 #pragma unroll
             for (int k = 0; k < NR; k++) {
                 mma(acc[k][j], a[k][0][0], a[k][1][0], a[k][0][1], a[k][1][1], b[0], b[1]);
@@ -225,6 +226,17 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
             }
         }
     }
+}
+
+// The same with the activations read straight from global memory: rows[j] is
+// row g of token tile j, chunk c.
+template <int Nt, int NR>
+__device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const u16 *const *rows,
+                                          int c, int q, int nsub) {
+    const uint4 *act[Nt];
+#pragma unroll
+    for (int j = 0; j < Nt; j++) act[j] = (const uint4 *)(rows[j] + 128 * c + 32 * q);
+    chunk_mma<Nt, NR, 1>(acc, r, act, nsub);
 }
 
 // ---- weights staged through shared memory (WS) -------------------------------------
@@ -348,6 +360,105 @@ __device__ __forceinline__ void stream_ws(float (*acc)[Nt][4], unsigned char *sm
     it += nst;
 }
 
+// ---- everything a chunk needs through a cp.async ring (WS == 2) -------------------
+//
+// A warp keeps WS_S stages of one 128-element chunk each in shared memory: its
+// weight codes (each lane's own 16 bytes a row, as the register path loads
+// them), its activations (each lane's own four 16-byte words a token tile)
+// and the 8 scale bytes of each row (copied by lane q == 0 of the row). All of
+// it goes by cp.async, so no load holds a register scoreboard: a warp waits
+// only at cp.async.wait_group for the chunk it is about to use, WS_S - 1
+// chunks behind the newest copy. (Loads into registers share one scoreboard
+// in ptxas's code for the loops above, so the first use of a chunk there also
+// waits for the prefetch of the next.)
+
+template <int Nt, int NR>
+struct CpLayout {
+    enum : int {
+        W = NR * 2 * 32 * 16,          // codes: (row group k, half h, lane) -> 16 bytes
+        A = Nt * 4 * 32 * 16,          // activations: (tile j, word w, lane) -> 16 bytes
+        S = NR * 16 * 8,               // scales: (row group k, row r) -> 8 bytes
+        STAGE = W + A + S,
+    };
+};
+
+#if L2PF == 256
+#define CP_W "cp.async.cg.shared.global.L2::256B"
+#elif L2PF == 128
+#define CP_W "cp.async.cg.shared.global.L2::128B"
+#else
+#define CP_W "cp.async.cg.shared.global"
+#endif
+
+__device__ __forceinline__ void cp16_w(u32 dst, const void *src) {
+    asm volatile(CP_W " [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp16_a(u32 dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// acc += the warp's NR row groups x the token tiles over the chunks c0..c1-1.
+// wq[k]: codes of the lane's row g of group k at its 16-byte column (16 * q),
+// row g + 8 is 8 * rowb further; wsf[k]: the scales of row g of group k.
+template <int Nt, int NR, int D>
+__device__ __forceinline__ void stream_cp(float (*acc)[Nt][4], unsigned char *sm, const unsigned char *const *wq,
+                                          const unsigned char *const *wsf, long long rowb, long long sfb, int c0,
+                                          int c1, const u16 *const *rows, int lane, int g, int q, int nsub) {
+    typedef CpLayout<Nt, NR> L;
+    const u32 sm0 = smem_u32(sm);
+    auto issue = [&](int c) {
+        if (c < c1) {
+            const u32 st = sm0 + ((c - c0) % D) * L::STAGE;
+#pragma unroll
+            for (int k = 0; k < NR; k++) {
+                cp16_w(st + ((2 * k) * 32 + lane) * 16, wq[k] + 64 * c);
+                cp16_w(st + ((2 * k + 1) * 32 + lane) * 16, wq[k] + 8 * rowb + 64 * c);
+            }
+#pragma unroll
+            for (int j = 0; j < Nt; j++)
+                if (j == 0 || j < nsub)
+#pragma unroll
+                    for (int w = 0; w < 4; w++)
+                        cp16_a(st + L::W + ((4 * j + w) * 32 + lane) * 16, rows[j] + 128 * c + 32 * q + 8 * w);
+            if (q == 0)
+#pragma unroll
+                for (int k = 0; k < NR; k++) {
+                    cp8_g2s(st + L::W + L::A + (16 * k + g) * 8, wsf[k] + 8 * c);
+                    cp8_g2s(st + L::W + L::A + (16 * k + g + 8) * 8, wsf[k] + 8 * sfb + 8 * c);
+                }
+        }
+        cp_commit();   // an empty group past c1 keeps the count of groups uniform
+    };
+#pragma unroll
+    for (int i = 0; i < D - 1; i++) issue(c0 + i);
+    for (int c = c0; c < c1; c++) {
+        __syncwarp();              // every lane is done with the stage the next copy refills
+        issue(c + D - 1);
+        cp_wait<D - 1>();          // this lane's copies of chunk c are in
+        __syncwarp();              // and so are the scale bytes other lanes copied
+        const unsigned char *st = sm + ((c - c0) % D) * L::STAGE;
+        RowChunk rc[NR];
+#pragma unroll
+        for (int k = 0; k < NR; k++) {
+            rc[k].q0 = *(const uint4 *)(st + ((2 * k) * 32 + lane) * 16);
+            rc[k].q1 = *(const uint4 *)(st + ((2 * k + 1) * 32 + lane) * 16);
+            rc[k].s0 = *(const u16 *)(st + L::W + L::A + (16 * k + g) * 8 + 2 * q);
+            rc[k].s1 = *(const u16 *)(st + L::W + L::A + (16 * k + g + 8) * 8 + 2 * q);
+        }
+        const uint4 *act[Nt];
+#pragma unroll
+        for (int j = 0; j < Nt; j++) act[j] = (const uint4 *)(st + L::W) + 4 * j * 32 + lane;
+        chunk_mma<Nt, NR, 32>(acc, rc, act, nsub);
+    }
+    cp_wait<0>();
+}
+
 // Sum the split-K partial accumulators of the warps kw > 0 into kw == 0's.
 template <int Rw, int Kw, int NACC>
 __device__ __forceinline__ void reduce_k(float *acc, float *red, int rw, int kw, int lane) {
@@ -421,7 +532,7 @@ w4_align(int T, int K, int E, int tt, const int *ids, int *pairs, int4 *tiles, i
 
 // ---- the up projection -------------------------------------------------------------
 
-template <int Nt, int Rw, int Kw, int Pf, bool Ws>
+template <int Nt, int Rw, int Kw, int Pf, int Ws>
 __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const int *pairs,
                                         const int4 *tiles, const int *meta, const unsigned char *w13q,
                                         const unsigned char *w13sf, const float *w13s2, u16 *h) {
@@ -432,7 +543,8 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
     const u32 bars = smem_u32(dsm) + 8 * WS_S * warp;
     unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
     u32 it = 0;
-    if (Ws) ws_init<2, WS_S>(bars, lane);
+    if (Ws == 1) ws_init<2, WS_S>(bars, lane);
+    unsigned char *csm = dsm + warp * WS_S * CpLayout<Nt, 2>::STAGE;
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
     int rblocks = I / (16 * Rw);
@@ -458,7 +570,11 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
         for (int k = 0; k < 2; k++)
 #pragma unroll
             for (int j = 0; j < Nt; j++) acc[k][j][0] = acc[k][j][1] = acc[k][j][2] = acc[k][j][3] = 0.0f;
-        if constexpr (Ws) {
+        if constexpr (Ws == 2) {
+            const unsigned char *wq[2] = {qg0, qu0};
+            const unsigned char *wsf[2] = {w13sf + grow * sfb, w13sf + (grow + I) * sfb};
+            stream_cp<Nt, 2, WS_S>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
+        } else if constexpr (Ws == 1) {
             const unsigned char *gq[2] = {w13q + (grow - g) * rowb, w13q + (grow - g + I) * rowb};
             const unsigned char *gs[2] = {w13sf + (grow - g) * sfb, w13sf + (grow - g + I) * sfb};
             stream_ws<Nt, 2, WS_S, WS_SCU>(acc, wsm, bars, it, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
@@ -504,7 +620,7 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
 
 // ---- the down projection -----------------------------------------------------------
 
-template <int Nt, int Rw, int Kw, int Pf, bool Ws>
+template <int Nt, int Rw, int Kw, int Pf, int Ws>
 __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const int4 *tiles, const int *meta,
                                           const u16 *h, const unsigned char *w2q, const unsigned char *w2sf,
                                           const float *w2s2, float *y) {
@@ -515,7 +631,8 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
     const u32 bars = smem_u32(dsm) + 8 * WS_S * warp;
     unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
     u32 it = 0;
-    if (Ws) ws_init<1, WS_S>(bars, lane);
+    if (Ws == 1) ws_init<1, WS_S>(bars, lane);
+    unsigned char *csm = dsm + warp * WS_S * CpLayout<Nt, 1>::STAGE;
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
     int rblocks = H / (16 * Rw);
@@ -536,7 +653,10 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
         float acc[1][Nt][4];
 #pragma unroll
         for (int j = 0; j < Nt; j++) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0.0f;
-        if constexpr (Ws) {
+        if constexpr (Ws == 2) {
+            const unsigned char *wq[1] = {q0}, *wsf[1] = {w2sf + grow * sfb};
+            stream_cp<Nt, 1, WS_S>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
+        } else if constexpr (Ws == 1) {
             const unsigned char *gq[1] = {w2q + (grow - g) * rowb}, *gs[1] = {w2sf + (grow - g) * sfb};
             stream_ws<Nt, 1, WS_S, WS_SCU>(acc, wsm, bars, it, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
         } else {
@@ -587,24 +707,26 @@ __host__ __device__ constexpr int ws_blocks(int threads, int bytes) {
 __host__ __device__ constexpr int red_bytes(int rw, int kw, int nr, int nt) {
     return 4 * (kw > 1 ? (kw - 1) * rw * 32 * nr * nt * 4 : 1);
 }
+#define WS_BYTES(RW, KW, NR, NTT) \
+    (WS == 2 ? RW * KW * WS_S * CpLayout<NTT, NR>::STAGE : WsLayout<NR, WS_S, WS_SCU>::bytes(RW * KW))
 #define WS_BLOCKS(RW, KW, NR, NTT) \
-    ws_blocks(RW * KW * 32, WsLayout<NR, WS_S, WS_SCU>::bytes(RW * KW) + red_bytes(RW, KW, NR, NTT))
+    ws_blocks(RW * KW * 32, WS_BYTES(RW, KW, NR, NTT) + red_bytes(RW, KW, NR, NTT))
 
 extern "C" __global__ void __launch_bounds__(UP_RW * UP_KW * 32, WS ? WS_BLOCKS(UP_RW, UP_KW, 2, NT) : MINB)
 w4_up(UP_ARGS) {
-    up_body<NT, UP_RW, UP_KW, PF, WS != 0>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+    up_body<NT, UP_RW, UP_KW, PF, WS>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
 extern "C" __global__ void __launch_bounds__(L_UP_RW * L_KW * 32, WS ? WS_BLOCKS(L_UP_RW, L_KW, 2, L_NT) : 1)
 w4_up_l(UP_ARGS) {
-    up_body<L_NT, L_UP_RW, L_KW, PF, WS != 0>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
+    up_body<L_NT, L_UP_RW, L_KW, PF, WS>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
 extern "C" __global__ void __launch_bounds__(DN_RW * DN_KW * 32, WS ? WS_BLOCKS(DN_RW, DN_KW, 1, NT) : MINB)
 w4_down(DN_ARGS) {
-    down_body<NT, DN_RW, DN_KW, PF, WS != 0>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+    down_body<NT, DN_RW, DN_KW, PF, WS>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
 extern "C" __global__ void __launch_bounds__(L_DN_RW * L_KW * 32, WS ? WS_BLOCKS(L_DN_RW, L_KW, 1, L_NT) : 1)
 w4_down_l(DN_ARGS) {
-    down_body<L_NT, L_DN_RW, L_KW, PF, WS != 0>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
+    down_body<L_NT, L_DN_RW, L_KW, PF, WS>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
 
 // ---- w4_combine ----------------------------------------------------------------

@@ -74,6 +74,13 @@ t.test("nvfp4_recipe_ws_plan_sizes_shared_memory_and_grid_by_the_kernels_layout"
   -- down: 16 rows a warp; 39040 + 1024 + 1024: 5 blocks
   t.eq(plan.steps[3].smem, 128 + 4 * 2 * 16 * (272 + 32))
   t.eq(plan.steps[3].grid, 132 * 5)
+  -- WS = 2, 3 stages: each 2 x 1024 code bytes, 2048 activation bytes and 256 scale bytes a warp
+  p.WS, p.WS_S = 2, 3
+  plan = r.launch(r.shapes[1].shape, p)
+  t.eq(plan.steps[2].smem, 4 * 3 * 4352)
+  t.eq(plan.steps[2].grid, 132 * 4, "52224 + 2048 + 1024 bytes: 4 blocks")
+  t.eq(plan.steps[3].smem, 4 * 3 * (1024 + 2048 + 128))
+  p.WS_S = 2
   -- without WS: no dynamic shared memory, 16 blocks of 128 threads
   p.WS = 0
   plan = r.launch(r.shapes[1].shape, p)
@@ -99,6 +106,10 @@ t.test("nvfp4_recipe_space_drops_ws_settings_that_overflow_shared_memory", funct
   p.MINB, p.UP_KW = 1, 2
   p.WS_SCU = 2 -- without WS the stage settings take one value only
   t.eq(r.space.restrict(p), false)
+  p.WS = 2      -- nor with WS = 2 (one chunk a stage)
+  t.eq(r.space.restrict(p), false)
+  p.WS_SCU = 4
+  t.eq(r.space.restrict(p), true)
 end)
 
 t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
@@ -117,7 +128,9 @@ if cuda.nvrtc_version() then
                          { NT = 2, UP_RW = 4, UP_KW = 4, DN_RW = 4, DN_KW = 4, PF = 2, L_NT = 2, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2,
-                           L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 1, WS_S = 3, WS_SCU = 2 } } do
+                           L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 1, WS_S = 3, WS_SCU = 2 },
+                         { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2,
+                           L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 2, WS_S = 4 } } do
       specs[#specs + 1] = { source = src, name = "w4a16.cu", defines = p, arch = "sm_90" }
     end
     specs[#specs + 1] = { file = "kernels/nvfp4_moe/ref.cu", arch = "sm_90" }

@@ -26,8 +26,9 @@ local function ws_smem(p, rw, kw, nr, nt)
   local dyn
   if p.WS == 2 then   -- a stage: codes, activations and scales of one chunk
     dyn = warps * p.WS_S * (nr * 1024 + nt * 2048 + nr * 128)
-  else                -- barriers, then stages of WS_SCU chunks of codes and scales
-    dyn = (warps * p.WS_S * 8 + 127) // 128 * 128 + warps * p.WS_S * 16 * nr * (72 * p.WS_SCU + 16)
+  else                -- barriers, then stages of WS_SCU chunks of codes, scales and activations
+    dyn = (warps * p.WS_S * 8 + 127) // 128 * 128
+          + warps * p.WS_S * (16 * nr * (72 * p.WS_SCU + 16) + p.WS_SCU * nt * 2048)
   end
   local red = 4 * (kw > 1 and (kw - 1) * rw * 32 * nr * nt * 4 or 1)
   return dyn, math.min(233472 // (dyn + red + 1024), 2048 // (32 * warps))

@@ -86,6 +86,9 @@
 #ifndef WS
 #define WS 0
 #endif
+#ifndef NOMMA
+#define NOMMA 0
+#endif
 #ifndef WS_S
 #define WS_S 2
 #endif
@@ -198,6 +201,26 @@ __device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0,
 template <int Nt, int NR, int AS>
 __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const uint4 *const *act,
                                           int nsub) {
+#if NOMMA
+    // A diagnostic only (tests/gpu/nvfp4_stream.lua): every load of the chunk,
+    // none of the arithmetic, to time how fast a streaming mode can move the
+    // weights. The results are wrong, and the check refuses them.
+    u32 v = 0;
+#pragma unroll
+    for (int k = 0; k < NR; k++)
+        v ^= r[k].q0.x ^ r[k].q0.y ^ r[k].q0.z ^ r[k].q0.w ^ r[k].q1.x ^ r[k].q1.y ^ r[k].q1.z ^ r[k].q1.w ^ r[k].s0 ^
+             r[k].s1;
+#pragma unroll
+    for (int j = 0; j < Nt; j++)
+        if (j == 0 || j < nsub)
+#pragma unroll
+            for (int w = 0; w < 4; w++) {
+                const uint4 a = act[j][AS * w];
+                v ^= a.x ^ a.y ^ a.z ^ a.w;
+            }
+    acc[0][0][0] += __uint_as_float(v & 0x007fffffu);
+    return;
+#endif
     u32 lo[NR][2], hi[NR][2];
 #pragma unroll
     for (int k = 0; k < NR; k++) {
@@ -249,8 +272,9 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
 // memory. DRAM sees 64 * WS_SCU contiguous bytes a row, and the bytes in
 // flight are bounded by shared memory, not registers. A stage: 16 * NR rows of
 // codes (64 * WS_SCU + 16 bytes each: the pad spreads rows g over the banks)
-// and of scales (8 * WS_SCU bytes each). Each barrier expects 1 + 16 * NR
-// arrivals: lane 0's expect_tx and every copying lane's cp.async arrival.
+// and of scales (8 * WS_SCU bytes each), then the activations: each lane's
+// own four 16-byte words a token tile and chunk, by cp.async. Each barrier
+// expects 33 arrivals: lane 0's expect_tx and every lane's cp.async arrival.
 
 __device__ __forceinline__ u32 smem_u32(const void *p) { return (u32)__cvta_generic_to_shared(p); }
 
@@ -280,27 +304,32 @@ __device__ __forceinline__ void cp8_g2s(u32 dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
 }
 
+__device__ __forceinline__ void cp16_a(u32 dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
 __device__ __forceinline__ void cp_arrive(u32 bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
-template <int NR, int S, int SCU>
+template <int NR, int S, int SCU, int Nt>
 struct WsLayout {
     // enumerators, not static members: those become .global variables in the PTX
     enum : int {
         QB = SCU * 64 + 16,             // codes bytes a row a stage (padded)
         SB = SCU * 8,                   // scale bytes a row a stage
-        STAGE = 16 * NR * (QB + SB),    // bytes a stage
+        A0 = 16 * NR * (QB + SB),       // activations: (chunk m, tile j, word w, lane) -> 16 bytes
+        STAGE = A0 + SCU * Nt * 4 * 32 * 16,   // bytes a stage
     };
     __host__ __device__ static constexpr int bars(int warps) { return (warps * S * 8 + 127) / 128 * 128; }
     __host__ __device__ static constexpr int bytes(int warps) { return bars(warps) + warps * S * STAGE; }
 };
 
 // Once per kernel: lane 0 of each warp sets up the warp's S barriers.
-template <int NR, int S>
+template <int S>
 __device__ __forceinline__ void ws_init(u32 bars, int lane) {
     if (lane == 0) {
-        for (int b = 0; b < S; b++) mbar_init(bars + 8 * b, 1 + 16 * NR);
+        for (int b = 0; b < S; b++) mbar_init(bars + 8 * b, 1 + 32);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncwarp();
@@ -314,7 +343,7 @@ __device__ __forceinline__ void stream_ws(float (*acc)[Nt][4], unsigned char *sm
                                           const unsigned char *const *gq, const unsigned char *const *gs,
                                           long long rowb, long long sfb, int c0, int c1,
                                           const u16 *const *rows, int lane, int g, int q, int nsub) {
-    typedef WsLayout<NR, S, SCU> L;
+    typedef WsLayout<NR, S, SCU, Nt> L;
     const int nst = (c1 - c0 + SCU - 1) / SCU;
     const int r = lane & 15;
     const bool second = NR > 1 && lane >= 16;
@@ -329,8 +358,18 @@ __device__ __forceinline__ void stream_ws(float (*acc)[Nt][4], unsigned char *sm
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             bulk_g2s(dst + lane * L::QB, mq + u0 * 64, nu * 64, bar);
             for (int u = 0; u < nu; u++) cp8_g2s(dst + 16 * NR * L::QB + lane * L::SB + 8 * u, ms + (u0 + u) * 8);
-            cp_arrive(bar);
         }
+#pragma unroll
+        for (int m = 0; m < SCU; m++)
+            if (m < nu)
+#pragma unroll
+                for (int j = 0; j < Nt; j++)
+                    if (j == 0 || j < nsub)
+#pragma unroll
+                        for (int w = 0; w < 4; w++)
+                            cp16_a(dst + L::A0 + (((m * Nt + j) * 4 + w) * 32 + lane) * 16,
+                                   rows[j] + 128 * (u0 + m) + 32 * q + 8 * w);
+        cp_arrive(bar);
     };
     for (int st = 0; st < S && st < nst; st++) issue(st);
     for (int st = 0; st < nst; st++) {
@@ -351,7 +390,11 @@ __device__ __forceinline__ void stream_ws(float (*acc)[Nt][4], unsigned char *sm
                     rc[kk].s0 = *(const u16 *)rs;
                     rc[kk].s1 = *(const u16 *)(rs + 8 * L::SB);
                 }
-                chunk_mma<Nt, NR>(acc, rc, rows, u0 + m, q, nsub);
+                const uint4 *act[Nt];
+#pragma unroll
+                for (int j = 0; j < Nt; j++)
+                    act[j] = (const uint4 *)(base + L::A0) + (m * Nt + j) * 4 * 32 + lane;
+                chunk_mma<Nt, NR, 32>(acc, rc, act, nsub);
             }
         }
         __syncwarp();
@@ -392,10 +435,6 @@ struct CpLayout {
 
 __device__ __forceinline__ void cp16_w(u32 dst, const void *src) {
     asm volatile(CP_W " [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void cp16_a(u32 dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -539,11 +578,11 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
     __shared__ float red[Kw > 1 ? (Kw - 1) * Rw * 32 * 2 * Nt * 4 : 1];
     extern __shared__ __align__(128) unsigned char dsm[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    typedef WsLayout<2, WS_S, WS_SCU> WL;
+    typedef WsLayout<2, WS_S, WS_SCU, Nt> WL;
     const u32 bars = smem_u32(dsm) + 8 * WS_S * warp;
     unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
     u32 it = 0;
-    if (Ws == 1) ws_init<2, WS_S>(bars, lane);
+    if (Ws == 1) ws_init<WS_S>(bars, lane);
     unsigned char *csm = dsm + warp * WS_S * CpLayout<Nt, 2>::STAGE;
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
@@ -627,11 +666,11 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
     __shared__ float red[Kw > 1 ? (Kw - 1) * Rw * 32 * Nt * 4 : 1];
     extern __shared__ __align__(128) unsigned char dsm[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    typedef WsLayout<1, WS_S, WS_SCU> WL;
+    typedef WsLayout<1, WS_S, WS_SCU, Nt> WL;
     const u32 bars = smem_u32(dsm) + 8 * WS_S * warp;
     unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
     u32 it = 0;
-    if (Ws == 1) ws_init<1, WS_S>(bars, lane);
+    if (Ws == 1) ws_init<WS_S>(bars, lane);
     unsigned char *csm = dsm + warp * WS_S * CpLayout<Nt, 1>::STAGE;
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
@@ -708,7 +747,7 @@ __host__ __device__ constexpr int red_bytes(int rw, int kw, int nr, int nt) {
     return 4 * (kw > 1 ? (kw - 1) * rw * 32 * nr * nt * 4 : 1);
 }
 #define WS_BYTES(RW, KW, NR, NTT) \
-    (WS == 2 ? RW * KW * WS_S * CpLayout<NTT, NR>::STAGE : WsLayout<NR, WS_S, WS_SCU>::bytes(RW * KW))
+    (WS == 2 ? RW * KW * WS_S * CpLayout<NTT, NR>::STAGE : WsLayout<NR, WS_S, WS_SCU, NTT>::bytes(RW * KW))
 #define WS_BLOCKS(RW, KW, NR, NTT) \
     ws_blocks(RW * KW * 32, WS_BYTES(RW, KW, NR, NTT) + red_bytes(RW, KW, NR, NTT))
 

@@ -66,14 +66,17 @@ end)
 t.test("nvfp4_recipe_ws_plan_sizes_shared_memory_and_grid_by_the_kernels_layout", function()
   local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
               SWITCH = 8, WS = 1, WS_S = 2, WS_SCU = 4 }
+  p.WS_SCU = 2
   local plan = r.launch(r.shapes[1].shape, p)
-  -- up: 4 warps x 2 stages x 32 rows x (4 * 64 + 16 code bytes + 4 * 8 scale bytes), after 128 bytes of barriers
-  t.eq(plan.steps[2].smem, 128 + 4 * 2 * 32 * (272 + 32))
-  -- 77952 + 2048 (split-K buffer) + 1024 reserved: 2 blocks in 228 KB
-  t.eq(plan.steps[2].grid, 132 * 2)
-  -- down: 16 rows a warp; 39040 + 1024 + 1024: 5 blocks
-  t.eq(plan.steps[3].smem, 128 + 4 * 2 * 16 * (272 + 32))
-  t.eq(plan.steps[3].grid, 132 * 5)
+  -- up: 4 warps x 2 stages x (32 rows x (2 * 64 + 16 code bytes + 2 * 8 scale bytes) + 2 chunks x 2048
+  -- activation bytes), after 128 bytes of barriers
+  t.eq(plan.steps[2].smem, 128 + 4 * 2 * (32 * (144 + 16) + 2 * 2048))
+  -- 73856 + 2048 (split-K buffer) + 1024 reserved: 3 blocks in 228 KB
+  t.eq(plan.steps[2].grid, 132 * 3)
+  -- down: 16 rows a warp; 53376 + 1024 + 1024: 4 blocks
+  t.eq(plan.steps[3].smem, 128 + 4 * 2 * (16 * (144 + 16) + 2 * 2048))
+  t.eq(plan.steps[3].grid, 132 * 4)
+  p.WS_SCU = 4
   -- WS = 2, 3 stages: each 2 x 1024 code bytes, 2048 activation bytes and 256 scale bytes a warp
   p.WS, p.WS_S = 2, 3
   plan = r.launch(r.shapes[1].shape, p)
@@ -90,14 +93,15 @@ end)
 
 t.test("nvfp4_recipe_space_drops_ws_settings_that_overflow_shared_memory", function()
   local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 2,
-              SWITCH = 8, L2PF = 0, MINB = 1, WS = 1, WS_S = 2, WS_SCU = 4 }
+              SWITCH = 8, L2PF = 0, MINB = 1, WS = 1, WS_S = 2, WS_SCU = 2 }
+  -- w4_up_l: 8 warps x 2 stages x 13312 bytes + 128 + 8192 (split-K) + 1024 fit 228 KB once
   t.eq(r.space.restrict(p), true)
   p.MINB = 4   -- with WS, shared memory sets the blocks an SM holds
   t.eq(r.space.restrict(p), false)
   p.MINB = 1
-  p.WS_S = 4   -- w4_up_l: 8 warps x 4 stages x 9728 bytes > 227 KB
+  p.WS_S = 3   -- 8 warps x 3 stages x 13312 bytes > 227 KB
   t.eq(r.space.restrict(p), false)
-  p.WS, p.WS_S = 0, 2
+  p.WS, p.WS_S, p.WS_SCU = 0, 2, 4
   t.eq(r.space.restrict(p), true)
   p.MINB, p.UP_KW = 4, 4   -- 4 blocks of 256 threads: 64 registers a thread, the least allowed
   t.eq(r.space.restrict(p), true)

@@ -65,7 +65,7 @@ else
   else params, from = {}, "the template's defaults" end
 end
 for k, v in pairs { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2,
-                    L_KW = 1, SWITCH = 8 } do
+                    L_KW = 1, SWITCH = 8, L2PF = 128 } do
   if params[k] == nil then params[k] = v end
 end
 

@@ -78,7 +78,7 @@
 #define L_KW 1
 #endif
 #ifndef L2PF
-#define L2PF 0
+#define L2PF 128
 #endif
 #ifndef MINB
 #define MINB 1

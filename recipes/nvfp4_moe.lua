@@ -26,9 +26,9 @@ local function ws_smem(p, rw, kw, nr, nt)
   local dyn
   if p.WS == 2 then   -- a stage: codes, activations and scales of one chunk
     dyn = warps * p.WS_S * (nr * 1024 + nt * 2048 + nr * 128)
-  else                -- barriers, then stages of WS_SCU chunks of codes, scales and activations
-    dyn = (warps * p.WS_S * 8 + 127) // 128 * 128
-          + warps * p.WS_S * (16 * nr * (72 * p.WS_SCU + 16) + p.WS_SCU * nt * 2048)
+  else                -- stages of WS_SCU chunks of codes, scales and activations (WS = 1: after barriers)
+    dyn = warps * p.WS_S * (16 * nr * (72 * p.WS_SCU + 16) + p.WS_SCU * nt * 2048)
+    if p.WS == 1 then dyn = dyn + (warps * p.WS_S * 8 + 127) // 128 * 128 end
   end
   local red = 4 * (kw > 1 and (kw - 1) * rw * 32 * nr * nt * 4 or 1)
   return dyn, math.min(233472 // (dyn + red + 1024), 2048 // (32 * warps))
@@ -81,7 +81,7 @@ return kwb.recipe {
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
-    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
+    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 2, 3 }, WS_S = { 2, 3, 4 },
     WS_SCU = { 2, 4 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8

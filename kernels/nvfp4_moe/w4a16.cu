@@ -498,6 +498,84 @@ __device__ __forceinline__ void stream_cp(float (*acc)[Nt][4], unsigned char *sm
     cp_wait<0>();
 }
 
+// ---- rows copied whole-run by cp.async (WS == 3) ---------------------------------
+//
+// The WS = 1 stage layout (WS_SCU chunks of 16 * NR padded code rows, their
+// scales, each lane's own activation words), filled by plain cp.async in a
+// ring of WS_S stages (cp.async.wait_group, as WS = 2) with the codes copied
+// row-contiguously: one copy instruction covers 64 * WS_SCU bytes of each of
+// 8 / WS_SCU rows (256 bytes of 2 rows at WS_SCU = 4), where the fragment loads
+// of the other modes cover 64 bytes of 8 rows. tests/gpu/row_stream.lua
+// measured what that shape is worth: 64-byte runs read at 48% of the copy
+// bandwidth, 256-byte runs at 85-90%.
+template <int Nt, int NR, int D, int C>
+__device__ __forceinline__ void stream_rc(float (*acc)[Nt][4], unsigned char *sm, const unsigned char *const *gq,
+                                          const unsigned char *const *gs, long long rowb, long long sfb, int c0,
+                                          int c1, const u16 *const *rows, int lane, int g, int q, int nsub) {
+    typedef WsLayout<NR, D, C, Nt> L;
+    constexpr int LPR = 4 * C, RPI = 32 / LPR;   // lanes a row, rows a copy instruction
+    const int nst = (c1 - c0 + C - 1) / C;
+    const u32 sm0 = smem_u32(sm);
+    const int lr = lane / LPR, lb = (lane % LPR) * 16;
+    const unsigned char *srow = ((NR == 1 || lane < 16) ? gs[0] : gs[NR - 1]) + (lane & 15) * sfb;
+    auto issue = [&](int st) {
+        if (st < nst) {
+            const u32 dst = sm0 + (st % D) * L::STAGE;
+            const int u0 = c0 + st * C, nu = min(C, c1 - u0);
+#pragma unroll
+            for (int i = 0; i < 16 * NR / RPI; i++) {
+                const int row = i * RPI + lr;
+                if (lb < nu * 64)
+                    cp16_w(dst + row * L::QB + lb, gq[(i * RPI) / 16] + (row & 15) * rowb + u0 * 64 + lb);
+            }
+            if (lane < 16 * NR)
+                for (int u = 0; u < nu; u++) cp8_g2s(dst + 16 * NR * L::QB + lane * L::SB + 8 * u, srow + (u0 + u) * 8);
+#pragma unroll
+            for (int m = 0; m < C; m++)
+                if (m < nu)
+#pragma unroll
+                    for (int j = 0; j < Nt; j++)
+                        if (j == 0 || j < nsub)
+#pragma unroll
+                            for (int w = 0; w < 4; w++)
+                                cp16_a(dst + L::A0 + (((m * Nt + j) * 4 + w) * 32 + lane) * 16,
+                                       rows[j] + 128 * (u0 + m) + 32 * q + 8 * w);
+        }
+        cp_commit();
+    };
+#pragma unroll
+    for (int i = 0; i < D - 1; i++) issue(i);
+    for (int st = 0; st < nst; st++) {
+        __syncwarp();
+        issue(st + D - 1);
+        cp_wait<D - 1>();
+        __syncwarp();
+        const unsigned char *base = sm + (st % D) * L::STAGE;
+        const int u0 = c0 + st * C, nu = min(C, c1 - u0);
+#pragma unroll
+        for (int m = 0; m < C; m++) {
+            if (m < nu) {
+                RowChunk rc[NR];
+#pragma unroll
+                for (int kk = 0; kk < NR; kk++) {
+                    const unsigned char *rq = base + (16 * kk + g) * L::QB + 64 * m + 16 * q;
+                    rc[kk].q0 = *(const uint4 *)rq;
+                    rc[kk].q1 = *(const uint4 *)(rq + 8 * L::QB);
+                    const unsigned char *rs = base + 16 * NR * L::QB + (16 * kk + g) * L::SB + 8 * m + 2 * q;
+                    rc[kk].s0 = *(const u16 *)rs;
+                    rc[kk].s1 = *(const u16 *)(rs + 8 * L::SB);
+                }
+                const uint4 *act[Nt];
+#pragma unroll
+                for (int j = 0; j < Nt; j++)
+                    act[j] = (const uint4 *)(base + L::A0) + (m * Nt + j) * 4 * 32 + lane;
+                chunk_mma<Nt, NR, 32>(acc, rc, act, nsub);
+            }
+        }
+    }
+    cp_wait<0>();
+}
+
 // Sum the split-K partial accumulators of the warps kw > 0 into kw == 0's.
 template <int Rw, int Kw, int NACC>
 __device__ __forceinline__ void reduce_k(float *acc, float *red, int rw, int kw, int lane) {
@@ -583,7 +661,7 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
     unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
     u32 it = 0;
     if (Ws == 1) ws_init<WS_S>(bars, lane);
-    unsigned char *csm = dsm + warp * WS_S * CpLayout<Nt, 2>::STAGE;
+    unsigned char *csm = dsm + warp * WS_S * (Ws == 3 ? (int)WL::STAGE : (int)CpLayout<Nt, 2>::STAGE);
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
     int rblocks = I / (16 * Rw);
@@ -613,6 +691,10 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
             const unsigned char *wq[2] = {qg0, qu0};
             const unsigned char *wsf[2] = {w13sf + grow * sfb, w13sf + (grow + I) * sfb};
             stream_cp<Nt, 2, WS_S>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
+        } else if constexpr (Ws == 3) {
+            const unsigned char *gq[2] = {w13q + (grow - g) * rowb, w13q + (grow - g + I) * rowb};
+            const unsigned char *gs[2] = {w13sf + (grow - g) * sfb, w13sf + (grow - g + I) * sfb};
+            stream_rc<Nt, 2, WS_S, WS_SCU>(acc, csm, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
         } else if constexpr (Ws == 1) {
             const unsigned char *gq[2] = {w13q + (grow - g) * rowb, w13q + (grow - g + I) * rowb};
             const unsigned char *gs[2] = {w13sf + (grow - g) * sfb, w13sf + (grow - g + I) * sfb};
@@ -671,7 +753,7 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
     unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
     u32 it = 0;
     if (Ws == 1) ws_init<WS_S>(bars, lane);
-    unsigned char *csm = dsm + warp * WS_S * CpLayout<Nt, 1>::STAGE;
+    unsigned char *csm = dsm + warp * WS_S * (Ws == 3 ? (int)WL::STAGE : (int)CpLayout<Nt, 1>::STAGE);
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
     int rblocks = H / (16 * Rw);
@@ -695,6 +777,9 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
         if constexpr (Ws == 2) {
             const unsigned char *wq[1] = {q0}, *wsf[1] = {w2sf + grow * sfb};
             stream_cp<Nt, 1, WS_S>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
+        } else if constexpr (Ws == 3) {
+            const unsigned char *gq[1] = {w2q + (grow - g) * rowb}, *gs[1] = {w2sf + (grow - g) * sfb};
+            stream_rc<Nt, 1, WS_S, WS_SCU>(acc, csm, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
         } else if constexpr (Ws == 1) {
             const unsigned char *gq[1] = {w2q + (grow - g) * rowb}, *gs[1] = {w2sf + (grow - g) * sfb};
             stream_ws<Nt, 1, WS_S, WS_SCU>(acc, wsm, bars, it, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
@@ -747,7 +832,9 @@ __host__ __device__ constexpr int red_bytes(int rw, int kw, int nr, int nt) {
     return 4 * (kw > 1 ? (kw - 1) * rw * 32 * nr * nt * 4 : 1);
 }
 #define WS_BYTES(RW, KW, NR, NTT) \
-    (WS == 2 ? RW * KW * WS_S * CpLayout<NTT, NR>::STAGE : WsLayout<NR, WS_S, WS_SCU, NTT>::bytes(RW * KW))
+    (WS == 2 ? RW * KW * WS_S * CpLayout<NTT, NR>::STAGE                   \
+     : WS == 3 ? RW * KW * WS_S * WsLayout<NR, WS_S, WS_SCU, NTT>::STAGE     \
+               : WsLayout<NR, WS_S, WS_SCU, NTT>::bytes(RW * KW))
 #define WS_BLOCKS(RW, KW, NR, NTT) \
     ws_blocks(RW * KW * 32, WS_BYTES(RW, KW, NR, NTT) + red_bytes(RW, KW, NR, NTT))
 

@@ -107,6 +107,11 @@ local settings = {
     WS = 2, WS_S = 3 },
   { NT = 2, UP_RW = 2, UP_KW = 1, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 2, L_KW = 2, SWITCH = 8,
     WS = 2, WS_S = 4, L2PF = 128 },
+  -- row-contiguous copies (WS = 3): 256-byte runs wider than a warp's K range, and 128-byte runs
+  { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 2, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
+    WS = 3, WS_S = 2, WS_SCU = 4 },
+  { NT = 2, UP_RW = 2, UP_KW = 1, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 2, L_KW = 2, SWITCH = 8,
+    WS = 3, WS_S = 3, WS_SCU = 2 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

@@ -83,7 +83,12 @@ t.test("nvfp4_recipe_ws_plan_sizes_shared_memory_and_grid_by_the_kernels_layout"
   t.eq(plan.steps[2].smem, 4 * 3 * 4352)
   t.eq(plan.steps[2].grid, 132 * 4, "52224 + 2048 + 1024 bytes: 4 blocks")
   t.eq(plan.steps[3].smem, 4 * 3 * (1024 + 2048 + 128))
-  p.WS_S = 2
+  -- WS = 3, 3 stages of 2 chunks: the WS = 1 stage without barriers
+  p.WS, p.WS_S, p.WS_SCU = 3, 3, 2
+  plan = r.launch(r.shapes[1].shape, p)
+  t.eq(plan.steps[2].smem, 4 * 3 * (32 * (144 + 16) + 2 * 2048))
+  t.eq(plan.steps[2].grid, 132 * 2, "110592 + 2048 + 1024 bytes: 2 blocks")
+  p.WS_S, p.WS_SCU = 2, 4
   -- without WS: no dynamic shared memory, 16 blocks of 128 threads
   p.WS = 0
   plan = r.launch(r.shapes[1].shape, p)
@@ -134,7 +139,9 @@ if cuda.nvrtc_version() then
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2,
                            L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 1, WS_S = 3, WS_SCU = 2 },
                          { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2,
-                           L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 2, WS_S = 4 } } do
+                           L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 2, WS_S = 4 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 2,
+                           L_DN_RW = 2, L_KW = 1, WS = 3, WS_S = 3, WS_SCU = 2 } } do
       specs[#specs + 1] = { source = src, name = "w4a16.cu", defines = p, arch = "sm_90" }
     end
     specs[#specs + 1] = { file = "kernels/nvfp4_moe/ref.cu", arch = "sm_90" }

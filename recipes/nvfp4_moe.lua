@@ -76,12 +76,12 @@ return kwb.recipe {
                skew = { 0, 1 } },
   start    = { file = "../kernels/nvfp4_moe/baseline.cu", defines = { BASELINE = 1 } },
   template = "../kernels/nvfp4_moe/w4a16.cu",
-  -- WS = 1 (bulk-copy stages) is in the template but not swept: it measured slower than the
-  -- register path and WS = 2 at every shape (docs/perf.md).
+  -- WS = 1 (bulk-copy stages) and WS = 3 (row-contiguous cp.async stages) are in the template
+  -- but not swept: both measured slower than the register path at every shape (docs/perf.md).
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
-    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 2, 3 }, WS_S = { 2, 3, 4 },
+    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
     WS_SCU = { 2, 4 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8

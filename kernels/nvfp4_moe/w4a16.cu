@@ -19,8 +19,9 @@
 // The GEMMs are mma.sync m16n8k16 bf16 with fp32 accumulation, weights as the
 // A operand (16 rows) and tokens as B (8 per n-tile): at small T a tile is
 // mostly weights, so the weight stream sets the time. Each warp streams its
-// rows straight from global memory into registers (16 bytes per lane per row
-// per 128-element chunk, no L1 allocation) and dequantises there:
+// rows (WS = 0: straight from global memory into registers, 16 bytes per lane
+// per row per 128-element chunk, no L1 allocation; WS = 1, 2, 3: through
+// shared-memory stages, below) and dequantises them in registers:
 //   - e2m1 -> bf16 with bit operations: (v & 0x80008000) | ((v >> 6) & 0x01C001C0)
 //     on the nibble moved to the top of each half gives e2m1 * 2^-126;
 //   - one fma.rn.bf16x2 by (block scale * 2^118) gives e2m1 * scale * 2^-8,
@@ -33,11 +34,20 @@
 // one prmt each).
 //
 // Tunables (defines):
-//   NT      n8 token tiles per work item (tile of TT = 8 * NT tokens)   1, 2, 4
+//   NT      n8 token tiles per work item (tile of up to 8 * NT tokens; only
+//           the n8 tiles holding tokens are multiplied)                 1, 2, 4
 //   UP_RW   warps across rows in w4_up (16 gate + 16 up rows each)     1, 2, 4
 //   UP_KW   warps across K (split-K inside the block, reduced in shared memory)
 //   DN_RW, DN_KW   the same for w4_down
-//   PF      chunks of weights loaded ahead (1 or 2)
+//   PF      chunks of weights loaded ahead (1 or 2; WS = 0)
+//   L_NT, L_UP_RW, L_DN_RW, L_KW   the large-batch instance (w4_up_l, w4_down_l)
+//   L2PF    L2 prefetch size of the weight loads: 0, 128, 256 bytes
+//   MINB    blocks an SM must hold (launch bounds) of w4_up and w4_down, WS = 0
+//   WS      where the weights travel: 0 registers; 1 bulk copies (TMA) into
+//           shared memory; 2 a cp.async ring of one-chunk stages; 3 WS = 1's
+//           stages by cp.async with row-contiguous copies
+//   WS_S, WS_SCU   stages a warp, and chunks a stage (WS = 1, 3)
+//   NOMMA   1: no arithmetic, wrong results (tests/gpu/nvfp4_stream.lua only)
 // Requirements: H % 128 == 0, I % 128 == 0, I % (16 * UP_RW) == 0,
 // H % (16 * DN_RW) == 0, E <= 1024; x, h 16-byte aligned. Expert ids outside
 // 0..E-1 are dropped (the reference makes NaN of them; the recipe's inputs

@@ -268,6 +268,8 @@ function Checker:space(v)
   for k, list in pairs(v) do
     if k == "restrict" then
       if type(list) ~= "function" then self:fail("space.restrict", "a function(params) -> boolean", list) end
+    elseif k == "start" then
+      if type(list) ~= "table" then self:fail("space.start", "a point of the space: { NAME = value, ... }", list) end
     else
       if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then self:fail("space", "parameter names that are C identifiers", k) end
       if not is_array(list) or #list == 0 then self:fail("space." .. k, "a non-empty list of values", list) end
@@ -280,7 +282,24 @@ function Checker:space(v)
   end
   if #dims == 0 then self:fail("space", "at least one parameter", v) end
   table.sort(dims, function(a, b) return a.name < b.name end)
-  return { dims = dims, restrict = v.restrict }
+  -- start: where a search begins when the cache knows no better point (anneal)
+  if v.start then
+    local names = {}
+    for _, d in ipairs(dims) do
+      names[#names + 1] = d.name
+      local x, found = v.start[d.name], false
+      for _, y in ipairs(d.values) do found = found or y == x end
+      if x == nil then self:fail("space.start." .. d.name, "a value (start names every parameter)", x) end
+      if not found then self:fail("space.start." .. d.name, "one of the values space." .. d.name .. " lists", x) end
+    end
+    for k in pairs(v.start) do
+      if v[k] == nil or k == "restrict" or k == "start" then self:unknown(k, names, "space.start.") end
+    end
+    if v.restrict and not v.restrict(v.start) then
+      self:fail("space.start", "is a point space.restrict excludes", false)
+    end
+  end
+  return { dims = dims, restrict = v.restrict, start = v.start }
 end
 
 function Checker:strategy(v)

@@ -121,6 +121,14 @@ t.test("nvfp4_recipe_space_drops_ws_settings_that_overflow_shared_memory", funct
   t.eq(r.space.restrict(p), true)
 end)
 
+t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
+  local st = r.space.start
+  t.eq(require("kwb.loop").params_text(st),
+       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_NT=2 L_UP_RW=4 MINB=4 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WS=0 WS_S=2 WS_SCU=4")
+  t.eq(r.space.restrict(st), true)
+  t.eq(r.strategy.name, "anneal")
+end)
+
 t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
   local s = { T = 1, H = 7168, I = 2048, E = 256, K = 8, skew = 0 }
   -- x and out in bf16, and the NVFP4 weights of K experts (codes, scales, two s2)

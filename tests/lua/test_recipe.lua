@@ -70,6 +70,18 @@ local cases = {
   { "recipe_called_without_return_names_its_own_line",
     '-- a comment\nlocal r = kwb.recipe {\n  name = "x",\n  problem = "matmul",\n  shapes = { n = { 8 } },\n  start = "k.c",\n  timing = { cap = "fast" },\n}\nreturn r\n',
     "DIR/r14.lua:7: recipe field 'timing.cap': expected a positive number, got \"fast\"" },
+  { "recipe_space_start_names_only_the_spaces_parameters",
+    head .. '  shapes = { n = { 8 } },\n  start = "k.c",\n  template = "k.c",\n'
+      .. '  space = { BM = { 8, 16 },\n    start = { BM = 8, BN = 4 } },\n}\n',
+    "DIR/r15.lua:8: unknown recipe field 'space.start.BN' (did you mean 'space.start.BM'?)" },
+  { "recipe_space_start_takes_values_the_space_lists",
+    head .. '  shapes = { n = { 8 } },\n  start = "k.c",\n  template = "k.c",\n'
+      .. '  space = { BM = { 8, 16 },\n    start = { BM = 32 } },\n}\n',
+    "DIR/r16.lua:8: recipe field 'space.start.BM': expected one of the values space.BM lists, got number 32" },
+  { "recipe_space_start_is_a_point_restrict_allows",
+    head .. '  shapes = { n = { 8 } },\n  start = "k.c",\n  template = "k.c",\n'
+      .. '  space = { BM = { 8, 16 }, restrict = function(p) return p.BM < 16 end,\n    start = { BM = 16 } },\n}\n',
+    "DIR/r17.lua:8: recipe field 'space.start': is a point space.restrict excludes" },
 }
 
 for _, c in ipairs(cases) do

@@ -81,6 +81,25 @@ t.test("strategy_anneal_climbs_from_the_best_known_point", function()
   t.eq(d, 1, "a neighbour differs in one parameter by one place")
 end)
 
+t.test("strategy_anneal_begins_at_the_spaces_start_when_the_cache_knows_no_better", function()
+  local s = setmetatable({}, { __index = require "kwb.strategies.anneal" })
+  local sp = setmetatable({ start = { A = 2, B = 20, C = 1 } }, { __index = space })
+  local run = fake_run({})
+  run.space = sp
+  s:init(run)
+  t.eq(key(s:propose(run)), "A2 B20 C1")
+  s:observe(run, { score = 2 })
+  local p = s:propose(run)
+  local d = math.abs(p.A - 2) + math.abs(p.B - 20) / 10 + math.abs(p.C - 1)
+  t.eq(d, 1, "then a neighbour of the start")
+  -- a start the cache already knows is not proposed again
+  local s2 = setmetatable({}, { __index = require "kwb.strategies.anneal" })
+  local run2 = fake_run({ ["A2 B20 C1"] = true })
+  run2.space = sp
+  s2:init(run2)
+  t.truthy(key(s2:propose(run2)) ~= "A2 B20 C1", "a fresh point instead")
+end)
+
 t.test("strategy_file_named_by_a_run_option", function()
   local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
   local path = dir .. "/one_point.lua"

@@ -3,7 +3,9 @@
 -- list); move there if it scores better, or with probability
 -- exp((score - current) / (current * T)) if worse; T cools geometrically.
 -- Bad outcomes (wrong, forbidden, ...) score 0. Neighbours the cache knows
--- are not proposed; when all are known, restart at a fresh random point.
+-- are not proposed; when all are known, restart at a fresh random point. It
+-- begins at the best point the cache knows, else at the recipe's space.start,
+-- else at a random point.
 local space = require "kwb.strategies.space"
 
 local S = { name = "anneal", t0 = 0.3, cooling = 0.92, t_min = 0.01 }
@@ -42,6 +44,14 @@ local function random_fresh(self, run)
 end
 
 function S:propose(run)
+  if not self.cur and self.space.start and not self.tried_start then
+    self.tried_start = true
+    local idx = space.index(self.space, self.space.start)
+    if idx and space.fresh(run, space.params(self.space, idx)) then
+      self.pending = idx
+      return space.params(self.space, idx)
+    end
+  end
   if not self.cur then
     local idx, p = random_fresh(self, run)
     if not idx then return nil end

@@ -18,18 +18,13 @@ end
 -- The baseline's plan (its header): a warp per row, one block per 8 rows.
 local function baseline(s) return moe.warp_rows_launch(s, "nvfp4_moe_base_up", "nvfp4_moe_base_down") end
 
--- Shared memory of a GEMM kernel with WS (w4a16.cu's WsLayout, CpLayout and
+-- Shared memory of a GEMM kernel with WS (w4a16.cu's CpLayout and
 -- ws_blocks): dynamic bytes, and blocks an SM holds. nr: row groups a warp
--- (2 for up: gate and up, 1 for down); nt: n8 token tiles.
+-- (2 for up: gate and up, 1 for down); nt: n8 token tiles. A stage holds the
+-- codes, activations and scales of one chunk.
 local function ws_smem(p, rw, kw, nr, nt)
   local warps = rw * kw
-  local dyn
-  if p.WS == 2 then   -- a stage: codes, activations and scales of one chunk
-    dyn = warps * p.WS_S * (nr * 1024 + nt * 2048 + nr * 128)
-  else                -- stages of WS_SCU chunks of codes, scales and activations (WS = 1: after barriers)
-    dyn = warps * p.WS_S * (16 * nr * (72 * p.WS_SCU + 16) + p.WS_SCU * nt * 2048)
-    if p.WS == 1 then dyn = dyn + (warps * p.WS_S * 8 + 127) // 128 * 128 end
-  end
+  local dyn = warps * p.WS_S * (nr * 1024 + nt * 2048 + nr * 128)
   local red = 4 * (kw > 1 and (kw - 1) * rw * 32 * nr * nt * 4 or 1)
   return dyn, math.min(233472 // (dyn + red + 1024), 2048 // (32 * warps))
 end
@@ -76,23 +71,19 @@ return kwb.recipe {
                skew = { 0, 1 } },
   start    = { file = "../kernels/nvfp4_moe/baseline.cu", defines = { BASELINE = 1 } },
   template = "../kernels/nvfp4_moe/w4a16.cu",
-  -- WS = 1 (bulk-copy stages) and WS = 3 (row-contiguous cp.async stages) are in the template
-  -- but not swept: both measured slower than the register path at every shape (docs/perf.md).
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
     SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
-    WS_SCU = { 2, 4 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
       if p.WS == 0 then
         -- the stage settings are unused without WS: one value; MINB blocks may not squeeze a
         -- thread below 64 registers (the kernels spill there)
-        return p.WS_S == 2 and p.WS_SCU == 4 and p.MINB * 32 * math.max(p.UP_RW * p.UP_KW, p.DN_RW * p.DN_KW) <= 1024
+        return p.WS_S == 2 and p.MINB * 32 * math.max(p.UP_RW * p.UP_KW, p.DN_RW * p.DN_KW) <= 1024
       end
       if p.MINB ~= 1 then return false end   -- with WS, shared memory sets the blocks an SM holds
-      if p.WS == 2 and p.WS_SCU ~= 4 then return false end   -- one chunk a stage: WS_SCU unused
       -- every kernel's shared memory within the 227 KB a block may have
       for _, k in ipairs { { p.UP_RW, p.UP_KW, 2, p.NT }, { p.DN_RW, p.DN_KW, 1, p.NT },
                            { p.L_UP_RW, p.L_KW, 2, p.L_NT }, { p.L_DN_RW, p.L_KW, 1, p.L_NT } } do
@@ -104,7 +95,7 @@ return kwb.recipe {
     -- where the search begins when the cache knows no better point: the best settings measured
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, L2PF = 128, MINB = 4, WS = 0, WS_S = 2, WS_SCU = 4 },
+              SWITCH = 8, L2PF = 128, MINB = 4, WS = 0, WS_S = 2 },
   },
   launch   = function(s, p)
     if p.BASELINE then return baseline(s) end

@@ -20,8 +20,8 @@
 // A operand (16 rows) and tokens as B (8 per n-tile): at small T a tile is
 // mostly weights, so the weight stream sets the time. Each warp streams its
 // rows (WS = 0: straight from global memory into registers, 16 bytes per lane
-// per row per 128-element chunk, no L1 allocation; WS = 1, 2, 3: through
-// shared-memory stages, below) and dequantises them in registers:
+// per row per 128-element chunk, no L1 allocation; WS = 2: through a cp.async
+// ring in shared memory, below) and dequantises them in registers:
 //   - e2m1 -> bf16 with bit operations: (v & 0x80008000) | ((v >> 6) & 0x01C001C0)
 //     on the nibble moved to the top of each half gives e2m1 * 2^-126;
 //   - one fma.rn.bf16x2 by (block scale * 2^118) gives e2m1 * scale * 2^-8,
@@ -43,10 +43,11 @@
 //   L_NT, L_UP_RW, L_DN_RW, L_KW   the large-batch instance (w4_up_l, w4_down_l)
 //   L2PF    L2 prefetch size of the weight loads: 0, 128, 256 bytes
 //   MINB    blocks an SM must hold (launch bounds) of w4_up and w4_down, WS = 0
-//   WS      where the weights travel: 0 registers; 1 bulk copies (TMA) into
-//           shared memory; 2 a cp.async ring of one-chunk stages; 3 WS = 1's
-//           stages by cp.async with row-contiguous copies
-//   WS_S, WS_SCU   stages a warp, and chunks a stage (WS = 1, 3)
+//   WS      where the weights travel: 0 into registers; 2 through a per-warp
+//           cp.async ring of one-chunk stages in shared memory (1 and 3, bulk
+//           copies and row-contiguous copies into stages of several chunks,
+//           measured slower at every shape and were removed: docs/perf.md)
+//   WS_S    stages a warp (WS = 2)
 //   NOMMA   1: no arithmetic, wrong results (tests/gpu/nvfp4_stream.lua only)
 // Requirements: H % 128 == 0, I % 128 == 0, I % (16 * UP_RW) == 0,
 // H % (16 * DN_RW) == 0, E <= 1024; x, h 16-byte aligned. Expert ids outside
@@ -101,9 +102,6 @@
 #endif
 #ifndef WS_S
 #define WS_S 2
-#endif
-#ifndef WS_SCU
-#define WS_SCU 4
 #endif
 
 typedef unsigned int u32;
@@ -272,43 +270,9 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
     chunk_mma<Nt, NR, 1>(acc, r, act, nsub);
 }
 
-// ---- weights staged through shared memory (WS) -------------------------------------
-//
-// Each warp streams its NR groups of 16 rows through WS_S stages of its own in
-// dynamic shared memory: one lane per row copies up to WS_SCU chunks of codes
-// (64 bytes a row a chunk) with one bulk async copy (TMA, cp.async.bulk) and
-// their scales (8 bytes a row a chunk) with cp.async, all completing on the
-// stage's mbarrier; the warp then reads its MMA fragments out of shared
-// memory. DRAM sees 64 * WS_SCU contiguous bytes a row, and the bytes in
-// flight are bounded by shared memory, not registers. A stage: 16 * NR rows of
-// codes (64 * WS_SCU + 16 bytes each: the pad spreads rows g over the banks)
-// and of scales (8 * WS_SCU bytes each), then the activations: each lane's
-// own four 16-byte words a token tile and chunk, by cp.async. Each barrier
-// expects 33 arrivals: lane 0's expect_tx and every lane's cp.async arrival.
+// ---- shared-memory copies (WS == 2) ----------------------------------------------
 
 __device__ __forceinline__ u32 smem_u32(const void *p) { return (u32)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_init(u32 bar, u32 n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(n) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect(u32 bar, u32 tx) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(tx) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-    u32 done = 0;
-    while (!done)
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-}
-
-__device__ __forceinline__ void bulk_g2s(u32 dst, const void *src, u32 bytes, u32 bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
 
 __device__ __forceinline__ void cp8_g2s(u32 dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
@@ -316,101 +280,6 @@ __device__ __forceinline__ void cp8_g2s(u32 dst, const void *src) {
 
 __device__ __forceinline__ void cp16_a(u32 dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void cp_arrive(u32 bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
-template <int NR, int S, int SCU, int Nt>
-struct WsLayout {
-    // enumerators, not static members: those become .global variables in the PTX
-    enum : int {
-        QB = SCU * 64 + 16,             // codes bytes a row a stage (padded)
-        SB = SCU * 8,                   // scale bytes a row a stage
-        A0 = 16 * NR * (QB + SB),       // activations: (chunk m, tile j, word w, lane) -> 16 bytes
-        STAGE = A0 + SCU * Nt * 4 * 32 * 16,   // bytes a stage
-    };
-    __host__ __device__ static constexpr int bars(int warps) { return (warps * S * 8 + 127) / 128 * 128; }
-    __host__ __device__ static constexpr int bytes(int warps) { return bars(warps) + warps * S * STAGE; }
-};
-
-// Once per kernel: lane 0 of each warp sets up the warp's S barriers.
-template <int S>
-__device__ __forceinline__ void ws_init(u32 bars, int lane) {
-    if (lane == 0) {
-        for (int b = 0; b < S; b++) mbar_init(bars + 8 * b, 1 + 32);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncwarp();
-}
-
-// acc += the warp's NR row groups (codes gq[k], scales gs[k] at row 0 of group
-// k; rowb, sfb bytes a row) x the token tiles, over the 128-element chunks
-// c0..c1-1. it: the warp's count of stages used so far (buffer and parity).
-template <int Nt, int NR, int S, int SCU>
-__device__ __forceinline__ void stream_ws(float (*acc)[Nt][4], unsigned char *sm, u32 bars, u32 &it,
-                                          const unsigned char *const *gq, const unsigned char *const *gs,
-                                          long long rowb, long long sfb, int c0, int c1,
-                                          const u16 *const *rows, int lane, int g, int q, int nsub) {
-    typedef WsLayout<NR, S, SCU, Nt> L;
-    const int nst = (c1 - c0 + SCU - 1) / SCU;
-    const int r = lane & 15;
-    const bool second = NR > 1 && lane >= 16;
-    const unsigned char *mq = (second ? gq[NR - 1] : gq[0]) + r * rowb, *ms = (second ? gs[NR - 1] : gs[0]) + r * sfb;
-    const u32 sm0 = smem_u32(sm);
-    auto issue = [&](int st) {
-        const u32 b = (it + st) % S, bar = bars + 8 * b, dst = sm0 + b * L::STAGE;
-        const int u0 = c0 + st * SCU, nu = min(SCU, c1 - u0);
-        if (lane == 0) mbar_expect(bar, 16 * NR * nu * 64);
-        __syncwarp();
-        if (lane < 16 * NR) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            bulk_g2s(dst + lane * L::QB, mq + u0 * 64, nu * 64, bar);
-            for (int u = 0; u < nu; u++) cp8_g2s(dst + 16 * NR * L::QB + lane * L::SB + 8 * u, ms + (u0 + u) * 8);
-        }
-#pragma unroll
-        for (int m = 0; m < SCU; m++)
-            if (m < nu)
-#pragma unroll
-                for (int j = 0; j < Nt; j++)
-                    if (j == 0 || j < nsub)
-#pragma unroll
-                        for (int w = 0; w < 4; w++)
-                            cp16_a(dst + L::A0 + (((m * Nt + j) * 4 + w) * 32 + lane) * 16,
-                                   rows[j] + 128 * (u0 + m) + 32 * q + 8 * w);
-        cp_arrive(bar);
-    };
-    for (int st = 0; st < S && st < nst; st++) issue(st);
-    for (int st = 0; st < nst; st++) {
-        const u32 b = (it + st) % S;
-        mbar_wait(bars + 8 * b, ((it + st) / S) & 1);
-        const unsigned char *base = sm + b * L::STAGE;
-        const int u0 = c0 + st * SCU, nu = min(SCU, c1 - u0);
-#pragma unroll
-        for (int m = 0; m < SCU; m++) {
-            if (m < nu) {
-                RowChunk rc[NR];
-#pragma unroll
-                for (int kk = 0; kk < NR; kk++) {
-                    const unsigned char *rq = base + (16 * kk + g) * L::QB + 64 * m + 16 * q;
-                    rc[kk].q0 = *(const uint4 *)rq;
-                    rc[kk].q1 = *(const uint4 *)(rq + 8 * L::QB);
-                    const unsigned char *rs = base + 16 * NR * L::QB + (16 * kk + g) * L::SB + 8 * m + 2 * q;
-                    rc[kk].s0 = *(const u16 *)rs;
-                    rc[kk].s1 = *(const u16 *)(rs + 8 * L::SB);
-                }
-                const uint4 *act[Nt];
-#pragma unroll
-                for (int j = 0; j < Nt; j++)
-                    act[j] = (const uint4 *)(base + L::A0) + (m * Nt + j) * 4 * 32 + lane;
-                chunk_mma<Nt, NR, 32>(acc, rc, act, nsub);
-            }
-        }
-        __syncwarp();
-        if (st + S < nst) issue(st + S);
-    }
-    it += nst;
 }
 
 // ---- everything a chunk needs through a cp.async ring (WS == 2) -------------------
@@ -508,84 +377,6 @@ __device__ __forceinline__ void stream_cp(float (*acc)[Nt][4], unsigned char *sm
     cp_wait<0>();
 }
 
-// ---- rows copied whole-run by cp.async (WS == 3) ---------------------------------
-//
-// The WS = 1 stage layout (WS_SCU chunks of 16 * NR padded code rows, their
-// scales, each lane's own activation words), filled by plain cp.async in a
-// ring of WS_S stages (cp.async.wait_group, as WS = 2) with the codes copied
-// row-contiguously: one copy instruction covers 64 * WS_SCU bytes of each of
-// 8 / WS_SCU rows (256 bytes of 2 rows at WS_SCU = 4), where the fragment loads
-// of the other modes cover 64 bytes of 8 rows. tests/gpu/row_stream.lua
-// measured what that shape is worth: 64-byte runs read at 48% of the copy
-// bandwidth, 256-byte runs at 85-90%.
-template <int Nt, int NR, int D, int C>
-__device__ __forceinline__ void stream_rc(float (*acc)[Nt][4], unsigned char *sm, const unsigned char *const *gq,
-                                          const unsigned char *const *gs, long long rowb, long long sfb, int c0,
-                                          int c1, const u16 *const *rows, int lane, int g, int q, int nsub) {
-    typedef WsLayout<NR, D, C, Nt> L;
-    constexpr int LPR = 4 * C, RPI = 32 / LPR;   // lanes a row, rows a copy instruction
-    const int nst = (c1 - c0 + C - 1) / C;
-    const u32 sm0 = smem_u32(sm);
-    const int lr = lane / LPR, lb = (lane % LPR) * 16;
-    const unsigned char *srow = ((NR == 1 || lane < 16) ? gs[0] : gs[NR - 1]) + (lane & 15) * sfb;
-    auto issue = [&](int st) {
-        if (st < nst) {
-            const u32 dst = sm0 + (st % D) * L::STAGE;
-            const int u0 = c0 + st * C, nu = min(C, c1 - u0);
-#pragma unroll
-            for (int i = 0; i < 16 * NR / RPI; i++) {
-                const int row = i * RPI + lr;
-                if (lb < nu * 64)
-                    cp16_w(dst + row * L::QB + lb, gq[(i * RPI) / 16] + (row & 15) * rowb + u0 * 64 + lb);
-            }
-            if (lane < 16 * NR)
-                for (int u = 0; u < nu; u++) cp8_g2s(dst + 16 * NR * L::QB + lane * L::SB + 8 * u, srow + (u0 + u) * 8);
-#pragma unroll
-            for (int m = 0; m < C; m++)
-                if (m < nu)
-#pragma unroll
-                    for (int j = 0; j < Nt; j++)
-                        if (j == 0 || j < nsub)
-#pragma unroll
-                            for (int w = 0; w < 4; w++)
-                                cp16_a(dst + L::A0 + (((m * Nt + j) * 4 + w) * 32 + lane) * 16,
-                                       rows[j] + 128 * (u0 + m) + 32 * q + 8 * w);
-        }
-        cp_commit();
-    };
-#pragma unroll
-    for (int i = 0; i < D - 1; i++) issue(i);
-    for (int st = 0; st < nst; st++) {
-        __syncwarp();
-        issue(st + D - 1);
-        cp_wait<D - 1>();
-        __syncwarp();
-        const unsigned char *base = sm + (st % D) * L::STAGE;
-        const int u0 = c0 + st * C, nu = min(C, c1 - u0);
-#pragma unroll
-        for (int m = 0; m < C; m++) {
-            if (m < nu) {
-                RowChunk rc[NR];
-#pragma unroll
-                for (int kk = 0; kk < NR; kk++) {
-                    const unsigned char *rq = base + (16 * kk + g) * L::QB + 64 * m + 16 * q;
-                    rc[kk].q0 = *(const uint4 *)rq;
-                    rc[kk].q1 = *(const uint4 *)(rq + 8 * L::QB);
-                    const unsigned char *rs = base + 16 * NR * L::QB + (16 * kk + g) * L::SB + 8 * m + 2 * q;
-                    rc[kk].s0 = *(const u16 *)rs;
-                    rc[kk].s1 = *(const u16 *)(rs + 8 * L::SB);
-                }
-                const uint4 *act[Nt];
-#pragma unroll
-                for (int j = 0; j < Nt; j++)
-                    act[j] = (const uint4 *)(base + L::A0) + (m * Nt + j) * 4 * 32 + lane;
-                chunk_mma<Nt, NR, 32>(acc, rc, act, nsub);
-            }
-        }
-    }
-    cp_wait<0>();
-}
-
 // Sum the split-K partial accumulators of the warps kw > 0 into kw == 0's.
 template <int Rw, int Kw, int NACC>
 __device__ __forceinline__ void reduce_k(float *acc, float *red, int rw, int kw, int lane) {
@@ -666,12 +457,7 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
     __shared__ float red[Kw > 1 ? (Kw - 1) * Rw * 32 * 2 * Nt * 4 : 1];
     extern __shared__ __align__(128) unsigned char dsm[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    typedef WsLayout<2, WS_S, WS_SCU, Nt> WL;
-    const u32 bars = smem_u32(dsm) + 8 * WS_S * warp;
-    unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
-    u32 it = 0;
-    if (Ws == 1) ws_init<WS_S>(bars, lane);
-    unsigned char *csm = dsm + warp * WS_S * (Ws == 3 ? (int)WL::STAGE : (int)CpLayout<Nt, 2>::STAGE);
+    unsigned char *csm = dsm + warp * WS_S * CpLayout<Nt, 2>::STAGE;
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
     int rblocks = I / (16 * Rw);
@@ -701,14 +487,6 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
             const unsigned char *wq[2] = {qg0, qu0};
             const unsigned char *wsf[2] = {w13sf + grow * sfb, w13sf + (grow + I) * sfb};
             stream_cp<Nt, 2, WS_S>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
-        } else if constexpr (Ws == 3) {
-            const unsigned char *gq[2] = {w13q + (grow - g) * rowb, w13q + (grow - g + I) * rowb};
-            const unsigned char *gs[2] = {w13sf + (grow - g) * sfb, w13sf + (grow - g + I) * sfb};
-            stream_rc<Nt, 2, WS_S, WS_SCU>(acc, csm, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
-        } else if constexpr (Ws == 1) {
-            const unsigned char *gq[2] = {w13q + (grow - g) * rowb, w13q + (grow - g + I) * rowb};
-            const unsigned char *gs[2] = {w13sf + (grow - g) * sfb, w13sf + (grow - g + I) * sfb};
-            stream_ws<Nt, 2, WS_S, WS_SCU>(acc, wsm, bars, it, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
         } else {
         RowChunk rc[Pf][2];
 #pragma unroll
@@ -758,12 +536,7 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
     __shared__ float red[Kw > 1 ? (Kw - 1) * Rw * 32 * Nt * 4 : 1];
     extern __shared__ __align__(128) unsigned char dsm[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    typedef WsLayout<1, WS_S, WS_SCU, Nt> WL;
-    const u32 bars = smem_u32(dsm) + 8 * WS_S * warp;
-    unsigned char *wsm = dsm + WL::bars(Rw * Kw) + warp * WS_S * WL::STAGE;
-    u32 it = 0;
-    if (Ws == 1) ws_init<WS_S>(bars, lane);
-    unsigned char *csm = dsm + warp * WS_S * (Ws == 3 ? (int)WL::STAGE : (int)CpLayout<Nt, 1>::STAGE);
+    unsigned char *csm = dsm + warp * WS_S * CpLayout<Nt, 1>::STAGE;
     int rw = warp % Rw, kw = warp / Rw;
     int ntiles = meta[0];
     int rblocks = H / (16 * Rw);
@@ -787,12 +560,6 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
         if constexpr (Ws == 2) {
             const unsigned char *wq[1] = {q0}, *wsf[1] = {w2sf + grow * sfb};
             stream_cp<Nt, 1, WS_S>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
-        } else if constexpr (Ws == 3) {
-            const unsigned char *gq[1] = {w2q + (grow - g) * rowb}, *gs[1] = {w2sf + (grow - g) * sfb};
-            stream_rc<Nt, 1, WS_S, WS_SCU>(acc, csm, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
-        } else if constexpr (Ws == 1) {
-            const unsigned char *gq[1] = {w2q + (grow - g) * rowb}, *gs[1] = {w2sf + (grow - g) * sfb};
-            stream_ws<Nt, 1, WS_S, WS_SCU>(acc, wsm, bars, it, gq, gs, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
         } else {
         RowChunk rc[Pf];
 #pragma unroll
@@ -841,10 +608,7 @@ __host__ __device__ constexpr int ws_blocks(int threads, int bytes) {
 __host__ __device__ constexpr int red_bytes(int rw, int kw, int nr, int nt) {
     return 4 * (kw > 1 ? (kw - 1) * rw * 32 * nr * nt * 4 : 1);
 }
-#define WS_BYTES(RW, KW, NR, NTT) \
-    (WS == 2 ? RW * KW * WS_S * CpLayout<NTT, NR>::STAGE                   \
-     : WS == 3 ? RW * KW * WS_S * WsLayout<NR, WS_S, WS_SCU, NTT>::STAGE     \
-               : WsLayout<NR, WS_S, WS_SCU, NTT>::bytes(RW * KW))
+#define WS_BYTES(RW, KW, NR, NTT) (RW * KW * WS_S * CpLayout<NTT, NR>::STAGE)
 #define WS_BLOCKS(RW, KW, NR, NTT) \
     ws_blocks(RW * KW * 32, WS_BYTES(RW, KW, NR, NTT) + red_bytes(RW, KW, NR, NTT))
 

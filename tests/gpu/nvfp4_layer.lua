@@ -96,22 +96,11 @@ local settings = {
   { NT = 2, UP_RW = 2, UP_KW = 2, DN_RW = 4, DN_KW = 1, PF = 2, L_NT = 8, L_UP_RW = 1, L_DN_RW = 4, L_KW = 2, SWITCH = 8 },
   -- every shape on the small-batch kernels
   { NT = 1, UP_RW = 1, UP_KW = 1, DN_RW = 2, DN_KW = 8, PF = 2, L_NT = 2, L_UP_RW = 4, L_DN_RW = 1, L_KW = 2, SWITCH = 32 },
-  -- weights through shared memory (WS): stages wider than a warp's K range, warps with no chunk,
-  -- one-chunk stages, and the L2 prefetch hint
-  { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 4, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
-    WS = 1, WS_S = 2, WS_SCU = 4 },
-  { NT = 2, UP_RW = 2, UP_KW = 1, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 2, L_KW = 2, SWITCH = 8,
-    WS = 1, WS_S = 3, WS_SCU = 1, L2PF = 128 },
   -- the cp.async ring (WS = 2): split-K warps with no chunk, two n8 tiles, a deep ring
   { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 2, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
     WS = 2, WS_S = 3 },
   { NT = 2, UP_RW = 2, UP_KW = 1, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 2, L_KW = 2, SWITCH = 8,
     WS = 2, WS_S = 4, L2PF = 128 },
-  -- row-contiguous copies (WS = 3): 256-byte runs wider than a warp's K range, and 128-byte runs
-  { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 2, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
-    WS = 3, WS_S = 2, WS_SCU = 4 },
-  { NT = 2, UP_RW = 2, UP_KW = 1, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 2, L_KW = 2, SWITCH = 8,
-    WS = 3, WS_S = 3, WS_SCU = 2 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

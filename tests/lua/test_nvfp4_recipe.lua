@@ -65,30 +65,14 @@ end)
 
 t.test("nvfp4_recipe_ws_plan_sizes_shared_memory_and_grid_by_the_kernels_layout", function()
   local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, WS = 1, WS_S = 2, WS_SCU = 4 }
-  p.WS_SCU = 2
+              SWITCH = 8, WS = 2, WS_S = 3 }
   local plan = r.launch(r.shapes[1].shape, p)
-  -- up: 4 warps x 2 stages x (32 rows x (2 * 64 + 16 code bytes + 2 * 8 scale bytes) + 2 chunks x 2048
-  -- activation bytes), after 128 bytes of barriers
-  t.eq(plan.steps[2].smem, 128 + 4 * 2 * (32 * (144 + 16) + 2 * 2048))
-  -- 73856 + 2048 (split-K buffer) + 1024 reserved: 3 blocks in 228 KB
-  t.eq(plan.steps[2].grid, 132 * 3)
-  -- down: 16 rows a warp; 53376 + 1024 + 1024: 4 blocks
-  t.eq(plan.steps[3].smem, 128 + 4 * 2 * (16 * (144 + 16) + 2 * 2048))
-  t.eq(plan.steps[3].grid, 132 * 4)
-  p.WS_SCU = 4
-  -- WS = 2, 3 stages: each 2 x 1024 code bytes, 2048 activation bytes and 256 scale bytes a warp
-  p.WS, p.WS_S = 2, 3
-  plan = r.launch(r.shapes[1].shape, p)
+  -- up: 4 warps x 3 stages, each 2 x 1024 code bytes, 2048 activation bytes and 256 scale bytes a warp
   t.eq(plan.steps[2].smem, 4 * 3 * 4352)
-  t.eq(plan.steps[2].grid, 132 * 4, "52224 + 2048 + 1024 bytes: 4 blocks")
+  t.eq(plan.steps[2].grid, 132 * 4, "52224 + 2048 (split-K buffer) + 1024 reserved: 4 blocks in 228 KB")
+  -- down: one row group: 4 warps x 3 x (1024 + 2048 + 128); 38400 + 1024 + 1024: 5 blocks
   t.eq(plan.steps[3].smem, 4 * 3 * (1024 + 2048 + 128))
-  -- WS = 3, 3 stages of 2 chunks: the WS = 1 stage without barriers
-  p.WS, p.WS_S, p.WS_SCU = 3, 3, 2
-  plan = r.launch(r.shapes[1].shape, p)
-  t.eq(plan.steps[2].smem, 4 * 3 * (32 * (144 + 16) + 2 * 2048))
-  t.eq(plan.steps[2].grid, 132 * 2, "110592 + 2048 + 1024 bytes: 2 blocks")
-  p.WS_S, p.WS_SCU = 2, 4
+  t.eq(plan.steps[3].grid, 132 * 5)
   -- without WS: no dynamic shared memory, 16 blocks of 128 threads
   p.WS = 0
   plan = r.launch(r.shapes[1].shape, p)
@@ -96,35 +80,30 @@ t.test("nvfp4_recipe_ws_plan_sizes_shared_memory_and_grid_by_the_kernels_layout"
   t.eq(plan.steps[2].grid, math.min((8 // 8 + 257) * (2048 // 32), 132 * 16))
 end)
 
-t.test("nvfp4_recipe_space_drops_ws_settings_that_overflow_shared_memory", function()
+t.test("nvfp4_recipe_space_drops_settings_that_do_not_fit_an_sm", function()
   local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 2,
-              SWITCH = 8, L2PF = 0, MINB = 1, WS = 1, WS_S = 2, WS_SCU = 2 }
-  -- w4_up_l: 8 warps x 2 stages x 13312 bytes + 128 + 8192 (split-K) + 1024 fit 228 KB once
+              SWITCH = 8, L2PF = 0, MINB = 1, WS = 2, WS_S = 4 }
+  -- w4_up_l: 8 warps x 4 stages x (2048 + 4096 + 256) bytes + 8192 (split-K) + 1024 fit 228 KB once
   t.eq(r.space.restrict(p), true)
   p.MINB = 4   -- with WS, shared memory sets the blocks an SM holds
   t.eq(r.space.restrict(p), false)
-  p.MINB = 1
-  p.WS_S = 3   -- 8 warps x 3 stages x 13312 bytes > 227 KB
+  p.MINB, p.L_NT = 1, 8   -- 8 warps x 4 stages x (2048 + 16384 + 256) bytes > 227 KB
   t.eq(r.space.restrict(p), false)
-  p.WS, p.WS_S, p.WS_SCU = 0, 2, 4
+  p.WS, p.WS_S, p.L_NT = 0, 2, 2
   t.eq(r.space.restrict(p), true)
   p.MINB, p.UP_KW = 4, 4   -- 4 blocks of 256 threads: 64 registers a thread, the least allowed
   t.eq(r.space.restrict(p), true)
   p.MINB, p.UP_KW = 4, 8   -- 4 blocks of 512 threads: 32 registers a thread
   t.eq(r.space.restrict(p), false)
   p.MINB, p.UP_KW = 1, 2
-  p.WS_SCU = 2 -- without WS the stage settings take one value only
+  p.WS_S = 3   -- without WS the stage count takes one value only
   t.eq(r.space.restrict(p), false)
-  p.WS = 2      -- nor with WS = 2 (one chunk a stage)
-  t.eq(r.space.restrict(p), false)
-  p.WS_SCU = 4
-  t.eq(r.space.restrict(p), true)
 end)
 
 t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
-       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_NT=2 L_UP_RW=4 MINB=4 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WS=0 WS_S=2 WS_SCU=4")
+       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_NT=2 L_UP_RW=4 MINB=4 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)
@@ -144,12 +123,11 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 4, L_KW = 2 },
                          { NT = 2, UP_RW = 4, UP_KW = 4, DN_RW = 4, DN_KW = 4, PF = 2, L_NT = 2, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1 },
-                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2,
-                           L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 1, WS_S = 3, WS_SCU = 2 },
                          { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2,
                            L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 2, WS_S = 4 },
-                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 2,
-                           L_DN_RW = 2, L_KW = 1, WS = 3, WS_S = 3, WS_SCU = 2 } } do
+                         -- the diagnostic build of tests/gpu/nvfp4_stream.lua
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
+                           L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, NOMMA = 1 } } do
       specs[#specs + 1] = { source = src, name = "w4a16.cu", defines = p, arch = "sm_90" }
     end
     specs[#specs + 1] = { file = "kernels/nvfp4_moe/ref.cu", arch = "sm_90" }

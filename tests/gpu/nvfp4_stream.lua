@@ -1,5 +1,5 @@
 -- tests/gpu/nvfp4_stream.lua: a diagnostic, not a benchmark. How fast each
--- way of streaming the weights of w4a16.cu (WS = 0, 1, 2 and their settings)
+-- way of streaming the weights of w4a16.cu (WS = 0 and 2, and their settings)
 -- moves them when the kernels do no arithmetic (NOMMA = 1): the same plans,
 -- inputs and timing (CUDA graph replay, cold L2) as bench/nvfp4_moe.lua. The
 -- outputs are wrong by construction and nothing here is verified; the figures

@@ -109,19 +109,22 @@ typedef unsigned short u16;
 
 // ---- small device helpers --------------------------------------------------
 
-// A weight load: read once, so no L1 allocation; with L2PF, the L2 fetches
-// the whole aligned 128- or 256-byte block around it from DRAM (the next
-// chunks of the same row then hit L2).
+// The L2 prefetch qualifier of every weight load (L2PF): the L2 fetches the
+// whole aligned 128- or 256-byte block around a load from DRAM, so the next
+// chunks of the same row then hit L2.
 #if L2PF == 256
-#define LD_STREAM "ld.global.nc.L1::no_allocate.L2::256B.v4.u32"
+#define L2PF_Q ".L2::256B"
 #elif L2PF == 128
-#define LD_STREAM "ld.global.nc.L1::no_allocate.L2::128B.v4.u32"
+#define L2PF_Q ".L2::128B"
 #else
-#define LD_STREAM "ld.global.nc.L1::no_allocate.v4.u32"
+#define L2PF_Q ""
 #endif
+
+// A weight load: read once, so no L1 allocation.
 __device__ __forceinline__ uint4 ld_stream(const unsigned char *p) {
     uint4 v;
-    asm(LD_STREAM " {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    asm("ld.global.nc.L1::no_allocate" L2PF_Q ".v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
     return v;
 }
 
@@ -206,6 +209,9 @@ __device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0,
 // tile j (an x row or an h row; a tile's missing tokens point at a real row
 // and their columns are never stored).
 // act[j]: the lane's four activation words of tile j, word w at act[j][AS * w].
+// Does n8 tile j of a work item hold tokens? (Tile 0 always does.)
+__device__ __forceinline__ bool tile_used(int j, int nsub) { return j == 0 || j < nsub; }
+
 template <int Nt, int NR, int AS>
 __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r, const uint4 *const *act,
                                           int nsub) {
@@ -220,15 +226,14 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
              r[k].s1;
 #pragma unroll
     for (int j = 0; j < Nt; j++)
-        if (j == 0 || j < nsub)
+        if (tile_used(j, nsub))
 #pragma unroll
             for (int w = 0; w < 4; w++) {
                 const uint4 a = act[j][AS * w];
                 v ^= a.x ^ a.y ^ a.z ^ a.w;
             }
     acc[0][0][0] += __uint_as_float(v & 0x007fffffu);
-    return;
-#endif
+#else
     u32 lo[NR][2], hi[NR][2];
 #pragma unroll
     for (int k = 0; k < NR; k++) {
@@ -247,7 +252,7 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
         }
 #pragma unroll
         for (int j = 0; j < Nt; j++) {
-            if (j > 0 && j >= nsub) break;
+            if (!tile_used(j, nsub)) break;
             u32 b[4];
             pair8(act[j][AS * w], b);
 #pragma unroll
@@ -257,6 +262,7 @@ __device__ __forceinline__ void chunk_mma(float (*acc)[Nt][4], const RowChunk *r
             }
         }
     }
+#endif
 }
 
 // The same with the activations read straight from global memory: rows[j] is
@@ -304,16 +310,8 @@ struct CpLayout {
     };
 };
 
-#if L2PF == 256
-#define CP_W "cp.async.cg.shared.global.L2::256B"
-#elif L2PF == 128
-#define CP_W "cp.async.cg.shared.global.L2::128B"
-#else
-#define CP_W "cp.async.cg.shared.global"
-#endif
-
 __device__ __forceinline__ void cp16_w(u32 dst, const void *src) {
-    asm volatile(CP_W " [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+    asm volatile("cp.async.cg.shared.global" L2PF_Q " [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -340,7 +338,7 @@ __device__ __forceinline__ void stream_cp(float (*acc)[Nt][4], unsigned char *sm
             }
 #pragma unroll
             for (int j = 0; j < Nt; j++)
-                if (j == 0 || j < nsub)
+                if (tile_used(j, nsub))
 #pragma unroll
                     for (int w = 0; w < 4; w++)
                         cp16_a(st + L::W + ((4 * j + w) * 32 + lane) * 16, rows[j] + 128 * c + 32 * q + 8 * w);

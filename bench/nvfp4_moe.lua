@@ -81,10 +81,9 @@ if opts.torch then
 end
 
 local dev = assert(cuda.device(0))
-local ceil = cuda.ceilings() or {}
-local bw = ceil.copy_bytes_per_s or 2 * (1 << 28) / assert(require("kwb.core").cuda_measure_copy(1 << 28, 10))
-print(string.format("# %s; copy bandwidth %.2f TB/s (%s); seed %d", cuda.device_kind(dev), bw / 1e12,
-                    ceil.copy_bytes_per_s and "kwb doctor" or "measured now", s.run_seed))
+local bw, bw_from = cuda.copy_bandwidth()
+print(string.format("# %s; copy bandwidth %.2f TB/s (%s); seed %d", cuda.device_kind(dev), bw / 1e12, bw_from,
+                    s.run_seed))
 print("# kernel: w4a16.cu " .. loop.params_text(params) .. " from " .. from)
 
 local timing = { warmup = 0.05, min_samples = 10, cap = 1, target = 0.005 }

@@ -252,6 +252,14 @@ function M.ceilings(kind)
   return t
 end
 
+-- copy_bandwidth() -> bytes/s (read + write), where: the copy rate `kwb
+-- doctor` stored for this device, else one measured now (256 MiB, 10 runs).
+function M.copy_bandwidth()
+  local c = M.ceilings()
+  if c and c.copy_bytes_per_s then return c.copy_bytes_per_s, "kwb doctor" end
+  return 2 * (1 << 28) / assert(core.cuda_measure_copy(1 << 28, 10)), "measured now"
+end
+
 -- roofline(stats | seconds, { bytes =, flops = } [, ceilings]) -> { gbs,
 -- tflops, pct_bw, pct_flops } (percentages only where ceilings are known).
 function M.roofline(st, work, ceil)

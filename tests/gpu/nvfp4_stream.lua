@@ -20,8 +20,7 @@ end
 local recipe = kwb.load("recipes/nvfp4_moe.lua")
 local s = loop.session(recipe)
 s.run_seed = 1
-local bw = (cuda.ceilings() or {}).copy_bytes_per_s
-  or 2 * (1 << 28) / assert(require("kwb.core").cuda_measure_copy(1 << 28, 10))
+local bw = cuda.copy_bandwidth()
 local timing = { warmup = 0.02, min_samples = 10, cap = 0.5, target = 0.01 }
 print(string.format("# diagnostic, unverified (NOMMA=1); copy bandwidth %.2f TB/s", bw / 1e12))
 for _, ps in ipairs(sets) do

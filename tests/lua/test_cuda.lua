@@ -188,6 +188,19 @@ t.test("roofline_is_bytes_and_flops_over_time_against_ceilings", function()
   t.raises(function() cuda.roofline(0, { bytes = 1 }, {}) end, "positive time")
 end)
 
+t.test("copy_bandwidth_takes_the_stored_ceiling_first", function()
+  local real = cuda.ceilings
+  cuda.ceilings = function() return { copy_bytes_per_s = 4.2e12 } end
+  local ok, bw, from = pcall(cuda.copy_bandwidth)
+  cuda.ceilings = real
+  t.truthy(ok, tostring(bw))
+  t.eq(bw, 4.2e12)
+  t.eq(from, "kwb doctor")
+  if not driver then   -- nothing stored and nothing to measure on: the measurement's own error
+    t.raises(function() cuda.copy_bandwidth() end, "no CUDA driver")
+  end
+end)
+
 t.test("host_checksum_is_content_sensitive", function()
   t.eq(cuda.checksum_host(""), "0000000000000000", "empty")
   t.eq(cuda.checksum_host("abcdefgh12"), cuda.checksum_host("abcdefgh12"), "deterministic")

@@ -41,7 +41,7 @@ function B.device() return api().device_kind() end
 function B.ceilings(given)
   local c = api().ceilings()
   if not c then
-    c = { copy_bytes_per_s = 2 * (1 << 28) / assert(core.cuda_measure_copy(1 << 28, 10)),
+    c = { copy_bytes_per_s = (api().copy_bandwidth()),
           fma_flops_per_s = assert(core.cuda_measure_fma()),
           bf16_flops_per_s = (core.cuda_measure_bf16(4096)) }
   end

@@ -5,7 +5,8 @@
 -- 4096 tokens under uniform and skewed routing. Start: kernels/nvfp4_moe/
 -- baseline.cu (a warp per output row, no token sorting). The template
 -- kernels/nvfp4_moe/w4a16.cu sorts tokens by expert and runs tiled MMA GEMMs;
--- the default strategy sweeps its tile sizes, warps, split-K and prefetch.
+-- the default strategy sweeps its tile sizes, warps, split-K, prefetch, staging
+-- and the weight layout it reads (linear, or the fragment-major copy).
 --   kwb recipes/nvfp4_moe.lua [--json] [--budget N] [--minutes M] [--strategy grid]
 local moe = require "kwb.problems.nvfp4_moe"
 
@@ -51,12 +52,16 @@ local function w4a16(s, p)
   local dn_work = tiles * (s.H // (16 * dn_rw))
   local quads = s.T * s.H // 4
   local sfx = large and "_l" or ""
+  -- WL = 1: the weights in the fragment-major layout (the problem's packed copy)
+  local pk = (p.WL or 0) == 1 and "p" or ""
   return { steps = {
     { "w4_align", grid = 1, block = 1024, args = { "T", "K", "E", { "i32", 8 * nt }, "ids", "pairs", "tiles", "meta" } },
     { "w4_up" .. sfx, grid = math.min(up_work, sms() * up_blocks), block = up_threads, smem = up_smem,
-      args = { "T", "H", "I", "E", "K", "x", "pairs", "tiles", "meta", "w13q", "w13sf", "w13s2", "h" } },
+      args = { "T", "H", "I", "E", "K", "x", "pairs", "tiles", "meta", "w13" .. pk .. "q", "w13" .. pk .. "sf", "w13s2",
+               "h" } },
     { "w4_down" .. sfx, grid = math.min(dn_work, sms() * dn_blocks), block = dn_threads, smem = dn_smem,
-      args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2q", "w2sf", "w2s2", "y" } },
+      args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2" .. pk .. "q", "w2" .. pk .. "sf", "w2s2",
+               "y" } },
     { "w4_combine", grid = math.min((quads + 255) // 256, sms() * 8), block = 256,
       args = { "T", "H", "K", "tw", "y", "out" } },
   }, scratch = { pairs = { "i32", s.T * s.K }, tiles = { "i32", 4 * tiles }, meta = { "i32", 4 },
@@ -74,7 +79,7 @@ return kwb.recipe {
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
-    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
+    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 }, WL = { 0, 1 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
@@ -95,7 +100,7 @@ return kwb.recipe {
     -- where the search begins when the cache knows no better point: the best settings measured
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, L2PF = 128, MINB = 4, WS = 0, WS_S = 2 },
+              SWITCH = 8, L2PF = 128, MINB = 4, WS = 0, WS_S = 2, WL = 0 },
   },
   launch   = function(s, p)
     if p.BASELINE then return baseline(s) end

@@ -33,6 +33,8 @@
 //   nvfp4_gen_quantize | nvfp4_bf16_quantize  grid ceil(batch*per16 / (256*iters))
 // and for generated values alone:
 //   nvfp4_gen_bf16                            grid-stride over n, any grid
+// and for the fragment-major copy of a quantised tensor (below):
+//   nvfp4_pack                                grid-stride over its 16-byte pieces, any grid
 // A block of 256 threads takes 256*iters consecutive 16-element blocks, thread
 // t the blocks t, t + 256, ...: stores stay coalesced and a thread meets a new
 // matrix rarely, so the per-matrix maxima cost few atomics.
@@ -314,4 +316,36 @@ nvfp4_bf16_quantize(const unsigned short *w, long long batch, long long per16, i
     buf_src s;
     s.w = w;
     gen_quantize_pass(s, batch, per16, iters, amax, s2, q, sf);
+}
+
+// ---- the fragment-major layout -----------------------------------------------
+//
+// The same codes and scales, permuted within each slab of 16 rows so that the
+// loads of an mma.sync m16n8k16 kernel (kernels/nvfp4_moe/w4a16.cu, WL = 1)
+// are contiguous: for slab m (rows 16m..16m+15 of all batch * rows rows), the
+// 128-column chunk c, half h (0: rows 16m+g, 1: rows 16m+8+g) and lane
+// l = 4g + j (g 0..7, j 0..3):
+//   qp[8*cols*m + 1024*c + 512*h + 16*l .. +15]
+//        = q[(16m + 8h + g) * cols/2 + 64c + 16j .. +15]         (32 codes)
+//   sfp[cols*m + 128*c + 4*l .. +3]
+//        = sf[(16m + g) * cols/16 + 8c + 2j .. +1], sf[(16m + 8 + g) * cols/16 + 8c + 2j .. +1]
+// A slab keeps its place (8 * cols code bytes, cols scale bytes), so an
+// expert's rows stay where they were. Needs rows % 16 == 0, cols % 128 == 0.
+// slabs = batch * rows / 16.
+extern "C" __global__ void __launch_bounds__(256)
+nvfp4_pack(long long slabs, int cols, const unsigned char *q, const unsigned char *sf, unsigned char *qp,
+           unsigned char *sfp) {
+    const long long chunks = cols / 128, n = slabs * chunks * 64;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int p = (int)(i & 63), h = p >> 5, l = p & 31, g = l >> 2, j = l & 3;
+        const long long c = (i >> 6) % chunks, m = (i >> 6) / chunks;
+        const long long row = 16 * m + 8 * h + g;
+        *(uint4 *)(qp + 16 * i) = *(const uint4 *)(q + row * (cols / 2) + 64 * c + 16 * j);
+        if (h == 0) {
+            const unsigned char *s0 = sf + row * (cols / 16) + 8 * c + 2 * j, *s1 = s0 + 8 * (cols / 16);
+            unsigned char *d = sfp + m * cols + 128 * c + 4 * l;
+            d[0] = s0[0]; d[1] = s0[1]; d[2] = s1[0]; d[3] = s1[1];
+        }
+    }
 }

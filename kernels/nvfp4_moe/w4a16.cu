@@ -48,6 +48,11 @@
 //           copies and row-contiguous copies into stages of several chunks,
 //           measured slower at every shape and were removed: docs/perf.md)
 //   WS_S    stages a warp (WS = 2)
+//   WL      the weight layout the kernels read: 0 linear (w13q/w13sf, w2q/w2sf:
+//           a warp's load covers 8 rows x 64 bytes); 1 fragment-major
+//           (w13pq/w13psf, w2pq/w2psf, gen.cu's nvfp4_pack: a warp's code load
+//           is 512 contiguous bytes, its scale load 128, and a warp walks its
+//           16-row slab front to back)
 //   NOMMA   1: no arithmetic, wrong results (tests/gpu/nvfp4_stream.lua only)
 // Requirements: H % 128 == 0, I % 128 == 0, I % (16 * UP_RW) == 0,
 // H % (16 * DN_RW) == 0, E <= 1024; x, h 16-byte aligned. Expert ids outside
@@ -103,6 +108,9 @@
 #ifndef WS_S
 #define WS_S 2
 #endif
+#ifndef WL
+#define WL 0
+#endif
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -130,6 +138,10 @@ __device__ __forceinline__ uint4 ld_stream(const unsigned char *p) {
 
 __device__ __forceinline__ u32 ld_u16(const unsigned char *p) {
     return *(const unsigned short *)p;
+}
+
+__device__ __forceinline__ u32 ld_u32(const unsigned char *p) {
+    return *(const u32 *)p;
 }
 
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
@@ -196,12 +208,24 @@ struct RowChunk {
     u32 s0, s1;       // their two block scales (e4m3 pairs)
 };
 
+// Chunk c of a lane's row pair. WL = 0: q0, q1 and s0, s1 point at rows g and
+// g + 8 (the lane's column); WL = 1: q0 and q0 + 512 at the lane's two code
+// pieces of chunk 0 in its slab, s0 at its 4 scale bytes (s1 unused).
+template <int Wl>
 __device__ __forceinline__ void load_chunk(RowChunk &r, const unsigned char *q0, const unsigned char *q1,
                                            const unsigned char *s0, const unsigned char *s1, int c) {
-    r.q0 = ld_stream(q0 + 64 * c);
-    r.q1 = ld_stream(q1 + 64 * c);
-    r.s0 = ld_u16(s0 + 8 * c);
-    r.s1 = ld_u16(s1 + 8 * c);
+    if constexpr (Wl == 1) {
+        r.q0 = ld_stream(q0 + 1024 * c);
+        r.q1 = ld_stream(q0 + 1024 * c + 512);
+        const u32 s = ld_u32(s0 + 128 * c);
+        r.s0 = s & 0xffffu;
+        r.s1 = s >> 16;
+    } else {
+        r.q0 = ld_stream(q0 + 64 * c);
+        r.q1 = ld_stream(q1 + 64 * c);
+        r.s0 = ld_u16(s0 + 8 * c);
+        r.s1 = ld_u16(s1 + 8 * c);
+    }
 }
 
 // acc[r][j] += rows of chunk r[r] x the tokens of n8 tile j, over one chunk
@@ -284,6 +308,10 @@ __device__ __forceinline__ void cp8_g2s(u32 dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(src) : "memory");
 }
 
+__device__ __forceinline__ void cp4_g2s(u32 dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+
 __device__ __forceinline__ void cp16_a(u32 dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
@@ -293,7 +321,8 @@ __device__ __forceinline__ void cp16_a(u32 dst, const void *src) {
 // A warp keeps WS_S stages of one 128-element chunk each in shared memory: its
 // weight codes (each lane's own 16 bytes a row, as the register path loads
 // them), its activations (each lane's own four 16-byte words a token tile)
-// and the 8 scale bytes of each row (copied by lane q == 0 of the row). All of
+// and the 8 scale bytes of each row (copied by lane q == 0 of the row; with
+// WL = 1 each lane copies its own 4 scale bytes of the group). All of
 // it goes by cp.async, so no load holds a register scoreboard: a warp waits
 // only at cp.async.wait_group for the chunk it is about to use, WS_S - 1
 // chunks behind the newest copy. (Loads into registers share one scoreboard
@@ -320,9 +349,11 @@ template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 // acc += the warp's NR row groups x the token tiles over the chunks c0..c1-1.
-// wq[k]: codes of the lane's row g of group k at its 16-byte column (16 * q),
-// row g + 8 is 8 * rowb further; wsf[k]: the scales of row g of group k.
-template <int Nt, int NR, int D>
+// WL = 0: wq[k]: codes of the lane's row g of group k at its 16-byte column
+// (16 * q), row g + 8 is 8 * rowb further; wsf[k]: the scales of row g of
+// group k. WL = 1: wq[k] and wsf[k] point at the lane's code piece and scale
+// word of chunk 0 in group k's slab (rowb and sfb unused).
+template <int Nt, int NR, int D, int Wl>
 __device__ __forceinline__ void stream_cp(float (*acc)[Nt][4], unsigned char *sm, const unsigned char *const *wq,
                                           const unsigned char *const *wsf, long long rowb, long long sfb, int c0,
                                           int c1, const u16 *const *rows, int lane, int g, int q, int nsub) {
@@ -333,8 +364,13 @@ __device__ __forceinline__ void stream_cp(float (*acc)[Nt][4], unsigned char *sm
             const u32 st = sm0 + ((c - c0) % D) * L::STAGE;
 #pragma unroll
             for (int k = 0; k < NR; k++) {
-                cp16_w(st + ((2 * k) * 32 + lane) * 16, wq[k] + 64 * c);
-                cp16_w(st + ((2 * k + 1) * 32 + lane) * 16, wq[k] + 8 * rowb + 64 * c);
+                if constexpr (Wl == 1) {
+                    cp16_w(st + ((2 * k) * 32 + lane) * 16, wq[k] + 1024 * c);
+                    cp16_w(st + ((2 * k + 1) * 32 + lane) * 16, wq[k] + 1024 * c + 512);
+                } else {
+                    cp16_w(st + ((2 * k) * 32 + lane) * 16, wq[k] + 64 * c);
+                    cp16_w(st + ((2 * k + 1) * 32 + lane) * 16, wq[k] + 8 * rowb + 64 * c);
+                }
             }
 #pragma unroll
             for (int j = 0; j < Nt; j++)
@@ -342,12 +378,16 @@ __device__ __forceinline__ void stream_cp(float (*acc)[Nt][4], unsigned char *sm
 #pragma unroll
                     for (int w = 0; w < 4; w++)
                         cp16_a(st + L::W + ((4 * j + w) * 32 + lane) * 16, rows[j] + 128 * c + 32 * q + 8 * w);
-            if (q == 0)
+            if constexpr (Wl == 1) {
+#pragma unroll
+                for (int k = 0; k < NR; k++) cp4_g2s(st + L::W + L::A + (32 * k + lane) * 4, wsf[k] + 128 * c);
+            } else if (q == 0) {
 #pragma unroll
                 for (int k = 0; k < NR; k++) {
                     cp8_g2s(st + L::W + L::A + (16 * k + g) * 8, wsf[k] + 8 * c);
                     cp8_g2s(st + L::W + L::A + (16 * k + g + 8) * 8, wsf[k] + 8 * sfb + 8 * c);
                 }
+            }
         }
         cp_commit();   // an empty group past c1 keeps the count of groups uniform
     };
@@ -364,8 +404,14 @@ __device__ __forceinline__ void stream_cp(float (*acc)[Nt][4], unsigned char *sm
         for (int k = 0; k < NR; k++) {
             rc[k].q0 = *(const uint4 *)(st + ((2 * k) * 32 + lane) * 16);
             rc[k].q1 = *(const uint4 *)(st + ((2 * k + 1) * 32 + lane) * 16);
-            rc[k].s0 = *(const u16 *)(st + L::W + L::A + (16 * k + g) * 8 + 2 * q);
-            rc[k].s1 = *(const u16 *)(st + L::W + L::A + (16 * k + g + 8) * 8 + 2 * q);
+            if constexpr (Wl == 1) {
+                const u32 sw = *(const u32 *)(st + L::W + L::A + (32 * k + lane) * 4);
+                rc[k].s0 = sw & 0xffffu;
+                rc[k].s1 = sw >> 16;
+            } else {
+                rc[k].s0 = *(const u16 *)(st + L::W + L::A + (16 * k + g) * 8 + 2 * q);
+                rc[k].s1 = *(const u16 *)(st + L::W + L::A + (16 * k + g + 8) * 8 + 2 * q);
+            }
         }
         const uint4 *act[Nt];
 #pragma unroll
@@ -468,9 +514,13 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
         int e = tl.x, first = tl.y, count = tl.z, nsub = (count + 7) >> 3;
         int i0 = (rb * Rw + rw) * 16;
         long long grow = (long long)e * 2 * I + i0 + g;           // gate row g; up row is + I
-        const unsigned char *qg0 = w13q + grow * rowb + 16 * q, *qg1 = qg0 + 8 * rowb;
+        // WL = 0: the lane's rows g and g + 8; WL = 1: its pieces of the 16-row slab
+        const long long slab = grow - g;
+        const unsigned char *qg0 = WL ? w13q + slab * rowb + 16 * lane : w13q + grow * rowb + 16 * q,
+                            *qg1 = qg0 + 8 * rowb;
         const unsigned char *qu0 = qg0 + (long long)I * rowb, *qu1 = qu0 + 8 * rowb;
-        const unsigned char *sg0 = w13sf + grow * sfb + 2 * q, *sg1 = sg0 + 8 * sfb;
+        const unsigned char *sg0 = WL ? w13sf + slab * sfb + 4 * lane : w13sf + grow * sfb + 2 * q,
+                            *sg1 = sg0 + 8 * sfb;
         const unsigned char *su0 = sg0 + (long long)I * sfb, *su1 = su0 + 8 * sfb;
         const u16 *rows[Nt];
 #pragma unroll
@@ -483,15 +533,15 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
             for (int j = 0; j < Nt; j++) acc[k][j][0] = acc[k][j][1] = acc[k][j][2] = acc[k][j][3] = 0.0f;
         if constexpr (Ws == 2) {
             const unsigned char *wq[2] = {qg0, qu0};
-            const unsigned char *wsf[2] = {w13sf + grow * sfb, w13sf + (grow + I) * sfb};
-            stream_cp<Nt, 2, WS_S>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
+            const unsigned char *wsf[2] = {WL ? sg0 : w13sf + grow * sfb, WL ? su0 : w13sf + (grow + I) * sfb};
+            stream_cp<Nt, 2, WS_S, WL>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
         } else {
         RowChunk rc[Pf][2];
 #pragma unroll
         for (int p = 0; p < Pf; p++)
             if (c0 + p < c1) {
-                load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c0 + p);
-                load_chunk(rc[p][1], qu0, qu1, su0, su1, c0 + p);
+                load_chunk<WL>(rc[p][0], qg0, qg1, sg0, sg1, c0 + p);
+                load_chunk<WL>(rc[p][1], qu0, qu1, su0, su1, c0 + p);
             }
         for (int c = c0; c < c1; c += Pf) {
 #pragma unroll
@@ -499,8 +549,8 @@ __device__ __forceinline__ void up_body(int H, int I, int K, const u16 *x, const
                 if (c + p < c1) {
                     RowChunk cur[2] = {rc[p][0], rc[p][1]};
                     if (c + p + Pf < c1) {
-                        load_chunk(rc[p][0], qg0, qg1, sg0, sg1, c + p + Pf);
-                        load_chunk(rc[p][1], qu0, qu1, su0, su1, c + p + Pf);
+                        load_chunk<WL>(rc[p][0], qg0, qg1, sg0, sg1, c + p + Pf);
+                        load_chunk<WL>(rc[p][1], qu0, qu1, su0, su1, c + p + Pf);
                     }
                     chunk_mma<Nt, 2>(acc, cur, rows, c + p, q, nsub);
                 }
@@ -546,9 +596,10 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
         int4 tl = tiles[tile];
         int e = tl.x, first = tl.y, count = tl.z, nsub = (count + 7) >> 3;
         int n0 = (rb * Rw + rw) * 16;
-        long long grow = (long long)e * H + n0 + g;
-        const unsigned char *q0 = w2q + grow * rowb + 16 * q, *q1 = q0 + 8 * rowb;
-        const unsigned char *s0 = w2sf + grow * sfb + 2 * q, *s1 = s0 + 8 * sfb;
+        long long grow = (long long)e * H + n0 + g, slab = grow - g;
+        const unsigned char *q0 = WL ? w2q + slab * rowb + 16 * lane : w2q + grow * rowb + 16 * q,
+                            *q1 = q0 + 8 * rowb;
+        const unsigned char *s0 = WL ? w2sf + slab * sfb + 4 * lane : w2sf + grow * sfb + 2 * q, *s1 = s0 + 8 * sfb;
         const u16 *rows[Nt];
 #pragma unroll
         for (int j = 0; j < Nt; j++) rows[j] = h + (long long)(first + min(8 * j + g, count - 1)) * I;
@@ -556,19 +607,19 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
 #pragma unroll
         for (int j = 0; j < Nt; j++) acc[0][j][0] = acc[0][j][1] = acc[0][j][2] = acc[0][j][3] = 0.0f;
         if constexpr (Ws == 2) {
-            const unsigned char *wq[1] = {q0}, *wsf[1] = {w2sf + grow * sfb};
-            stream_cp<Nt, 1, WS_S>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
+            const unsigned char *wq[1] = {q0}, *wsf[1] = {WL ? s0 : w2sf + grow * sfb};
+            stream_cp<Nt, 1, WS_S, WL>(acc, csm, wq, wsf, rowb, sfb, c0, c1, rows, lane, g, q, nsub);
         } else {
         RowChunk rc[Pf];
 #pragma unroll
         for (int p = 0; p < Pf; p++)
-            if (c0 + p < c1) load_chunk(rc[p], q0, q1, s0, s1, c0 + p);
+            if (c0 + p < c1) load_chunk<WL>(rc[p], q0, q1, s0, s1, c0 + p);
         for (int c = c0; c < c1; c += Pf) {
 #pragma unroll
             for (int p = 0; p < Pf; p++) {
                 if (c + p < c1) {
                     RowChunk cur = rc[p];
-                    if (c + p + Pf < c1) load_chunk(rc[p], q0, q1, s0, s1, c + p + Pf);
+                    if (c + p + Pf < c1) load_chunk<WL>(rc[p], q0, q1, s0, s1, c + p + Pf);
                     chunk_mma<Nt, 1>(acc, &cur, rows, c + p, q, nsub);
                 }
             }

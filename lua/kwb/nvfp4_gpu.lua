@@ -8,6 +8,7 @@
 --   local w13 = assert(gpu.weights(seed, 256, 4096, 7168))   -- { q, sf, s2, batch, rows, cols }
 --   local w   = assert(gpu.bf16(seed, 1 << 20))              -- the generated bf16 themselves
 --   local t   = assert(gpu.quantize(w, 4, 512, 512))         -- quantise a bf16 device buffer
+--   local p   = assert(gpu.pack(t))                          -- { q, sf }: the fragment-major copy
 --
 -- A quantised tensor has the layout of kwb.nvfp4's: q = u8 [batch*rows*cols/2],
 -- sf = u8 [batch*rows*cols/16] (linear scales), s2 = f32 [batch], all device
@@ -34,6 +35,7 @@ local protos = {
     int64_t per16, int iters, const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf)]],
   bf16_quantize = [[void nvfp4_bf16_quantize(const uint16_t *w, int64_t batch, int64_t per16, int iters,
     const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf)]],
+  pack = "void nvfp4_pack(int64_t slabs, int cols, const uint8_t *q, const uint8_t *sf, uint8_t *qp, uint8_t *sfp)",
 }
 
 -- ---- argument checks --------------------------------------------------------
@@ -227,6 +229,42 @@ function M.weights(seed, batch, rows, cols, rule)
   t, msg, info = new_tensor(batch, rows, cols)
   if not t then return nil, msg, info end
   return quantise("weights", k, t, { seed = seed, std = std, rate = rate, scale = scale })
+end
+
+-- pack(t [, into]) -> { q, sf }: t's codes and scales in the fragment-major
+-- layout (gen.cu's nvfp4_pack: permuted within each slab of 16 rows for the
+-- loads of w4a16.cu's WL = 1), in new device buffers, or into the u8 device
+-- buffers into.q and into.sf (t.q's and t.sf's sizes; returns into). Needs t.rows % 16 == 0 and
+-- t.cols % 128 == 0.
+function M.pack(t, into)
+  check_tensor("pack", t)
+  if t.rows % 16 ~= 0 or t.cols % 128 ~= 0 then
+    error(string.format("nvfp4_gpu.pack: the fragment-major layout needs rows %% 16 == 0 and cols %% 128 == 0 (got %d x %d)",
+                        t.rows, t.cols), 2)
+  end
+  local n = t.batch * t.rows * t.cols
+  local out = {}
+  if into ~= nil then
+    if type(into) ~= "table" then error("nvfp4_gpu.pack: 'into' must be a table { q, sf } (got " .. type(into) .. ")", 2) end
+    check_dbuf("pack", "into.q", into.q, "u8", n // 2)
+    check_dbuf("pack", "into.sf", into.sf, "u8", n // 16)
+    out = into
+  end
+  local k, msg, info = M.load()
+  if not k then return nil, msg, info end
+  for _, f in ipairs { { "q", n // 2 }, { "sf", n // 16 } } do
+    if not out[f[1]] then
+      out[f[1]], msg, info = cuda.buffer("u8", f[2])
+      if not out[f[1]] then return nil, msg, info end
+    end
+  end
+  if n == 0 then return out end
+  local slabs = t.batch * t.rows // 16
+  local grid = math.min(ceil_div(slabs * (t.cols // 128) * 64, block), 1 << 20)
+  local ok
+  ok, msg, info = cuda.plan { { k.pack, grid = grid, block = block, args = { slabs, t.cols, t.q, t.sf, out.q, out.sf } } }:run()
+  if not ok then return nil, msg, info end
+  return out
 end
 
 -- quantize(w, batch, rows, cols) -> a new quantised tensor of the bf16 device

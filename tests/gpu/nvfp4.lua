@@ -105,6 +105,29 @@ t.test("gpu_quantiser_equals_the_cpu_quantiser_bit_for_bit", function()
            "nvfp4_gpu.quantize: a weight is NaN or infinite")
 end)
 
+t.test("gpu_pack_is_the_fragment_major_permutation", function()
+  -- 2 matrices of 32 x 256: 4 slabs of 16 rows, 2 chunks of 128 columns
+  local B, R, C = 2, 32, 256
+  local tq = assert(gpu.weights(5, B, R, C))
+  local pk = assert(gpu.pack(tq))
+  local q, sf = assert(cuda.to_host(tq.q)):raw(), assert(cuda.to_host(tq.sf)):raw()
+  local pq, psf = assert(cuda.to_host(pk.q)):raw(), assert(cuda.to_host(pk.sf)):raw()
+  t.eq(#pq, #q)
+  t.eq(#psf, #sf)
+  -- the check restates the layout: it must see a misplaced piece
+  t.eq(select(1, require("nvfp4_pack_check")(q, sf, pq:sub(17, 32) .. pq:sub(1, 16) .. pq:sub(33), psf, B * R, C)), 2)
+  local bad_q, bad_s = require("nvfp4_pack_check")(q, sf, pq, psf, B * R, C)
+  t.eq(bad_q, 0, "16-byte code pieces out of place")
+  t.eq(bad_s, 0, "scale words out of place")
+  -- a permutation: the same multiset of bytes, and not the identity here
+  t.truthy(pq ~= q, "the packed codes differ from the linear ones in order")
+  local into = { q = assert(cuda.buffer("u8", #q)), sf = assert(cuda.buffer("u8", #sf)) }
+  t.eq(assert(gpu.pack(tq, into)), into)
+  t.eq(assert(cuda.to_host(into.q)):raw(), pq)
+  t.raises(function() gpu.pack(assert(gpu.weights(5, 1, 8, 256))) end,
+           "nvfp4_gpu.pack: the fragment-major layout needs rows % 16 == 0 and cols % 128 == 0 (got 8 x 256)")
+end)
+
 -- ---- ref.cu and baseline.cu against the float64 layer --------------------------
 
 local ref_up, ref_down, base_up, base_down

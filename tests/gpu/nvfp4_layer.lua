@@ -20,6 +20,10 @@ local function bench(p, skew)
     w2q = cuda.from_host(p.w2.q), w2sf = cuda.from_host(p.w2.sf), w2s2 = cuda.from_host(p.w2.s2),
     out = assert(cuda.buffer("bf16", p.T * p.H)),
   }
+  -- the fragment-major copies (WL = 1), packed on the GPU as the problem packs them
+  local w13 = assert(kwb.nvfp4_gpu.pack { q = dev.w13q, sf = dev.w13sf, s2 = dev.w13s2, batch = p.E, rows = 2 * p.I, cols = p.H })
+  local w2 = assert(kwb.nvfp4_gpu.pack { q = dev.w2q, sf = dev.w2sf, s2 = dev.w2s2, batch = p.E, rows = p.H, cols = p.I })
+  dev.w13pq, dev.w13psf, dev.w2pq, dev.w2psf = w13.q, w13.sf, w2.q, w2.sf
   local args = {}
   for i, a in ipairs(problem.args) do
     args[i] = a.kind == "scalar" and math.tointeger(a.value(s)) or dev[a.name]
@@ -101,6 +105,13 @@ local settings = {
     WS = 2, WS_S = 3 },
   { NT = 2, UP_RW = 2, UP_KW = 1, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 2, L_KW = 2, SWITCH = 8,
     WS = 2, WS_S = 4, L2PF = 128 },
+  -- the fragment-major weights (WL = 1): into registers with both prefetch depths, and through the ring
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
+    MINB = 4, L2PF = 128, WL = 1 },
+  { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 4, DN_KW = 1, PF = 2, L_NT = 4, L_UP_RW = 2, L_DN_RW = 1, L_KW = 2, SWITCH = 8,
+    WL = 1 },
+  { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 2, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
+    WS = 2, WS_S = 3, WL = 1 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

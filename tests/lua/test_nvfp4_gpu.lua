@@ -17,7 +17,7 @@ t.test("nvfp4_gpu_is_bundled_and_autoloaded", function()
 end)
 
 local kernels = { "nvfp4_gen_bf16", "nvfp4_gen_amax", "nvfp4_bf16_amax", "nvfp4_s2", "nvfp4_gen_quantize",
-                  "nvfp4_bf16_quantize" }
+                  "nvfp4_bf16_quantize", "nvfp4_pack" }
 
 if cuda.nvrtc_version() then
   t.test("gen_cu_compiles_with_nvrtc_without_spills", function()
@@ -72,6 +72,7 @@ local emu_protos = {
   nvfp4_s2 = "int64_t batch, const uint32_t *amax, float *s2",
   nvfp4_gen_quantize = "uint64_t seed, double std, double rate, double scale, int64_t batch, int64_t per16, int32_t iters, const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf",
   nvfp4_bf16_quantize = "const uint16_t *w, int64_t batch, int64_t per16, int32_t iters, const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf",
+  nvfp4_pack = "int64_t slabs, int32_t cols, const uint8_t *q, const uint8_t *sf, uint8_t *qp, uint8_t *sfp",
 }
 
 local function emu_source()
@@ -312,6 +313,31 @@ t.test("gen_cu_quantize_with_no_rows_gives_s2_one", function()
   local g = assert(gpu.weights(1, 3, 0, 32))
   t.eq(table.concat(g.s2.h:totable(), ","), "1.0,1.0,1.0", "s2 of empty matrices")
   t.eq(g.q.n + g.sf.n, 0, "no codes, no scales")
+end)
+
+t.test("gen_cu_pack_puts_every_piece_where_the_layout_says", function()
+  local misplaced = require "nvfp4_pack_check"
+  -- 3 matrices of 48 x 384: 9 slabs of 16 rows, 3 chunks of 128 columns
+  local B, R, C = 3, 48, 384
+  local tq = assert(gpu.weights(17, B, R, C))
+  local pk = assert(gpu.pack(tq))
+  local q, sf, pq, psf = tq.q.h:raw(), tq.sf.h:raw(), pk.q.h:raw(), pk.sf.h:raw()
+  local bad_q, bad_s = misplaced(q, sf, pq, psf, B * R, C)
+  t.eq(bad_q, 0, "code pieces out of place")
+  t.eq(bad_s, 0, "scale words out of place")
+  t.truthy(pq ~= q and psf ~= sf, "a real permutation, not a copy")
+  -- the check sees a swapped pair of pieces and a swapped pair of scale words
+  t.eq(select(1, misplaced(q, sf, pq:sub(17, 32) .. pq:sub(1, 16) .. pq:sub(33), psf, B * R, C)), 2)
+  t.eq(select(2, misplaced(q, sf, pq, psf:sub(5, 8) .. psf:sub(1, 4) .. psf:sub(9), B * R, C)), 2)
+  -- into given buffers, and the shapes it refuses
+  local into = { q = fake.buffer("u8", #q), sf = fake.buffer("u8", #sf) }
+  t.eq(assert(gpu.pack(tq, into)), into)
+  t.eq(into.q.h:raw() == pq, true, "packed into the given buffers")
+  t.raises(function() gpu.pack(assert(gpu.weights(1, 1, 8, 128))) end,
+           "nvfp4_gpu.pack: the fragment-major layout needs rows % 16 == 0 and cols % 128 == 0 (got 8 x 128)")
+  t.raises(function() gpu.pack(assert(gpu.weights(1, 1, 16, 64))) end, "(got 16 x 64)")
+  t.raises(function() gpu.pack(tq, { q = into.q, sf = fake.buffer("u8", 7) }) end,
+           "nvfp4_gpu.pack: 'into.sf' must be a u8 device buffer of " .. #sf .. " elements (got u8[7])")
 end)
 
 t.test("nvfp4_gpu_rejects_nonfinite_weights", function()

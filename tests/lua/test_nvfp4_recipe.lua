@@ -24,8 +24,10 @@ t.test("nvfp4_recipe_plans_name_only_known_arguments", function()
   for _, a in ipairs(r.problem.args) do names[a.name] = true end
   local p = { NT = 2, UP_RW = 2, UP_KW = 8, DN_RW = 4, DN_KW = 4, PF = 2, L_NT = 8, L_UP_RW = 4, L_DN_RW = 4, L_KW = 2,
               SWITCH = 8 }
+  local pw = setmetatable({ WL = 1 }, { __index = p })
   for _, sh in ipairs(r.shapes) do
-    for _, plan in ipairs { r.launch(sh.shape, p), r.launch(sh.shape, { BASELINE = 1 }), moe.ref_launch(sh.shape) } do
+    for _, plan in ipairs { r.launch(sh.shape, p), r.launch(sh.shape, pw), r.launch(sh.shape, { BASELINE = 1 }),
+                            moe.ref_launch(sh.shape) } do
       for _, st in ipairs(plan.steps) do
         for _, a in ipairs(st.args) do
           t.truthy(type(a) == "table" or names[a] or plan.scratch[a], st[1] .. " argument " .. tostring(a) .. " at " .. sh.key)
@@ -61,6 +63,33 @@ t.test("nvfp4_recipe_template_plan_switches_at_switch_tokens_per_expert", functi
   t.eq(plan.steps[2].grid, math.min((256 * 8 // 16 + 257) * (2048 // 16), 132 * 16))
   -- 1024 tokens: 32 a expert
   t.eq(r.launch(r.shapes[11].shape, p0).steps[2][1], "w4_up_l")
+end)
+
+t.test("nvfp4_recipe_wl_picks_the_weight_layout_the_kernels_read", function()
+  local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
+              SWITCH = 8, WL = 0 }
+  for _, sh in ipairs { r.shapes[1], r.shapes[13] } do
+    local up, dn = r.launch(sh.shape, p).steps[2].args, r.launch(sh.shape, p).steps[3].args
+    t.eq(table.concat({ up[10], up[11], up[12], dn[10], dn[11], dn[12] }, " "), "w13q w13sf w13s2 w2q w2sf w2s2")
+    p.WL = 1
+    up, dn = r.launch(sh.shape, p).steps[2].args, r.launch(sh.shape, p).steps[3].args
+    t.eq(table.concat({ up[10], up[11], up[12], dn[10], dn[11], dn[12] }, " "), "w13pq w13psf w13s2 w2pq w2psf w2s2")
+    p.WL = 0
+  end
+end)
+
+t.test("nvfp4_problem_packed_weights_match_the_linear_ones_in_size", function()
+  local s = { T = 1, H = 7168, I = 2048, E = 256, K = 8, skew = 0 }
+  local by = {}
+  for _, a in ipairs(r.problem.args) do by[a.name] = a end
+  for _, pair in ipairs { { "w13q", "w13pq" }, { "w13sf", "w13psf" }, { "w2q", "w2pq" }, { "w2sf", "w2psf" } } do
+    local a, b = by[pair[1]], by[pair[2]]
+    t.eq(b.dtype, "u8")
+    t.eq(b.fixed, true, pair[2] .. " is made once per session")
+    t.eq(b.size(s), a.size(s), pair[2] .. " has " .. pair[1] .. "'s bytes")
+  end
+  t.eq(by.w13pq.size(s), 256 * 4096 * 7168 // 2)
+  t.eq(by.w2psf.size(s), 256 * 7168 * 2048 // 16)
 end)
 
 t.test("nvfp4_recipe_ws_plan_sizes_shared_memory_and_grid_by_the_kernels_layout", function()
@@ -103,7 +132,7 @@ end)
 t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
-       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_NT=2 L_UP_RW=4 MINB=4 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WS=0 WS_S=2")
+       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_NT=2 L_UP_RW=4 MINB=4 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WL=0 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)
@@ -125,6 +154,11 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 1, L_KW = 1 },
                          { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2,
                            L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 2, WS_S = 4 },
+                         -- the fragment-major weight loads, into registers and through the ring
+                         { NT = 2, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 2, L_NT = 4, L_UP_RW = 4,
+                           L_DN_RW = 2, L_KW = 1, L2PF = 0, MINB = 4, WL = 1 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
+                           L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, WL = 1 },
                          -- the diagnostic build of tests/gpu/nvfp4_stream.lua
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, NOMMA = 1 } } do

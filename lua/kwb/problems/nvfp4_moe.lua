@@ -11,7 +11,10 @@
 -- w2 [E, H, I] in NVFP4 (codes, e4m3 scales in the linear layout, one f32 s2
 -- per expert), quantised by the reference quantiser from bf16 weights drawn
 -- normal(0, 0.02) with rare outliers, generated on the GPU once per session
--- (fixed inputs, shared by every shape). Output bf16 [T, H]:
+-- (fixed inputs, shared by every shape); w13pq/w13psf and w2pq/w2psf hold the
+-- same codes and scales in the fragment-major layout (gen.cu's nvfp4_pack,
+-- permuted within each slab of 16 rows), made once with them: a weight format
+-- chosen at load time, as Marlin-style kernels do. Output bf16 [T, H]:
 --   out[t] = sum_k tw[t,k] * W2[e] (bf16(silu(W1[e] x[t]) * (W3[e] x[t]))),  e = ids[t,k]
 -- Any token sorting a layer needs is inside it (timed); the router is not.
 --
@@ -35,10 +38,22 @@ local function ref()
 end
 
 -- Weights: one init fills codes, scales and s2 of a matrix set on the GPU.
+local function tensor(bufs, prefix, s, rows, cols)
+  return { q = bufs[prefix .. "q"], sf = bufs[prefix .. "sf"], s2 = bufs[prefix .. "s2"],
+           batch = s.E, rows = rows(s), cols = cols(s) }
+end
+
 local function weights(rows, cols, prefix)
   return function(_, seed, s, bufs)
-    require("kwb.nvfp4_gpu").fill({ q = bufs[prefix .. "q"], sf = bufs[prefix .. "sf"], s2 = bufs[prefix .. "s2"],
-                                    batch = s.E, rows = rows(s), cols = cols(s) }, seed)
+    assert(require("kwb.nvfp4_gpu").fill(tensor(bufs, prefix, s, rows, cols), seed))
+  end
+end
+
+-- The fragment-major copy (gen.cu's nvfp4_pack) of a matrix set its own init
+-- filled before: codes into pq, scales into psf through bufs.
+local function packed(rows, cols, prefix)
+  return function(buf, _, s, bufs)
+    assert(require("kwb.nvfp4_gpu").pack(tensor(bufs, prefix, s, rows, cols), { q = buf, sf = bufs[prefix .. "psf"] }))
   end
 end
 
@@ -100,6 +115,13 @@ setmetatable(M, { __call = function(_, opts)
         init = weights(function(s) return s.H end, function(s) return s.I end, "w2") },
       { "w2sf", "u8", shape = "E*H*I//16", fixed = true, init = false },
       { "w2s2", "f32", shape = "E", fixed = true, init = false },
+      -- the same weights in the fragment-major layout (modeldocs/nvfp4.md), for kernels that read it
+      { "w13pq", "u8", shape = "E*2*I*H//2", fixed = true,
+        init = packed(function(s) return 2 * s.I end, function(s) return s.H end, "w13") },
+      { "w13psf", "u8", shape = "E*2*I*H//16", fixed = true, init = false },
+      { "w2pq", "u8", shape = "E*H*I//2", fixed = true,
+        init = packed(function(s) return s.H end, function(s) return s.I end, "w2") },
+      { "w2psf", "u8", shape = "E*H*I//16", fixed = true, init = false },
       { "out", "bf16", shape = "T*H", role = "out" },
     },
     reference = { cuda = { source = ref_source, fn = "nvfp4_moe_ref_up", launch = M.ref_launch } },

@@ -100,7 +100,7 @@ return kwb.recipe {
     -- where the search begins when the cache knows no better point: the best settings measured
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, L2PF = 128, MINB = 4, WS = 0, WS_S = 2, WL = 0 },
+              SWITCH = 8, L2PF = 128, MINB = 1, WS = 0, WS_S = 2, WL = 1 },
   },
   launch   = function(s, p)
     if p.BASELINE then return baseline(s) end

@@ -132,7 +132,7 @@ end)
 t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
-       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_NT=2 L_UP_RW=4 MINB=4 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WL=0 WS=0 WS_S=2")
+       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_NT=2 L_UP_RW=4 MINB=1 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)

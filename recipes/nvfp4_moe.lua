@@ -79,16 +79,19 @@ return kwb.recipe {
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
-    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 }, WL = { 0, 1 },
+    SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, L_MINB = { 1, 2, 4, 8 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
+    WL = { 0, 1 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
       if p.WS == 0 then
-        -- the stage settings are unused without WS: one value; MINB blocks may not squeeze a
-        -- thread below 64 registers (the kernels spill there)
+        -- the stage settings are unused without WS: one value; MINB (L_MINB) blocks may not
+        -- squeeze a thread below 64 registers (the kernels spill there)
         return p.WS_S == 2 and p.MINB * 32 * math.max(p.UP_RW * p.UP_KW, p.DN_RW * p.DN_KW) <= 1024
+               and p.L_MINB * 32 * math.max(p.L_UP_RW, p.L_DN_RW) * p.L_KW <= 1024
       end
-      if p.MINB ~= 1 then return false end   -- with WS, shared memory sets the blocks an SM holds
+      -- with WS, shared memory sets the blocks an SM holds
+      if p.MINB ~= 1 or p.L_MINB ~= 1 then return false end
       -- every kernel's shared memory within the 227 KB a block may have
       for _, k in ipairs { { p.UP_RW, p.UP_KW, 2, p.NT }, { p.DN_RW, p.DN_KW, 1, p.NT },
                            { p.L_UP_RW, p.L_KW, 2, p.L_NT }, { p.L_DN_RW, p.L_KW, 1, p.L_NT } } do
@@ -100,7 +103,7 @@ return kwb.recipe {
     -- where the search begins when the cache knows no better point: the best settings measured
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, L2PF = 128, MINB = 1, WS = 0, WS_S = 2, WL = 1 },
+              SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1 },
   },
   launch   = function(s, p)
     if p.BASELINE then return baseline(s) end

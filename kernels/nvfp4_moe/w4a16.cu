@@ -43,6 +43,7 @@
 //   L_NT, L_UP_RW, L_DN_RW, L_KW   the large-batch instance (w4_up_l, w4_down_l)
 //   L2PF    L2 prefetch size of the weight loads: 0, 128, 256 bytes
 //   MINB    blocks an SM must hold (launch bounds) of w4_up and w4_down, WS = 0
+//   L_MINB  the same for w4_up_l and w4_down_l
 //   WS      where the weights travel: 0 into registers; 2 through a per-warp
 //           cp.async ring of one-chunk stages in shared memory (1 and 3, bulk
 //           copies and row-contiguous copies into stages of several chunks,
@@ -98,6 +99,9 @@
 #endif
 #ifndef MINB
 #define MINB 1
+#endif
+#ifndef L_MINB
+#define L_MINB 1
 #endif
 #ifndef WS
 #define WS 0
@@ -649,7 +653,7 @@ __device__ __forceinline__ void down_body(int H, int I, const int *pairs, const 
 
 // Blocks an SM holds (launch bounds): with WS, as many as shared memory lets
 // (228 KB an SM, 1 KB reserved a block, the split-K buffer `red` included),
-// at most 2048 threads; without, MINB. recipes/nvfp4_moe.lua sizes the grids
+// at most 2048 threads; without, MINB (L_MINB). recipes/nvfp4_moe.lua sizes the grids
 // of the WS kernels by the same rule.
 __host__ __device__ constexpr int ws_blocks(int threads, int bytes) {
     return 233472 / (bytes + 1024) < 2048 / threads ? 233472 / (bytes + 1024) : 2048 / threads;
@@ -665,7 +669,7 @@ extern "C" __global__ void __launch_bounds__(UP_RW * UP_KW * 32, WS ? WS_BLOCKS(
 w4_up(UP_ARGS) {
     up_body<NT, UP_RW, UP_KW, PF, WS>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
-extern "C" __global__ void __launch_bounds__(L_UP_RW * L_KW * 32, WS ? WS_BLOCKS(L_UP_RW, L_KW, 2, L_NT) : 1)
+extern "C" __global__ void __launch_bounds__(L_UP_RW * L_KW * 32, WS ? WS_BLOCKS(L_UP_RW, L_KW, 2, L_NT) : L_MINB)
 w4_up_l(UP_ARGS) {
     up_body<L_NT, L_UP_RW, L_KW, PF, WS>(H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h);
 }
@@ -673,7 +677,7 @@ extern "C" __global__ void __launch_bounds__(DN_RW * DN_KW * 32, WS ? WS_BLOCKS(
 w4_down(DN_ARGS) {
     down_body<NT, DN_RW, DN_KW, PF, WS>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }
-extern "C" __global__ void __launch_bounds__(L_DN_RW * L_KW * 32, WS ? WS_BLOCKS(L_DN_RW, L_KW, 1, L_NT) : 1)
+extern "C" __global__ void __launch_bounds__(L_DN_RW * L_KW * 32, WS ? WS_BLOCKS(L_DN_RW, L_KW, 1, L_NT) : L_MINB)
 w4_down_l(DN_ARGS) {
     down_body<L_NT, L_DN_RW, L_KW, PF, WS>(H, I, pairs, tiles, meta, h, w2q, w2sf, w2s2, y);
 }

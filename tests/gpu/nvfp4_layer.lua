@@ -107,7 +107,7 @@ local settings = {
     WS = 2, WS_S = 4, L2PF = 128 },
   -- the fragment-major weights (WL = 1): into registers with both prefetch depths, and through the ring
   { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
-    MINB = 4, L2PF = 128, WL = 1 },
+    MINB = 4, L_MINB = 4, L2PF = 128, WL = 1 },
   { NT = 2, UP_RW = 1, UP_KW = 4, DN_RW = 4, DN_KW = 1, PF = 2, L_NT = 4, L_UP_RW = 2, L_DN_RW = 1, L_KW = 2, SWITCH = 8,
     WL = 1 },
   { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 2, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,

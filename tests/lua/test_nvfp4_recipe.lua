@@ -111,11 +111,14 @@ end)
 
 t.test("nvfp4_recipe_space_drops_settings_that_do_not_fit_an_sm", function()
   local p = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 2,
-              SWITCH = 8, L2PF = 0, MINB = 1, WS = 2, WS_S = 4 }
+              SWITCH = 8, L2PF = 0, MINB = 1, L_MINB = 1, WS = 2, WS_S = 4 }
   -- w4_up_l: 8 warps x 4 stages x (2048 + 4096 + 256) bytes + 8192 (split-K) + 1024 fit 228 KB once
   t.eq(r.space.restrict(p), true)
   p.MINB = 4   -- with WS, shared memory sets the blocks an SM holds
   t.eq(r.space.restrict(p), false)
+  p.MINB, p.L_MINB = 1, 2
+  t.eq(r.space.restrict(p), false)
+  p.L_MINB = 1
   p.MINB, p.L_NT = 1, 8   -- 8 warps x 4 stages x (2048 + 16384 + 256) bytes > 227 KB
   t.eq(r.space.restrict(p), false)
   p.WS, p.WS_S, p.L_NT = 0, 2, 2
@@ -125,6 +128,11 @@ t.test("nvfp4_recipe_space_drops_settings_that_do_not_fit_an_sm", function()
   p.MINB, p.UP_KW = 4, 8   -- 4 blocks of 512 threads: 32 registers a thread
   t.eq(r.space.restrict(p), false)
   p.MINB, p.UP_KW = 1, 2
+  p.L_MINB = 4   -- w4_up_l: 4 blocks of 256 threads (L_UP_RW 4 x L_KW 2): 64 registers
+  t.eq(r.space.restrict(p), true)
+  p.L_MINB = 8
+  t.eq(r.space.restrict(p), false)
+  p.L_MINB = 1
   p.WS_S = 3   -- without WS the stage count takes one value only
   t.eq(r.space.restrict(p), false)
 end)
@@ -132,7 +140,7 @@ end)
 t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
-       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_NT=2 L_UP_RW=4 MINB=1 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WL=1 WS=0 WS_S=2")
+       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 MINB=1 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)
@@ -156,7 +164,7 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 2, L_KW = 1, L2PF = 128, WS = 2, WS_S = 4 },
                          -- the fragment-major weight loads, into registers and through the ring
                          { NT = 2, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 2, L_NT = 4, L_UP_RW = 4,
-                           L_DN_RW = 2, L_KW = 1, L2PF = 0, MINB = 4, WL = 1 },
+                           L_DN_RW = 2, L_KW = 1, L2PF = 0, MINB = 4, L_MINB = 4, WL = 1 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, WL = 1 },
                          -- the diagnostic build of tests/gpu/nvfp4_stream.lua

@@ -5,10 +5,11 @@
 --   kwb bench/nvfp4_moe.lua [--params NT=1,UP_KW=4,...] [--torch torch.jsonl] [--seed N]
 --                           [--T 1,64,...] [--no-baseline]
 --
--- The kernel: the template with --params, else the best accepted candidate
--- of the recipe in the kwb cache (run the recipe first), else the template's
--- defaults. Every shape goes through the loop's own session: the same inputs
--- (weights generated on the GPU, routing from the reference generators), the
+-- The kernel: the template with --params (settings not given take the
+-- template's defaults), else the best accepted candidate of the recipe in the
+-- kwb cache, else the recipe's starting point (space.start). Every shape goes
+-- through the loop's own session: the same inputs (weights generated on the
+-- GPU, routing from the reference generators), the
 -- same check against ref.cu (relative L2 <= 5e-3) and the same timing (CUDA
 -- graph replay, L2 flushed before every run), with more samples than the
 -- loop takes. The byte floor is the NVFP4 bytes of the experts the routing
@@ -62,7 +63,10 @@ else
     if r.outcome == "accepted" and r.params and r.params.NT and (not best or (r.score or 0) > (best.score or 0)) then best = r end
   end
   if best then params, from = best.params, "the cache's best (" .. best.id:sub(1, 12) .. ")"
-  else params, from = {}, "the template's defaults" end
+  else
+    params, from = {}, "the recipe's starting point (space.start)"
+    for k, v in pairs(recipe.space.start) do params[k] = v end
+  end
 end
 for k, v in pairs { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2,
                     L_KW = 1, SWITCH = 8, L2PF = 128 } do

@@ -234,8 +234,8 @@ end
 -- pack(t [, into]) -> { q, sf }: t's codes and scales in the fragment-major
 -- layout (gen.cu's nvfp4_pack: permuted within each slab of 16 rows for the
 -- loads of w4a16.cu's WL = 1), in new device buffers, or into the u8 device
--- buffers into.q and into.sf (t.q's and t.sf's sizes; returns into). Needs t.rows % 16 == 0 and
--- t.cols % 128 == 0.
+-- buffers into.q and into.sf (t.q's and t.sf's sizes; returns into). Needs
+-- t.rows % 16 == 0 and t.cols % 128 == 0.
 function M.pack(t, into)
   check_tensor("pack", t)
   if t.rows % 16 ~= 0 or t.cols % 128 ~= 0 then

@@ -119,7 +119,7 @@ t.test("gpu_pack_is_the_fragment_major_permutation", function()
   local bad_q, bad_s = require("nvfp4_pack_check")(q, sf, pq, psf, B * R, C)
   t.eq(bad_q, 0, "16-byte code pieces out of place")
   t.eq(bad_s, 0, "scale words out of place")
-  -- a permutation: the same multiset of bytes, and not the identity here
+  -- every piece in its place, and the order differs from the linear one
   t.truthy(pq ~= q, "the packed codes differ from the linear ones in order")
   local into = { q = assert(cuda.buffer("u8", #q)), sf = assert(cuda.buffer("u8", #sf)) }
   t.eq(assert(gpu.pack(tq, into)), into)

@@ -37,23 +37,31 @@ local function ref()
   return cpu_ref
 end
 
--- Weights: one init fills codes, scales and s2 of a matrix set on the GPU.
-local function tensor(bufs, prefix, s, rows, cols)
+-- The two matrix sets, by name prefix: rows and columns of one expert's matrix.
+local dims = {
+  w13 = function(s) return 2 * s.I, s.H end,
+  w2 = function(s) return s.H, s.I end,
+}
+
+-- A matrix set's codes, scales and s2 (kwb.nvfp4_gpu's tensor) from bufs.
+local function tensor(bufs, prefix, s)
+  local rows, cols = dims[prefix](s)
   return { q = bufs[prefix .. "q"], sf = bufs[prefix .. "sf"], s2 = bufs[prefix .. "s2"],
-           batch = s.E, rows = rows(s), cols = cols(s) }
+           batch = s.E, rows = rows, cols = cols }
 end
 
-local function weights(rows, cols, prefix)
+-- Weights: one init fills codes, scales and s2 of a matrix set on the GPU.
+local function weights(prefix)
   return function(_, seed, s, bufs)
-    assert(require("kwb.nvfp4_gpu").fill(tensor(bufs, prefix, s, rows, cols), seed))
+    assert(require("kwb.nvfp4_gpu").fill(tensor(bufs, prefix, s), seed))
   end
 end
 
 -- The fragment-major copy (gen.cu's nvfp4_pack) of a matrix set its own init
 -- filled before: codes into pq, scales into psf through bufs.
-local function packed(rows, cols, prefix)
+local function packed(prefix)
   return function(buf, _, s, bufs)
-    assert(require("kwb.nvfp4_gpu").pack(tensor(bufs, prefix, s, rows, cols), { q = buf, sf = bufs[prefix .. "psf"] }))
+    assert(require("kwb.nvfp4_gpu").pack(tensor(bufs, prefix, s), { q = buf, sf = bufs[prefix .. "psf"] }))
   end
 end
 
@@ -108,19 +116,19 @@ setmetatable(M, { __call = function(_, opts)
       { "ids", "i32", shape = "T*K", init = routing },
       { "tw", "f32", shape = "T*K", init = false },
       { "w13q", "u8", shape = "E*2*I*H//2", fixed = true,
-        init = weights(function(s) return 2 * s.I end, function(s) return s.H end, "w13") },
+        init = weights "w13" },
       { "w13sf", "u8", shape = "E*2*I*H//16", fixed = true, init = false },
       { "w13s2", "f32", shape = "E", fixed = true, init = false },
       { "w2q", "u8", shape = "E*H*I//2", fixed = true,
-        init = weights(function(s) return s.H end, function(s) return s.I end, "w2") },
+        init = weights "w2" },
       { "w2sf", "u8", shape = "E*H*I//16", fixed = true, init = false },
       { "w2s2", "f32", shape = "E", fixed = true, init = false },
       -- the same weights in the fragment-major layout (modeldocs/nvfp4.md), for kernels that read it
       { "w13pq", "u8", shape = "E*2*I*H//2", fixed = true,
-        init = packed(function(s) return 2 * s.I end, function(s) return s.H end, "w13") },
+        init = packed "w13" },
       { "w13psf", "u8", shape = "E*2*I*H//16", fixed = true, init = false },
       { "w2pq", "u8", shape = "E*H*I//2", fixed = true,
-        init = packed(function(s) return s.H end, function(s) return s.I end, "w2") },
+        init = packed "w2" },
       { "w2psf", "u8", shape = "E*H*I//16", fixed = true, init = false },
       { "out", "bf16", shape = "T*H", role = "out" },
     },

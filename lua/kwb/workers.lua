@@ -11,8 +11,9 @@
 -- Each worker gets an environment built from an allow-list (no API keys or
 -- tokens), a fresh scratch directory as its home, cwd and TMPDIR, resource
 -- limits, and its output captured and capped; under root it runs as an
--- unprivileged uid in private mount and network namespaces (kwb.core's
--- worker_start does that part). A worker that dies is restarted at its next
+-- unprivileged uid of its own (RLIMIT_NPROC counts a uid's processes, so a
+-- fork bomb in one worker would otherwise starve the others) in private mount
+-- and network namespaces (kwb.core's worker_start does that part). A worker that dies is restarted at its next
 -- task; one that overruns its deadline is killed. Tasks are dispatched to idle
 -- workers as they free up; wait() returns a given task's result, so callers
 -- record results in their own (submission) order.
@@ -112,7 +113,10 @@ end
 -- of each call's time is the exact one).
 -- pool { n =, backend = "host" | "cuda", devices =, grace =, slack =, limits = { cpu =,
 -- fsize =, nproc =, as =, output_cap = }, scratch_in =, isolate =, uid =, gid =,
--- recycle_cpu = } -> pool
+-- recycle_cpu = } -> pool. Under root worker i runs as uid `uid + i - 1`
+-- (default M.uid_base), with gid `gid` (default 65534, nogroup).
+M.uid_base = 65000   -- Debian policy leaves 65000-65533 unassigned ("reserved")
+M.uid_last = 65533
 function M.pool(opts)
   opts = opts or {}
   for k in pairs(opts) do
@@ -129,6 +133,12 @@ function M.pool(opts)
     error("a pool's devices must be a positive integer, got " .. tostring(opts.devices), 2)
   end
   if math.type(n) ~= "integer" or n < 1 then error("a pool needs n >= 1 workers, got " .. tostring(n), 2) end
+  local uid = opts.uid or M.uid_base
+  if math.type(uid) ~= "integer" or uid < 0 then error("a pool's uid must be an integer >= 0, got " .. tostring(uid), 2) end
+  if opts.uid == nil and uid + n - 1 > M.uid_last then
+    error(string.format("a pool of %d workers needs uids %d..%d, past the last unassigned one (%d)",
+                        n, uid, uid + n - 1, M.uid_last), 2)
+  end
   local limits = { cpu = 3600, fsize = GiB, nproc = 256, output_cap = 64 << 10,
                    as = backend == "host" and 4 * GiB or nil }   -- CUDA reserves huge virtual ranges
   for k, v in pairs(opts.limits or {}) do
@@ -154,7 +164,7 @@ function M.pool(opts)
       extra[1] = "CUDA_VISIBLE_DEVICES=" .. dev
       lock = lockdir .. "/cuda" .. dev .. ".lock"
     end
-    pool.slots[i] = { index = i, env = M.environment(extra), lock = lock }
+    pool.slots[i] = { index = i, env = M.environment(extra), lock = lock, uid = uid + i - 1 }
   end
   return pool
 end
@@ -163,7 +173,7 @@ function Pool:start_worker(slot)
   local w, msg = core.worker_start {
     argv = { "kwb", "worker" }, env = slot.env, scratch_in = self.scratch_in, lock = slot.lock,
     cpu = self.limits.cpu, fsize = self.limits.fsize, nproc = self.limits.nproc, as = self.limits.as,
-    output_cap = self.limits.output_cap, isolate = self.isolate, uid = self.uid, gid = self.gid,
+    output_cap = self.limits.output_cap, isolate = self.isolate, uid = slot.uid, gid = self.gid,
   }
   if not w then error("cannot start a worker: " .. msg, 0) end
   slot.worker = w

@@ -31,6 +31,24 @@ function M.identity()
            resolved = require("kwb.host").resolve("kernels/nvfp4_moe/ref.cu") }
 end
 
+-- Start children that sleep `seconds` until the process limit stops the
+-- shell (a line each); hold them that long, then return how many started.
+function M.fork_all(seconds)
+  local t0 = core.now()
+  local f = io.popen(string.format("i=0; while [ $i -lt 2000 ]; do sleep %g & echo; i=$((i+1)); done 2>/dev/null",
+                                   seconds))
+  local n = 0
+  for _ in f:lines() do n = n + 1 end
+  f:close()
+  while core.now() - t0 < seconds do end
+  return n
+end
+
+-- Whether this worker can start a process now.
+function M.spawn()
+  return os.execute("true") == true
+end
+
 function M.die(sig)
   os.execute("kill -" .. sig .. " " .. io.open("/proc/self/stat"):read("l"):match("^(%d+)"))
   return "still here"

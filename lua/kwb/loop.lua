@@ -60,7 +60,8 @@ function M.session(recipe, opts)
   if not ok then
     error(string.format("recipe %s: the loop has no %s backend in this build", recipe.name, recipe.backend), 2)
   end
-  local s = setmetatable({ recipe = recipe, problem = recipe.problem, backend = backend, benches = {}, best_time = {} }, Session)
+  local s = setmetatable({ recipe = recipe, problem = recipe.problem, backend = backend, benches = {}, best_time = {},
+                           shape_best = {} }, Session)
   s.store = opts.store or require("kwb.store").open()
   local shape_keys = {}
   for i, sh in ipairs(recipe.shapes) do shape_keys[i] = sh.key end
@@ -509,11 +510,18 @@ function Session:view(res)
            params = res.params, outcome = res.outcome, origin = res.origin }
 end
 
--- Remember the per-shape best times of a verified, possible result.
+-- Remember the per-shape best times of a verified, possible result (racing
+-- reads them), and which result holds each: the shape's winner, from fully
+-- timed shapes only (a raced shape's few samples stand for no median).
 function Session:note_times(res)
   if res.outcome ~= "accepted" and res.outcome ~= "slower" and res.outcome ~= "start" then return end
   for key, r in pairs(res.shapes) do
     if r.median and (not self.best_time[key] or r.median < self.best_time[key]) then self.best_time[key] = r.median end
+    local w = self.shape_best[key]
+    if r.median and not r.partial and (not w or r.median < w.median) then
+      self.shape_best[key] = { id = res.id, short = res.short, median = r.median, name = res.name,
+                               params = res.params, origin = res.origin, start = res.outcome == "start" }
+    end
   end
 end
 
@@ -726,6 +734,11 @@ function M.run(recipe, opts)
   return summary, run
 end
 
+-- The summary lists a shape "faster elsewhere" when another verified result's
+-- median there beats the pick's by more than this fraction (the pick wins on
+-- the score, a mean over shapes; a layer may still dispatch per shape).
+M.elsewhere_margin = 0.02
+
 function M.summary(run)
   local s = run.session
   local elapsed = core.now() - run.started
@@ -737,6 +750,15 @@ function M.summary(run)
     start_times[sh.key] = s.start.shapes[sh.key].median
     best_times[sh.key] = r and r.median or nil
   end
+  -- shapes where another result beats the pick by more than M.elsewhere_margin
+  local elsewhere = {}
+  for _, sh in ipairs(run.recipe.shapes) do
+    local w, mine = s.shape_best[sh.key], best_times[sh.key]
+    if w and mine and w.id ~= best.id and w.median * (1 + M.elsewhere_margin) < mine then
+      elsewhere[#elsewhere + 1] = { shape = sh.key, id = w.id, short = w.short, median = w.median, pick = mine,
+                                    name = w.name, params = w.params, origin = w.origin, start = w.start }
+    end
+  end
   return {
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped,
@@ -747,6 +769,8 @@ function M.summary(run)
              origin = best.origin, start = best.outcome == "start" },
     start = { id = s.start.id, median = start_times },
     best_median = best_times,
+    -- absent when the pick is the fastest at every shape (an empty table would be a JSON object)
+    elsewhere = #elsewhere > 0 and elsewhere or nil, shape_count = #run.recipe.shapes,
   }
 end
 

@@ -130,6 +130,21 @@ function Reporter:table(s, res)
   end
 end
 
+-- Shapes where another result beats the pick (summary.elsewhere).
+function Reporter:elsewhere(sm)
+  local loop = require "kwb.loop"
+  print(string.format("faster elsewhere: at %d of %d shapes another kernel beats the pick by more than %.0f%%",
+    #sm.elsewhere, sm.shape_count, 100 * loop.elsewhere_margin))
+  local rows = {}
+  for _, e in ipairs(sm.elsewhere) do
+    local what = e.start and "the start kernel" or (e.params and loop.params_text(e.params)) or e.name or ""
+    rows[#rows + 1] = { e.shape, report.time(e.pick), report.time(e.median), string.format("%.2fx", e.pick / e.median),
+                        e.short, what }
+  end
+  report.print_table({ { "shape", align = "left" }, "pick", "there", "gain", { "kernel", align = "left" },
+                       { "what", align = "left" } }, rows)
+end
+
 function Reporter:summary(run, sm)
   if self.mode == "json" then emit(sm); return end
   if self.mode == "tty" and self.live then io.stdout:write("\n"); self.live = false end
@@ -143,6 +158,7 @@ function Reporter:summary(run, sm)
       b.params and ("  " .. require("kwb.loop").params_text(b.params)) or ""))
     if self.mode ~= "quiet" then self:table(s, b) end
   end
+  if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
   local bad = 0
   for _, o in ipairs { "forbidden", "compile-error", "wrong", "impossible", "crashed", "timeout" } do bad = bad + sm.funnel[o] end
   print(string.format("funnel: %d candidates · %d bad (%.0f%%) · %s · %.1f s, %.2f candidates/s%s", sm.candidates, bad,

@@ -49,6 +49,8 @@ t.test("loop_summary_names_the_best_and_its_speedup_per_shape", function()
   t.truthy(summary.best.speedup["n=48"] > 1, "n=48")
   t.truthy(summary.best.speedup["n=96"] > 1, "n=96")
   t.eq(summary.best.params.UNROLL, 4)
+  t.eq(summary.elsewhere, nil, "the tiled pick is the fastest at both shapes")
+  t.eq(summary.shape_count, 2)
 end)
 
 t.test("loop_records_every_outcome_and_the_run", function()
@@ -155,6 +157,44 @@ t.test("loop_cli_json_ends_with_the_summary_of_host_matmul", function()
   t.eq(total, 3, "the funnel counts every candidate")
   t.truthy(last.best.score > 1, "best speedup " .. tostring(last.best.score))
   t.truthy(last.best.speedup["n=200"] > 1, "n=200")
+end)
+
+-- A pick that does not win every shape: the summary says where another kernel does.
+t.test("loop_summary_names_shapes_where_another_kernel_beats_the_pick", function()
+  local r = kwb.load "tests/recipes/elsewhere.lua"
+  local sm, er = r:run { mode = "quiet", store = fresh_store("elsewhere") }
+  t.eq(er.results[1].outcome, "accepted")
+  t.eq(er.results[2].outcome, "slower")
+  t.eq(sm.best.id, er.results[1].id)
+  t.eq(#sm.elsewhere, 1, "n=96 is the pick's; n=48 is the other's")
+  local e = sm.elsewhere[1]
+  t.eq(e.shape, "n=48")
+  t.eq(e.id, er.results[2].id)
+  t.eq(e.params.SMALL_REPS, 1)
+  t.eq(e.pick, sm.best_median["n=48"])
+  t.truthy(e.pick / e.median > 5, string.format("a tenfold gap in work measured as %.1fx", e.pick / e.median))
+end)
+
+t.test("loop_cli_prints_the_shapes_faster_elsewhere_also_from_the_cache", function()
+  local db = tmp .. "/elsewhere_cli.db"
+  for _, suffix in ipairs { "", "-wal", "-shm" } do os.remove(db .. suffix) end
+  local function run(flag)
+    local p = io.popen("./kwb --cache " .. db .. " tests/recipes/elsewhere.lua " .. flag .. " 2>&1")
+    local text = p:read("a")
+    t.eq(p:close(), true, text)
+    return text
+  end
+  local text = run("--plain")
+  t.truthy(text:find("\nfaster elsewhere: at 1 of 2 shapes another kernel beats the pick by more than 2%%\n"), text)
+  t.truthy(text:find("\nn=48 +[%d.]+ us +[%d.]+ us +[%d.]+x +%x+ +LARGE_REPS=40 SMALL_REPS=1\n"), text)
+  -- a second run knows both candidates from the cache and says the same
+  local last
+  for line in run("--json"):gmatch("[^\n]+") do last = line end
+  local sm = cjson.decode(last)
+  t.eq(sm.known, 2)
+  t.eq(#sm.elsewhere, 1)
+  t.eq(sm.elsewhere[1].shape, "n=48")
+  t.eq(sm.elsewhere[1].params.LARGE_REPS, 40)
 end)
 
 t.done()

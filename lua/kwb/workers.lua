@@ -135,7 +135,7 @@ function M.pool(opts)
   if math.type(n) ~= "integer" or n < 1 then error("a pool needs n >= 1 workers, got " .. tostring(n), 2) end
   local uid = opts.uid or M.uid_base
   if math.type(uid) ~= "integer" or uid < 0 then error("a pool's uid must be an integer >= 0, got " .. tostring(uid), 2) end
-  if opts.uid == nil and uid + n - 1 > M.uid_last then
+  if opts.uid == nil and core.uid() == 0 and uid + n - 1 > M.uid_last then   -- (others keep their own uid)
     error(string.format("a pool of %d workers needs uids %d..%d, past the last unassigned one (%d)",
                         n, uid, uid + n - 1, M.uid_last), 2)
   end

@@ -13,10 +13,11 @@
 -- limits, and its output captured and capped; under root it runs as an
 -- unprivileged uid of its own (RLIMIT_NPROC counts a uid's processes, so a
 -- fork bomb in one worker would otherwise starve the others) in private mount
--- and network namespaces (kwb.core's worker_start does that part). A worker that dies is restarted at its next
--- task; one that overruns its deadline is killed. Tasks are dispatched to idle
--- workers as they free up; wait() returns a given task's result, so callers
--- record results in their own (submission) order.
+-- and network namespaces (kwb.core's worker_start does that part). A worker
+-- that dies is restarted at its next task; one that overruns its deadline is
+-- killed. Tasks are dispatched to idle workers as they free up; wait()
+-- returns a given task's result, so callers record results in their own
+-- (submission) order.
 local core = require "kwb.core"
 local worker = require "kwb.worker"
 
@@ -153,7 +154,7 @@ function M.pool(opts)
   local pool = setmetatable({ backend = backend, n = n, limits = limits, grace = opts.grace or 1.0,
                               slack = opts.slack or 2,
                               scratch_in = opts.scratch_in or M.scratch_in(),
-                              isolate = opts.isolate ~= false, uid = opts.uid, gid = opts.gid,
+                              isolate = opts.isolate ~= false, gid = opts.gid,
                               recycle_cpu = opts.recycle_cpu or limits.cpu / 2,
                               slots = {}, queue = {}, next_id = 0, started = 0 }, Pool)
   local devices = opts.devices or n

@@ -172,16 +172,21 @@ local function check_tensor(fname, t)
   check_dbuf(fname, "t.s2", t.s2, "f32", t.batch)
 end
 
--- New device buffers for a tensor of batch x rows x cols.
-local function new_tensor(batch, rows, cols)
-  local n = batch * rows * cols
-  local t = { batch = batch, rows = rows, cols = cols }
-  for _, f in ipairs { { "q", "u8", n // 2 }, { "sf", "u8", n // 16 }, { "s2", "f32", batch } } do
+-- t with new device buffers t[name] for each { name, dtype, n } of list.
+local function with_buffers(t, list)
+  for _, f in ipairs(list) do
     local b, msg, info = cuda.buffer(f[2], f[3])
     if not b then return nil, msg, info end
     t[f[1]] = b
   end
   return t
+end
+
+-- New device buffers for a tensor of batch x rows x cols.
+local function new_tensor(batch, rows, cols)
+  local n = batch * rows * cols
+  return with_buffers({ batch = batch, rows = rows, cols = cols },
+                      { { "q", "u8", n // 2 }, { "sf", "u8", n // 16 }, { "s2", "f32", batch } })
 end
 
 -- bf16(seed, n [, rule [, first]]) -> a bf16 device buffer holding weights
@@ -243,20 +248,17 @@ function M.pack(t, into)
                         t.rows, t.cols), 2)
   end
   local n = t.batch * t.rows * t.cols
-  local out = {}
   if into ~= nil then
     if type(into) ~= "table" then error("nvfp4_gpu.pack: 'into' must be a table { q, sf } (got " .. type(into) .. ")", 2) end
     check_dbuf("pack", "into.q", into.q, "u8", n // 2)
     check_dbuf("pack", "into.sf", into.sf, "u8", n // 16)
-    out = into
   end
   local k, msg, info = M.load()
   if not k then return nil, msg, info end
-  for _, f in ipairs { { "q", n // 2 }, { "sf", n // 16 } } do
-    if not out[f[1]] then
-      out[f[1]], msg, info = cuda.buffer("u8", f[2])
-      if not out[f[1]] then return nil, msg, info end
-    end
+  local out = into
+  if not out then
+    out, msg, info = with_buffers({}, { { "q", "u8", n // 2 }, { "sf", "u8", n // 16 } })
+    if not out then return nil, msg, info end
   end
   if n == 0 then return out end
   local slabs = t.batch * t.rows // 16

@@ -1,0 +1,42 @@
+-- kwb/outcomes.lua: the one list of what an evaluation ends in.
+--
+-- A candidate of a run ends in exactly one outcome of the funnel, in the
+-- order a candidate meets the stages that give them: the rules, the
+-- compiler, verification, the physical floor, the worker's death or overrun,
+-- and the accept rule. The start kernel is judged like a candidate but ends
+-- in "start" (verified and timed, the measure every score is relative to);
+-- it is not part of any run's funnel.
+local M = {}
+
+M.funnel = { "forbidden", "compile-error", "wrong", "impossible", "crashed", "timeout", "slower", "accepted" }
+
+M.start = "start"
+
+-- Every outcome a result may carry (the cache accepts exactly these).
+M.all = { table.unpack(M.funnel) }
+M.all[#M.all + 1] = M.start
+
+-- The order progress lines and summaries print the funnel in: the results
+-- that count first, then the failures from the most to the least telling.
+M.display = { "accepted", "slower", "wrong", "compile-error", "forbidden", "impossible", "timeout", "crashed" }
+
+-- Outcomes of a verified, timed kernel (its per-shape times mean something).
+M.verified = { slower = true, accepted = true, start = true }
+
+-- The failures: a candidate that ends in one of these has no times.
+M.bad = { forbidden = true, ["compile-error"] = true, wrong = true, impossible = true, crashed = true,
+          timeout = true }
+
+local known = {}
+for _, o in ipairs(M.all) do known[o] = true end
+
+function M.known(o) return known[o] == true end
+
+-- A fresh funnel: every outcome counted 0.
+function M.counts()
+  local t = {}
+  for _, o in ipairs(M.funnel) do t[o] = 0 end
+  return t
+end
+
+return M

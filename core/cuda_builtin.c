@@ -429,8 +429,6 @@ int kwb_cuda_compare(const kwb_cuda_buffer *out, const kwb_cuda_buffer *ref, dou
 
 /* ---- ceilings ---------------------------------------------------------- */
 
-int kwb_cuda_time_launch(CUfunction f, unsigned grid, unsigned block, void **args, uint32_t reps, double *seconds);
-
 int kwb_cuda_measure_fma(double *flops_per_s) {
     CUfunction f = kwb_cuda_builtin("kwb_fma");
     if (!f) return KWB_ERUN;

@@ -131,7 +131,7 @@ static int resolve_arch(const char *want, char *arch, size_t len) {
     if (kwb_cuda_device_info_get(0, &d) != 0) {
         char why[512];
         snprintf(why, sizeof why, "%s", kwb_last_error());
-        return kwb_fail(KWB_EINVAL, "no arch given and no CUDA device to take it from (%s)", why);
+        return kwb_fail(KWB_ENOARCH, "no arch given and no CUDA device to take it from (%s)", why);
     }
     snprintf(arch, len, "sm_%d%d", d.cc_major, d.cc_minor);
     return 0;
@@ -389,7 +389,7 @@ static int nvcc_identity(const char **out) {
         if (rc != 0) {
             free(v);
             pthread_mutex_unlock(&nvcc_lock);
-            return kwb_fail(KWB_EIO, "no nvcc: %s --version failed (set CUDA_HOME)", nvcc);
+            return kwb_fail(KWB_ENONVCC, "no nvcc: %s --version failed (set CUDA_HOME)", nvcc);
         }
         nvcc_version = v;
     }

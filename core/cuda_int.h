@@ -41,5 +41,8 @@ extern const char kwb_cuda_wmma_source[];   /* needs the CUDA headers (mma.h) */
 /* Where the built-in kernels' cubins are kept (<cache dir>/build/cuda). */
 void kwb_cuda_set_build_dir(const char *dir);
 const char *kwb_cuda_nvcc_path(char *buf, size_t len);
+/* The best of reps timed launches of f on the harness's stream (cuda_run.c),
+ * for the ceilings the built-in kernels measure. */
+int kwb_cuda_time_launch(CUfunction f, unsigned grid, unsigned block, void **args, uint32_t reps, double *seconds);
 
 #endif

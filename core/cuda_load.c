@@ -37,6 +37,7 @@ static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static kwb_cu_api cu_tab;
 static int cu_ok;
 static char cu_err[512];
+static int cu_status = KWB_ENODRIVER;   /* of the failure cu_err names */
 
 static void cu_load(void) {
     const char *missing = NULL;
@@ -102,11 +103,13 @@ static void cu_load(void) {
     }
     if (r == CUDA_ERROR_NO_DEVICE) {
         snprintf(cu_err, sizeof cu_err, "no CUDA device: the driver sees no GPU");
+        cu_status = KWB_ENODEVICE;
         return;
     }
     if (r != CUDA_SUCCESS) {
         char b[160];
         snprintf(cu_err, sizeof cu_err, "the CUDA driver failed to start: %s", kwb_cu_errstr(r, b, sizeof b));
+        cu_status = KWB_ERUN;
         return;
     }
     cu_ok = 1;
@@ -117,7 +120,7 @@ fail:
 
 const kwb_cu_api *kwb_cu(void) {
     pthread_once(&cu_once, cu_load);
-    if (!cu_ok) { kwb_fail(KWB_ERUN, "%s", cu_err); return NULL; }
+    if (!cu_ok) { kwb_fail(cu_status, "%s", cu_err); return NULL; }
     return &cu_tab;
 }
 
@@ -194,7 +197,7 @@ fail:
 
 const kwb_nvrtc_api *kwb_nvrtc(void) {
     pthread_once(&nvrtc_once, nvrtc_load);
-    if (!nvrtc_ok) { kwb_fail(KWB_ECOMPILE, "%s", nvrtc_err); return NULL; }
+    if (!nvrtc_ok) { kwb_fail(KWB_ENONVRTC, "%s", nvrtc_err); return NULL; }
     return &nvrtc_tab;
 }
 

@@ -78,9 +78,9 @@ kwb_cuda_ctx *kwb_cuda_ctx_get(void) {
     pthread_mutex_lock(&ctx_lock);
     if (!ctx_ready) {
         const kwb_cu_api *cu = kwb_cu();
-        int rc = cu ? 0 : KWB_ERUN, n = 0;
+        int rc = cu ? 0 : kwb_last_status(), n = 0;
         if (!rc) rc = kwb_cu_check(cu->DeviceGetCount(&n), "cuDeviceGetCount");
-        if (!rc && n == 0) rc = kwb_fail(KWB_ERUN, "no CUDA device: the driver sees no GPU");
+        if (!rc && n == 0) rc = kwb_fail(KWB_ENODEVICE, "no CUDA device: the driver sees no GPU");
         if (!rc) rc = kwb_cu_check(cu->DeviceGet(&ctx.dev, 0), "cuDeviceGet");
         if (!rc) rc = kwb_cu_check(cu->DevicePrimaryCtxRetain(&ctx.ctx, ctx.dev), "cuDevicePrimaryCtxRetain");
         if (!rc) rc = kwb_cu_check(cu->CtxSetCurrent(ctx.ctx), "cuCtxSetCurrent");
@@ -630,9 +630,6 @@ int kwb_cuda_measure_copy(uint64_t bytes, uint32_t reps, double *seconds) {
     *seconds = best;
     return rc;
 }
-
-/* Used by cuda_builtin.c for its own measurements. */
-int kwb_cuda_time_launch(CUfunction f, unsigned grid, unsigned block, void **args, uint32_t reps, double *seconds);
 
 int kwb_cuda_time_launch(CUfunction f, unsigned grid, unsigned block, void **args, uint32_t reps, double *seconds) {
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();

@@ -101,14 +101,93 @@ static int module_open(const char *path, const char *hash, int cached, char *log
     return 0;
 }
 
+/* The compiler and the build directory a build names, with their defaults. */
+static const char *build_cc(const kwb_host_build *b) {
+    const char *cc = b->cc ? b->cc : getenv("CC");
+    return cc && *cc ? cc : "cc";
+}
+static const char *build_dir(const kwb_host_build *b) { return b->build_dir ? b->build_dir : "cache/host"; }
+static const char *build_name(const kwb_host_build *b) { return b->name ? b->name : "kernel.c"; }
+
+/* The one command line of a build: `cc -std=c11 -O2 -fPIC -shared -D... flags
+ * -o out src`, and of its preprocessed view, the same with -E before -o. The
+ * rules read what this command compiles, so the two may differ in nothing
+ * else. argv and its -D strings are one allocation: free(c->argv). */
+typedef struct { const char **argv; } cc_command;
+
+static int command(const kwb_host_build *b, int preprocess, const char *out, const char *src, cc_command *c) {
+    size_t nf = strv_len(b->flags), nd = strv_len(b->defines), dbytes = 0;
+    for (size_t i = 0; i < nd; i++) dbytes += strlen(b->defines[i]) + 3;
+    size_t slots = nf + nd + 12;
+    char *mem = malloc(slots * sizeof(char *) + dbytes);
+    if (!mem) return kwb_fail(KWB_ENOMEM, "out of memory");
+    const char **argv = (const char **)(void *)mem;
+    char *d = mem + slots * sizeof(char *);
+    size_t a = 0;
+    argv[a++] = build_cc(b);
+    argv[a++] = "-std=c11";
+    argv[a++] = "-O2";
+    argv[a++] = "-fPIC";
+    argv[a++] = "-shared";
+    for (size_t i = 0; i < nd; i++) {
+        size_t l = strlen(b->defines[i]) + 3;
+        snprintf(d, l, "-D%s", b->defines[i]);
+        argv[a++] = d;
+        d += l;
+    }
+    for (size_t i = 0; i < nf; i++) argv[a++] = b->flags[i];
+    if (preprocess) argv[a++] = "-E";
+    argv[a++] = "-o";
+    argv[a++] = out;
+    argv[a++] = src;
+    argv[a] = NULL;
+    c->argv = argv;
+    return 0;
+}
+
+/* Write the source as the compiler reads it: a #line naming the candidate's
+ * file, then the text (so diagnostics and line markers name `name`). */
+static int write_source(const char *path, const kwb_host_build *b) {
+    FILE *f = fopen(path, "w");
+    if (!f) return kwb_fail(KWB_EIO, "cannot write %s: %s", path, strerror(errno));
+    fprintf(f, "#line 1 \"%s\"\n%s\n", build_name(b), b->source);
+    if (fclose(f) != 0) { unlink(path); return kwb_fail(KWB_EIO, "cannot write %s", path); }
+    return 0;
+}
+
+/* Run a build's command on a private copy of its source: 0 with the
+ * compiler's output in *output, KWB_ECOMPILE when it fails (its output in
+ * *log when log is given), another status when it cannot run. */
+static int run_command(const kwb_host_build *b, int preprocess, const char *tag, const char *out,
+                       char **output, char **log) {
+    char src[4096];
+    snprintf(src, sizeof src, "%s/%s.%ld.%lx.c", build_dir(b), tag, (long)getpid(), (unsigned long)pthread_self());
+    int rc = write_source(src, b);
+    if (rc) return rc;
+    cc_command c = {0};
+    rc = command(b, preprocess, out, src, &c);
+    if (rc) { unlink(src); return rc; }
+    char *text = NULL;
+    rc = kwb_proc_run(c.argv, &text, 1 << 20);
+    free(c.argv);
+    unlink(src);
+    if (rc < 0) { free(text); return rc; }
+    if (rc != 0) {
+        unlink(out);
+        if (log) *log = text;
+        else free(text);
+        if (preprocess) return kwb_fail(KWB_ECOMPILE, "the preprocessor failed (exit status %d)", rc);
+        return kwb_fail(KWB_ECOMPILE, "%s failed to compile %s (exit status %d)", build_cc(b), build_name(b), rc);
+    }
+    *output = text;
+    return 0;
+}
+
 int kwb_host_compile(const kwb_host_build *b, kwb_host_module **out, char **log) {
     *out = NULL;
     if (log) *log = NULL;
     if (!b->source) return kwb_fail(KWB_EINVAL, "host compile needs a source");
-    const char *cc = b->cc ? b->cc : getenv("CC");
-    if (!cc || !*cc) cc = "cc";
-    const char *dir = b->build_dir ? b->build_dir : "cache/host";
-    const char *name = b->name ? b->name : "kernel.c";
+    const char *cc = build_cc(b), *dir = build_dir(b), *name = build_name(b);
     const char *ident = NULL;
     int rc = cc_identity(cc, &ident);
     if (rc) return rc;
@@ -126,60 +205,57 @@ int kwb_host_compile(const kwb_host_build *b, kwb_host_module **out, char **log)
     free(key.s);
     if (rc) return rc;
 
-    char so[4096], tmp_c[4096], tmp_so[4096];
+    char so[4096], tmp_so[4096];
     snprintf(so, sizeof so, "%s/%s.so", dir, hash);
     if (access(so, R_OK) == 0) return module_open(so, hash, 1, NULL, out);
 
     if (kwb_mkdirs(dir) != 0) return kwb_fail(KWB_EIO, "cannot create %s: %s", dir, strerror(errno));
     /* Private temporary names, then an atomic rename: concurrent builders of
      * the same source never see a half-written object. */
-    snprintf(tmp_c, sizeof tmp_c, "%s/%s.%ld.%lx.c", dir, hash, (long)getpid(), (unsigned long)pthread_self());
     snprintf(tmp_so, sizeof tmp_so, "%s/%s.%ld.%lx.so", dir, hash, (long)getpid(), (unsigned long)pthread_self());
-    FILE *f = fopen(tmp_c, "w");
-    if (!f) return kwb_fail(KWB_EIO, "cannot write %s: %s", tmp_c, strerror(errno));
-    fprintf(f, "#line 1 \"%s\"\n%s\n", name, b->source);
-    if (fclose(f) != 0) { unlink(tmp_c); return kwb_fail(KWB_EIO, "cannot write %s", tmp_c); }
-
-    size_t nf = strv_len(b->flags), nd = strv_len(b->defines);
-    const char **argv = calloc(nf + nd + 12, sizeof *argv);
-    char **dflags = calloc(nd + 1, sizeof *dflags);
-    if (!argv || !dflags) { free(argv); free(dflags); unlink(tmp_c); return kwb_fail(KWB_ENOMEM, "out of memory"); }
-    size_t a = 0;
-    argv[a++] = cc;
-    argv[a++] = "-std=c11";
-    argv[a++] = "-O2";
-    argv[a++] = "-fPIC";
-    argv[a++] = "-shared";
-    for (size_t i = 0; i < nd; i++) {
-        size_t l = strlen(b->defines[i]) + 3;
-        dflags[i] = malloc(l);
-        if (dflags[i]) snprintf(dflags[i], l, "-D%s", b->defines[i]);
-        argv[a++] = dflags[i] ? dflags[i] : "-D_KWB_OOM";
-    }
-    for (size_t i = 0; i < nf; i++) argv[a++] = b->flags[i];
-    argv[a++] = "-o";
-    argv[a++] = tmp_so;
-    argv[a++] = tmp_c;
-    argv[a] = NULL;
     char *output = NULL;
-    rc = kwb_proc_run(argv, &output, 1 << 20);
-    for (size_t i = 0; i < nd; i++) free(dflags[i]);
-    free(dflags);
-    free(argv);
-    unlink(tmp_c);
-    if (rc != 0) {
-        unlink(tmp_so);
-        if (rc < 0) { free(output); return rc; }
-        if (log) *log = output;
-        else free(output);
-        return kwb_fail(KWB_ECOMPILE, "%s failed to compile %s (exit status %d)", cc, name, rc);
-    }
+    rc = run_command(b, 0, hash, tmp_so, &output, log);
+    if (rc) return rc;
     if (rename(tmp_so, so) != 0) {
         unlink(tmp_so);
         free(output);
         return kwb_fail(KWB_EIO, "cannot rename into %s: %s", so, strerror(errno));
     }
     return module_open(so, hash, 0, output, out);
+}
+
+int kwb_host_preprocess(const kwb_host_build *b, char **text, char **log) {
+    *text = NULL;
+    if (log) *log = NULL;
+    if (!b->source) return kwb_fail(KWB_EINVAL, "host preprocess needs a source");
+    const char *dir = build_dir(b);
+    if (kwb_mkdirs(dir) != 0) return kwb_fail(KWB_EIO, "cannot create %s: %s", dir, strerror(errno));
+    char out[4096];
+    snprintf(out, sizeof out, "%s/view.%ld.%lx.i", dir, (long)getpid(), (unsigned long)pthread_self());
+    char *output = NULL;
+    int rc = run_command(b, 1, "view", out, &output, log);
+    if (rc) return rc;
+    free(output);   /* the preprocessed text is in the file; warnings are the build's */
+    size_t len = 0;
+    *text = kwb_read_file(out, &len);
+    unlink(out);
+    if (!*text) return kwb_fail(KWB_EIO, "cannot read the preprocessed %s", build_name(b));
+    return 0;
+}
+
+int kwb_host_symbols(const char *path, char **text) {
+    *text = NULL;
+    const char *argv[] = {"nm", "-P", path, NULL};
+    char *out = NULL;
+    int rc = kwb_proc_run(argv, &out, 1 << 22);
+    if (rc < 0) { free(out); return rc; }
+    if (rc != 0) {
+        int e = kwb_fail(KWB_EIO, "nm failed on %s (exit status %d): %.200s", path, rc, out ? out : "");
+        free(out);
+        return e;
+    }
+    *text = out;
+    return 0;
 }
 
 const char *kwb_host_module_hash(const kwb_host_module *m) { return m->hash; }

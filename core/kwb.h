@@ -19,10 +19,17 @@ typedef enum kwb_status {
     KWB_ECOMPILE = -3,    /* the compiler rejected the source */
     KWB_ENOSYM = -4,      /* no such function in a module */
     KWB_EIO = -5,         /* file or process failure */
-    KWB_ERUN = -6         /* a kernel or timing run failed */
+    KWB_ERUN = -6,        /* a kernel or timing run failed */
+    KWB_ENODRIVER = -7,   /* no usable CUDA driver */
+    KWB_ENODEVICE = -8,   /* the driver sees no GPU */
+    KWB_ENONVRTC = -9,    /* no usable NVRTC library */
+    KWB_ENONVCC = -10,    /* no working nvcc */
+    KWB_ENOARCH = -11     /* no CUDA arch given and no device to take it from */
 } kwb_status;
 
+/* The sentence and the status of this thread's last failure (kwb_fail). */
 const char *kwb_last_error(void);
+int kwb_last_status(void);
 const char *kwb_version(void);
 
 /* ---- element types ---------------------------------------------------- */
@@ -150,6 +157,14 @@ typedef struct kwb_host_build {
 /* Compile (or find in build_dir) a shared object. On KWB_ECOMPILE *log holds
  * the compiler's output (free with kwb_free). */
 int kwb_host_compile(const kwb_host_build *b, kwb_host_module **out, char **log);
+/* The preprocessed source of a build: the build's own command with -E, so
+ * the text is what kwb_host_compile compiles (its `# N "file"` markers name
+ * b->name for the source's own lines). *text: free with kwb_free. On
+ * KWB_ECOMPILE *log holds the compiler's output. */
+int kwb_host_preprocess(const kwb_host_build *b, char **text, char **log);
+/* The symbol table of a built object as `nm -P` prints it (run without a
+ * shell). *text: free with kwb_free. */
+int kwb_host_symbols(const char *path, char **text);
 const char *kwb_host_module_hash(const kwb_host_module *m);
 const char *kwb_host_module_path(const kwb_host_module *m);
 const char *kwb_host_module_log(const kwb_host_module *m);

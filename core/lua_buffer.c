@@ -5,13 +5,11 @@
 #include <lua.h>
 
 #include "kwb.h"
-#include "luastate.h"
+#include "lua_bind.h"
 
 #define BUFFER_MT "kwb.buffer"
 
 typedef struct { kwb_buffer *b; } lbuffer;
-
-kwb_buffer *kwb_lua_checkbuffer(lua_State *L, int idx);
 
 kwb_buffer *kwb_lua_checkbuffer(lua_State *L, int idx) {
     lbuffer *u = luaL_checkudata(L, idx, BUFFER_MT);

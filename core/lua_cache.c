@@ -9,7 +9,7 @@
 
 #include "cache.h"
 #include "kwb.h"
-#include "luastate.h"
+#include "lua_bind.h"
 
 #define CACHE_MT "kwb.cache.db"
 #define BUNDLE_MT "kwb.cache.bundle"
@@ -152,6 +152,16 @@ static int l_put_blob(lua_State *L) {
     return 2;
 }
 
+/* A blob operation's failure: a database error raises (it is not the
+ * blob's); otherwise nil, msg, {code = "corrupt-blob" | "not-found", blob = id}. */
+static int blob_failure(lua_State *L, int rc, const char *id) {
+    if (rc == KWB_CACHE_EDB) return luaL_error(L, "%s", kwb_last_error());
+    kwb_lua_fail(L, status_code(rc, "corrupt-blob", "corrupt-blob"), kwb_last_error());
+    lua_pushstring(L, id);
+    lua_setfield(L, -2, "blob");
+    return 3;
+}
+
 /* db:get_blob(id) -> data | nil, msg, {code = "corrupt-blob" | "not-found", blob = id} */
 static int l_get_blob(lua_State *L) {
     kwb_cache *c = check_cache(L, 1);
@@ -159,13 +169,7 @@ static int l_get_blob(lua_State *L) {
     char *data = NULL;
     size_t len = 0;
     int rc = kwb_cache_blob_get(c, id, &data, &len);
-    if (rc) {
-        if (rc == KWB_CACHE_EDB) return luaL_error(L, "%s", kwb_last_error());
-        kwb_lua_fail(L, status_code(rc, "corrupt-blob", "corrupt-blob"), kwb_last_error());
-        lua_pushstring(L, id);
-        lua_setfield(L, -2, "blob");
-        return 3;
-    }
+    if (rc) return blob_failure(L, rc, id);
     lua_pushlstring(L, data, len);
     free(data);
     return 1;
@@ -205,13 +209,7 @@ static int l_check_blob(lua_State *L) {
     const char *id = luaL_checkstring(L, 2);
     kwb_blob_health h;
     int rc = kwb_cache_blob_check(c, id, &h);
-    if (rc) {
-        if (rc == KWB_CACHE_EDB) return luaL_error(L, "%s", kwb_last_error());
-        kwb_lua_fail(L, status_code(rc, "corrupt-blob", "corrupt-blob"), kwb_last_error());
-        lua_pushstring(L, id);
-        lua_setfield(L, -2, "blob");
-        return 3;
-    }
+    if (rc) return blob_failure(L, rc, id);
     lua_createtable(L, 0, 3);
     lua_pushstring(L, copy_word(h.frame));
     lua_setfield(L, -2, "frame");
@@ -230,13 +228,7 @@ static int l_mirror_base(lua_State *L) {
     kwb_cache *c = check_cache(L, 1);
     const char *id = luaL_checkstring(L, 2);
     int rc = kwb_cache_mirror_base(c, id);
-    if (rc) {
-        if (rc == KWB_CACHE_EDB) return luaL_error(L, "%s", kwb_last_error());
-        kwb_lua_fail(L, status_code(rc, "corrupt-blob", "corrupt-blob"), kwb_last_error());
-        lua_pushstring(L, id);
-        lua_setfield(L, -2, "blob");
-        return 3;
-    }
+    if (rc) return blob_failure(L, rc, id);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -248,13 +240,7 @@ static int l_repair_blob(lua_State *L) {
     const char *id = luaL_checkstring(L, 2);
     int fixed = 0;
     int rc = kwb_cache_blob_repair(c, id, &fixed);
-    if (rc) {
-        if (rc == KWB_CACHE_EDB) return luaL_error(L, "%s", kwb_last_error());
-        kwb_lua_fail(L, status_code(rc, "corrupt-blob", "corrupt-blob"), kwb_last_error());
-        lua_pushstring(L, id);
-        lua_setfield(L, -2, "blob");
-        return 3;
-    }
+    if (rc) return blob_failure(L, rc, id);
     lua_pushboolean(L, fixed);
     return 1;
 }

@@ -10,6 +10,7 @@
 
 #include "bundle.h"
 #include "kwb.h"
+#include "lua_bind.h"
 #include "luastate.h"
 
 int kwb_lua_fail(lua_State *L, const char *code, const char *msg) {
@@ -19,6 +20,20 @@ int kwb_lua_fail(lua_State *L, const char *code, const char *msg) {
     lua_pushstring(L, code);
     lua_setfield(L, -2, "code");
     return 3;
+}
+
+const char *kwb_lua_code(int status, const char *fallback) {
+    switch (status) {
+    case KWB_ENOMEM: return "out-of-memory";
+    case KWB_ECOMPILE: return "compile-error";
+    case KWB_ENOSYM: return "no-symbol";
+    case KWB_ENODRIVER: return "no-driver";
+    case KWB_ENODEVICE: return "no-device";
+    case KWB_ENONVRTC: return "no-nvrtc";
+    case KWB_ENONVCC: return "no-nvcc";
+    case KWB_ENOARCH: return "no-arch";
+    default: return fallback;
+    }
 }
 
 static void setnum(lua_State *L, const char *k, double v) {
@@ -165,6 +180,7 @@ int luaopen_kwb_core(lua_State *L) {
     kwb_lua_open_host(L);
     kwb_lua_open_cache(L);
     kwb_lua_open_worker(L);
+    kwb_lua_open_os(L);
     kwb_lua_open_cuda(L);
     return 1;
 }

@@ -10,35 +10,29 @@
 
 #include "cuda_int.h"
 #include "kwb.h"
-#include "luastate.h"
+#include "lua_bind.h"
 
 #define MODULE_MT "kwb.cuda.module"
 #define FN_MT "kwb.cuda.fn"
 #define DBUF_MT "kwb.cuda.buffer"
 #define PLAN_MT "kwb.cuda.plan"
 
-kwb_buffer *kwb_lua_checkbuffer(lua_State *L, int idx);
-
 typedef struct { kwb_cuda_module *m; } lmodule;
 typedef struct { kwb_cuda_fn *f; } lfn;
 typedef struct { kwb_cuda_buffer *b; } ldbuf;
 typedef struct { kwb_cuda_plan *p; } lplan;
 
-/* The code of a device failure: no driver or device, out of memory, or a
- * launch or run failure. */
-static int fail_run(lua_State *L, int rc, const char *code) {
-    const char *msg = kwb_last_error();
-    if (strncmp(msg, "no CUDA driver", 14) == 0) code = "no-driver";
-    else if (strncmp(msg, "no CUDA device", 14) == 0) code = "no-device";
-    else if (rc == KWB_ENOMEM) code = "out-of-memory";
-    return kwb_lua_fail(L, code, msg);
+/* The failure of a device call: its own code where its status has one (no
+ * driver or device, out of memory), else `code` (a launch or run failure). */
+static int fail_run(lua_State *L, const char *code) {
+    return kwb_lua_fail(L, kwb_lua_code(kwb_last_status(), code), kwb_last_error());
 }
 
 /* ---- versions and devices ---------------------------------------------- */
 
 static int l_nvrtc_version(lua_State *L) {
     int a, b;
-    if (kwb_cuda_nvrtc_version(&a, &b)) return kwb_lua_fail(L, "no-nvrtc", kwb_last_error());
+    if (kwb_cuda_nvrtc_version(&a, &b)) return kwb_lua_fail(L, kwb_lua_code(kwb_last_status(), "no-nvrtc"), kwb_last_error());
     lua_pushfstring(L, "%d.%d", a, b);
     return 1;
 }
@@ -46,7 +40,7 @@ static int l_nvrtc_version(lua_State *L) {
 static int l_device_count(lua_State *L) {
     int n = 0;
     int rc = kwb_cuda_device_count(&n);
-    if (rc) return fail_run(L, rc, "no-driver");
+    if (rc) return fail_run(L, "no-driver");
     lua_pushinteger(L, n);
     return 1;
 }
@@ -54,7 +48,7 @@ static int l_device_count(lua_State *L) {
 static int l_device_info(lua_State *L) {
     kwb_cuda_device_info d;
     int rc = kwb_cuda_device_info_get((int)luaL_optinteger(L, 1, 0), &d);
-    if (rc) return fail_run(L, rc, "no-driver");
+    if (rc) return fail_run(L, "no-driver");
     lua_createtable(L, 0, 16);
     lua_pushstring(L, d.name); lua_setfield(L, -2, "name");
     lua_pushstring(L, d.pci_bus_id); lua_setfield(L, -2, "pci_bus_id");
@@ -132,13 +126,8 @@ static lmodule *new_module_ud(lua_State *L) {
     return u;
 }
 
-static int push_compile_failure(lua_State *L, int rc, char *log) {
-    const char *msg = kwb_last_error();
-    const char *code = rc == KWB_ECOMPILE ? "compile-error" : "build-failed";
-    if (strncmp(msg, "no NVRTC", 8) == 0) code = "no-nvrtc";
-    else if (strncmp(msg, "no nvcc", 7) == 0) code = "no-nvcc";
-    else if (strncmp(msg, "no arch given", 13) == 0) code = "no-arch";
-    kwb_lua_fail(L, code, msg);
+static int push_compile_failure(lua_State *L, char *log) {
+    kwb_lua_fail(L, kwb_lua_code(kwb_last_status(), "build-failed"), kwb_last_error());
     lua_pushstring(L, log ? log : "");
     lua_setfield(L, -2, "log");
     free(log);
@@ -155,7 +144,7 @@ static int l_compile(lua_State *L) {
     char *log = NULL;
     int rc = nvcc ? kwb_cuda_nvcc(&b, &u->m, &log) : kwb_cuda_compile(&b, &u->m, &log);
     if (rc == 0) return 1;
-    return push_compile_failure(L, rc, log);
+    return push_compile_failure(L, log);
 }
 
 /* core.cuda_compile_many({spec...}, threads) -> { module | {false, msg, info} ... } */
@@ -178,7 +167,7 @@ static int l_compile_many(lua_State *L) {
     char **msgs = lua_newuserdatauv(L, sizeof *msgs * (size_t)n, 0);
     char **logs = lua_newuserdatauv(L, sizeof *logs * (size_t)n, 0);
     if (kwb_cuda_compile_many(builds, (uint32_t)n, (uint32_t)(threads < 1 ? 1 : threads), mods, rcs, msgs, logs))
-        return kwb_lua_fail(L, "no-nvrtc", kwb_last_error());
+        return kwb_lua_fail(L, kwb_lua_code(kwb_last_status(), "no-nvrtc"), kwb_last_error());
     lua_createtable(L, (int)n, 0);
     for (lua_Integer i = 0; i < n; i++) {
         if (rcs[i] == 0) {
@@ -189,9 +178,7 @@ static int l_compile_many(lua_State *L) {
             lua_createtable(L, 0, 3);
             lua_pushstring(L, msgs[i] ? msgs[i] : "compile failed");
             lua_setfield(L, -2, "error");
-            const char *code = rcs[i] == KWB_ECOMPILE ? "compile-error" : "build-failed";
-            if (msgs[i] && strncmp(msgs[i], "no nvcc", 7) == 0) code = "no-nvcc";
-            lua_pushstring(L, code);
+            lua_pushstring(L, kwb_lua_code(rcs[i], "build-failed"));
             lua_setfield(L, -2, "code");
             lua_pushstring(L, logs[i] ? logs[i] : "");
             lua_setfield(L, -2, "log");
@@ -222,6 +209,16 @@ static void push_resources(lua_State *L, kwb_cuda_module *m) {
         lua_pushinteger(L, k->max_threads); lua_setfield(L, -2, "max_threads");
         lua_setfield(L, -2, k->name);
     }
+}
+
+/* Every type here has a function __index: its properties first (a module's
+ * hash, a buffer's n), then the methods its metatable keeps under "methods".
+ * method() is that second step: pushes the method k of type mt, or nil. */
+static int method(lua_State *L, const char *mt, const char *k) {
+    luaL_getmetatable(L, mt);
+    if (lua_getfield(L, -1, "methods") != LUA_TTABLE) lua_pushnil(L);
+    else lua_getfield(L, -1, k);
+    return 1;
 }
 
 static int l_module_index(lua_State *L) {
@@ -268,12 +265,7 @@ static int l_fn(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);   /* the module outlives its kernels */
     u->f = kwb_cuda_fn_get(m, name);
-    if (!u->f) {
-        const char *msg = kwb_last_error();
-        if (strncmp(msg, "no kernel", 9) == 0 || strncmp(msg, "no launcher", 11) == 0)
-            return kwb_lua_fail(L, "no-symbol", msg);
-        return fail_run(L, KWB_ERUN, "load-failed");
-    }
+    if (!u->f) return fail_run(L, "load-failed");   /* no-symbol for a missing kernel */
     return 1;
 }
 
@@ -358,7 +350,7 @@ static int l_dbuf_new(lua_State *L) {
     u->b = NULL;
     luaL_setmetatable(L, DBUF_MT);
     u->b = kwb_cuda_buffer_new(t, (uint64_t)n);
-    if (!u->b) return fail_run(L, KWB_ERUN, "alloc-failed");
+    if (!u->b) return fail_run(L, "alloc-failed");
     return 1;
 }
 
@@ -370,11 +362,7 @@ static int l_dbuf_index(lua_State *L) {
     else if (strcmp(k, "bytes") == 0) lua_pushinteger(L, (lua_Integer)kwb_cuda_buffer_bytes(b));
     else if (strcmp(k, "device") == 0) lua_pushliteral(L, "cuda");
     else if (strcmp(k, "ptr") == 0) lua_pushinteger(L, (lua_Integer)kwb_cuda_buffer_ptr(b));
-    else {
-        luaL_getmetatable(L, DBUF_MT);
-        lua_getfield(L, -1, "methods");
-        lua_getfield(L, -1, k);
-    }
+    else return method(L, DBUF_MT, k);
     return 1;
 }
 
@@ -399,7 +387,7 @@ static int l_dbuf_free(lua_State *L) {
 }
 
 /* Methods return the buffer, or nil, msg, info on a device failure. */
-#define DONE(rc) do { if (rc) return fail_run(L, rc, "run-failed"); lua_settop(L, 1); return 1; } while (0)
+#define DONE(rc) do { if (rc) return fail_run(L, "run-failed"); lua_settop(L, 1); return 1; } while (0)
 
 static int l_dbuf_fill_uniform(lua_State *L) {
     kwb_cuda_buffer *b = check_dbuf(L, 1);
@@ -449,7 +437,7 @@ static int l_dbuf_download(lua_State *L) {
         return luaL_error(L, "download of a device buffer of %d bytes into a host buffer of %d bytes",
                           (int)kwb_cuda_buffer_bytes(b), (int)kwb_buffer_bytes(h));
     int rc = kwb_cuda_buffer_download(b, kwb_buffer_data(h), kwb_buffer_bytes(h));
-    if (rc) return fail_run(L, rc, "run-failed");
+    if (rc) return fail_run(L, "run-failed");
     lua_settop(L, 2);
     return 1;
 }
@@ -461,7 +449,7 @@ static int l_dbuf_raw(lua_State *L) {
     luaL_Buffer lb;
     char *p = luaL_buffinitsize(L, &lb, n ? n : 1);
     int rc = kwb_cuda_buffer_download(b, p, n);
-    if (rc) return fail_run(L, rc, "run-failed");
+    if (rc) return fail_run(L, "run-failed");
     luaL_pushresultsize(&lb, n);
     return 1;
 }
@@ -478,7 +466,7 @@ static int l_dbuf_copy(lua_State *L) {
 static int l_dbuf_checksum(lua_State *L) {
     uint64_t s = 0;
     int rc = kwb_cuda_buffer_checksum(check_dbuf(L, 1), &s);
-    if (rc) return fail_run(L, rc, "run-failed");
+    if (rc) return fail_run(L, "run-failed");
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s);
     lua_pushstring(L, hex);
@@ -502,7 +490,7 @@ static int l_compare(lua_State *L) {
                           (int)kwb_cuda_buffer_len(out), (int)kwb_cuda_buffer_len(ref));
     kwb_diff d;
     int rc = kwb_cuda_compare(out, ref, atol, rtol, &d);
-    if (rc) return fail_run(L, rc, "run-failed");
+    if (rc) return fail_run(L, "run-failed");
     lua_createtable(L, 0, 10);
     lua_pushnumber(L, d.max_abs); lua_setfield(L, -2, "max_abs");
     lua_pushnumber(L, d.max_rel); lua_setfield(L, -2, "max_rel");
@@ -560,35 +548,37 @@ static void dims(lua_State *L, int idx, const char *what, uint32_t d[3], uint32_
     }
 }
 
+/* The types of a kernel argument; type_names and type_sizes follow this order. */
+typedef enum { ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64, ARG_PTR } arg_type;
 static const char *const type_names[] = {"i32", "u32", "i64", "u64", "f32", "f64", "ptr", NULL};
 static const uint32_t type_sizes[] = {4, 4, 8, 8, 4, 8, 8};
 
 /* Pack one argument of type t at off into buf. */
-static void pack(lua_State *L, int idx, int t, char *buf, uint32_t off, int argno) {
+static void pack(lua_State *L, int idx, arg_type t, char *buf, uint32_t off, int argno) {
     switch (t) {
-    case 0: case 1: {
+    case ARG_I32: case ARG_U32: {
         if (!lua_isinteger(L, idx)) luaL_error(L, "argument %d must be an integer", argno);
         int32_t v = (int32_t)lua_tointeger(L, idx);
         memcpy(buf + off, &v, 4);
         break;
     }
-    case 2: case 3: {
+    case ARG_I64: case ARG_U64: {
         if (!lua_isinteger(L, idx)) luaL_error(L, "argument %d must be an integer", argno);
         int64_t v = (int64_t)lua_tointeger(L, idx);
         memcpy(buf + off, &v, 8);
         break;
     }
-    case 4: {
+    case ARG_F32: {
         float v = (float)luaL_checknumber(L, idx);
         memcpy(buf + off, &v, 4);
         break;
     }
-    case 5: {
+    case ARG_F64: {
         double v = luaL_checknumber(L, idx);
         memcpy(buf + off, &v, 8);
         break;
     }
-    case 6: {
+    case ARG_PTR: {
         uint64_t v = 0;
         if (!lua_isnil(L, idx)) {
             ldbuf *u = luaL_testudata(L, idx, DBUF_MT);
@@ -605,11 +595,11 @@ static void pack(lua_State *L, int idx, int t, char *buf, uint32_t off, int argn
 /* The type of argument idx when none is declared: buffers are pointers,
  * integers i32 (i64 where the kernel's parameter has 8 bytes), floats f32
  * (f64 likewise). */
-static int infer_type(lua_State *L, int idx, uint32_t size, int argno) {
-    if (lua_isnil(L, idx) || luaL_testudata(L, idx, DBUF_MT)) return 6;
-    if (lua_isinteger(L, idx)) return size == 8 ? 2 : 0;
-    if (lua_type(L, idx) == LUA_TNUMBER) return size == 8 ? 5 : 4;
-    return luaL_error(L, "argument %d: cannot pass a %s to a kernel", argno, luaL_typename(L, idx));
+static arg_type infer_type(lua_State *L, int idx, uint32_t size, int argno) {
+    if (lua_isnil(L, idx) || luaL_testudata(L, idx, DBUF_MT)) return ARG_PTR;
+    if (lua_isinteger(L, idx)) return size == 8 ? ARG_I64 : ARG_I32;
+    if (lua_type(L, idx) == LUA_TNUMBER) return size == 8 ? ARG_F64 : ARG_F32;
+    return (arg_type)luaL_error(L, "argument %d: cannot pass a %s to a kernel", argno, luaL_typename(L, idx));
 }
 
 /* plan:add(fn, grid, block, smem, cluster, {args}, {types} | nil) */
@@ -646,10 +636,10 @@ static int l_plan_add(lua_State *L) {
         int vi = lua_gettop(L);
         uint32_t off = 0, size = 0;
         if (!launcher && np >= 0) kwb_cuda_fn_param(f, (uint32_t)i, &off, &size);
-        int t;
+        arg_type t;
         if (has_types) {
             lua_rawgeti(L, 8, i + 1);
-            t = luaL_checkoption(L, -1, NULL, type_names);
+            t = (arg_type)luaL_checkoption(L, -1, NULL, type_names);
             lua_pop(L, 1);
             if (size && size != type_sizes[t])
                 return luaL_error(L, "argument %d is declared %s (%d bytes) but the kernel's parameter has %d bytes",
@@ -666,7 +656,7 @@ static int l_plan_add(lua_State *L) {
         offsets[i] = off;
         if (off + type_sizes[t] > end) end = off + type_sizes[t];
         /* keep buffers alive as long as the plan */
-        if (t == 6 && !lua_isnil(L, vi)) {
+        if (t == ARG_PTR && !lua_isnil(L, vi)) {
             lua_getiuservalue(L, 1, 1);
             lua_pushvalue(L, vi);
             lua_pushboolean(L, 1);
@@ -694,9 +684,14 @@ static int l_plan_add(lua_State *L) {
     return 1;
 }
 
+static int l_plan_index(lua_State *L) {
+    luaL_checkudata(L, 1, PLAN_MT);
+    return method(L, PLAN_MT, luaL_checkstring(L, 2));
+}
+
 static int l_plan_run(lua_State *L) {
     int rc = kwb_cuda_plan_run(check_plan(L, 1));
-    if (rc) return fail_run(L, rc, "launch-failed");
+    if (rc) return fail_run(L, "launch-failed");
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -732,7 +727,7 @@ static int l_plan_time(lua_State *L) {
     kwb_stats st;
     kwb_cuda_clocks clk;
     int rc = kwb_cuda_plan_time(p, &o, cold, graph, &st, &clk);
-    if (rc) return fail_run(L, rc, "launch-failed");
+    if (rc) return fail_run(L, "launch-failed");
     kwb_lua_push_stats(L, &st);
     lua_pushboolean(L, cold); lua_setfield(L, -2, "cold");
     lua_pushboolean(L, graph); lua_setfield(L, -2, "graph");
@@ -769,7 +764,7 @@ static int l_clocks(lua_State *L) {
     int32_t mhz, temp;
     uint64_t reasons;
     int rc = kwb_cuda_clocks_read(&mhz, &temp, &reasons);
-    if (rc) return fail_run(L, rc, "no-nvml");
+    if (rc) return fail_run(L, "no-nvml");
     lua_createtable(L, 0, 3);
     lua_pushinteger(L, mhz); lua_setfield(L, -2, "sm_mhz");
     lua_pushinteger(L, temp); lua_setfield(L, -2, "temp");
@@ -782,7 +777,7 @@ static int l_measure_copy(lua_State *L) {
     if (bytes < 4 || reps < 1) return luaL_error(L, "copy needs bytes >= 4 and reps >= 1");
     double s = 0;
     int rc = kwb_cuda_measure_copy((uint64_t)bytes, (uint32_t)reps, &s);
-    if (rc) return fail_run(L, rc, "run-failed");
+    if (rc) return fail_run(L, "run-failed");
     lua_pushnumber(L, s);
     return 1;
 }
@@ -790,7 +785,7 @@ static int l_measure_copy(lua_State *L) {
 static int l_measure_fma(lua_State *L) {
     double r = 0;
     int rc = kwb_cuda_measure_fma(&r);
-    if (rc) return fail_run(L, rc, "run-failed");
+    if (rc) return fail_run(L, "run-failed");
     lua_pushnumber(L, r);
     return 1;
 }
@@ -801,7 +796,7 @@ static int l_measure_bf16(lua_State *L) {
     double r = 0;
     const char *via = "";
     int rc = kwb_cuda_measure_bf16((uint32_t)n, lua_toboolean(L, 2), &r, &via);
-    if (rc) return fail_run(L, rc, "run-failed");
+    if (rc) return fail_run(L, "run-failed");
     lua_pushnumber(L, r);
     lua_pushstring(L, via);
     return 2;
@@ -843,7 +838,7 @@ void kwb_lua_open_cuda(lua_State *L) {
         {"checksum", l_dbuf_checksum}, {"free", l_dbuf_free}, {NULL, NULL},
     };
     static const luaL_Reg plan_meta[] = {
-        {"__gc", l_plan_gc}, {"__close", l_plan_gc}, {"__tostring", l_plan_tostring}, {NULL, NULL},
+        {"__index", l_plan_index}, {"__gc", l_plan_gc}, {"__close", l_plan_gc}, {"__tostring", l_plan_tostring}, {NULL, NULL},
     };
     static const luaL_Reg plan_methods[] = {
         {"add", l_plan_add}, {"run", l_plan_run}, {"time", l_plan_time},
@@ -872,7 +867,7 @@ void kwb_lua_open_cuda(lua_State *L) {
     if (luaL_newmetatable(L, PLAN_MT)) {
         luaL_setfuncs(L, plan_meta, 0);
         luaL_newlib(L, plan_methods);
-        lua_setfield(L, -2, "__index");
+        lua_setfield(L, -2, "methods");
     }
     lua_pop(L, 1);
     luaL_setfuncs(L, fns, 0);

@@ -6,12 +6,10 @@
 #include <lua.h>
 
 #include "kwb.h"
-#include "luastate.h"
+#include "lua_bind.h"
 
 #define MODULE_MT "kwb.host.module"
 #define FN_MT "kwb.host.fn"
-
-kwb_buffer *kwb_lua_checkbuffer(lua_State *L, int idx);
 
 typedef struct { kwb_host_module *m; } lmodule;
 typedef struct { kwb_host_fn *f; } lfn;
@@ -58,6 +56,74 @@ static int l_compile(lua_State *L) {
     }
     free(log);
     return kwb_lua_fail(L, "build-failed", kwb_last_error());
+}
+
+/* core.host_preprocess(source, name, cc, flags, defines, build_dir) -> the
+ * preprocessed text | nil, message, { code = "compile-error", log = } */
+static int l_preprocess(lua_State *L) {
+    kwb_host_build b = {0};
+    b.source = luaL_checkstring(L, 1);
+    b.name = luaL_optstring(L, 2, "kernel.c");
+    b.cc = luaL_optstring(L, 3, NULL);
+    b.flags = check_strv(L, 4, "flags");
+    b.defines = check_strv(L, 5, "defines");
+    b.build_dir = luaL_checkstring(L, 6);
+    char *text = NULL, *log = NULL;
+    int rc = kwb_host_preprocess(&b, &text, &log);
+    if (rc == 0) {
+        lua_pushstring(L, text);
+        free(text);
+        return 1;
+    }
+    if (rc == KWB_ECOMPILE) {
+        kwb_lua_fail(L, "compile-error", kwb_last_error());
+        lua_pushstring(L, log ? log : "");
+        lua_setfield(L, -2, "log");
+        free(log);
+        return 3;
+    }
+    free(log);
+    return kwb_lua_fail(L, "build-failed", kwb_last_error());
+}
+
+/* Append name to the array at the top of the stack. */
+static void push_name(lua_State *L, const char *name, size_t len) {
+    lua_pushlstring(L, name, len);
+    lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+}
+
+/* core.host_symbols(path) -> { undefined = { names }, data = { names } } |
+ * nil, message, info. Undefined: nm types U, w, v; data: writable objects
+ * (D d B b G g S s V); names without their @version. */
+static int l_symbols(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    char *text = NULL;
+    if (kwb_host_symbols(path, &text)) return kwb_lua_fail(L, "no-symbols", kwb_last_error());
+    lua_createtable(L, 0, 2);
+    lua_newtable(L);   /* [syms, undefined] */
+    lua_newtable(L);   /* [syms, undefined, data] */
+    for (char *line = text; line && *line;) {
+        char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        size_t name_len = strcspn(line, " \t\n");
+        if (name_len < n && line[name_len] == ' ' && name_len + 1 < n) {
+            char type = line[name_len + 1];
+            size_t base = strcspn(line, "@ \t\n");
+            if (base > name_len) base = name_len;
+            if (strchr("Uwv", type)) {
+                lua_pushvalue(L, -2);
+                push_name(L, line, base);
+                lua_pop(L, 1);
+            } else if (strchr("DdBbGgSsV", type)) {
+                push_name(L, line, base);
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    free(text);
+    lua_setfield(L, -3, "data");
+    lua_setfield(L, -2, "undefined");
+    return 1;
 }
 
 static kwb_host_module *check_module(lua_State *L, int idx) {
@@ -210,4 +276,8 @@ void kwb_lua_open_host(lua_State *L) {
     lua_setfield(L, -2, "host_compile");
     lua_pushcfunction(L, l_fn);
     lua_setfield(L, -2, "host_fn");
+    lua_pushcfunction(L, l_preprocess);
+    lua_setfield(L, -2, "host_preprocess");
+    lua_pushcfunction(L, l_symbols);
+    lua_setfield(L, -2, "host_symbols");
 }

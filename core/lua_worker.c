@@ -1,9 +1,6 @@
 /* lua_worker.c: Lua bindings of worker processes (kwb.core.worker_*), for the
  * pool in lua/kwb/workers.lua and the worker loop in lua/kwb/worker.lua */
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,7 +9,7 @@
 #include <lua.h>
 
 #include "kwb.h"
-#include "luastate.h"
+#include "lua_bind.h"
 
 #define WORKER_MT "kwb.worker"
 
@@ -258,67 +255,6 @@ static int l_reap(lua_State *L) {
     return 1;
 }
 
-/* core.environ() -> { "NAME=VALUE", ... } of this process */
-static int l_environ(lua_State *L) {
-    extern char **environ;
-    lua_newtable(L);
-    for (int i = 0; environ && environ[i]; i++) {
-        lua_pushstring(L, environ[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    return 1;
-}
-
-static int l_cwd(lua_State *L) {
-    char buf[4096];
-    if (!getcwd(buf, sizeof buf)) return kwb_lua_fail(L, "no-cwd", "cannot read the working directory");
-    lua_pushstring(L, buf);
-    return 1;
-}
-
-static int l_uid(lua_State *L) {
-    lua_pushinteger(L, (lua_Integer)getuid());
-    return 1;
-}
-
-/* core.flock(path) -> lock (held until lock:unlock(), close or gc) | nil, msg, info:
- * the device lock from the main process (the workers take it on fd 5). */
-#define LOCK_MT "kwb.flock"
-typedef struct { int fd; } lflock;
-
-static int l_flock(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
-    lflock *u = lua_newuserdatauv(L, sizeof *u, 0);   /* closed until locked */
-    u->fd = -1;
-    luaL_setmetatable(L, LOCK_MT);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        lua_pushfstring(L, "cannot open the lock %s: %s", path, strerror(errno));
-        return kwb_lua_fail(L, "device-lock", lua_tostring(L, -1));
-    }
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno == EINTR) continue;
-        lua_pushfstring(L, "cannot lock %s: %s", path, strerror(errno));
-        close(fd);
-        return kwb_lua_fail(L, "device-lock", lua_tostring(L, -1));
-    }
-    u->fd = fd;
-    return 1;
-}
-
-static int l_unlock(lua_State *L) {
-    lflock *u = luaL_checkudata(L, 1, LOCK_MT);
-    if (u->fd >= 0) close(u->fd);   /* closing the only descriptor releases the lock */
-    u->fd = -1;
-    return 0;
-}
-
-static int l_lock_tostring(lua_State *L) {
-    lflock *u = luaL_checkudata(L, 1, LOCK_MT);
-    lua_pushstring(L, u->fd >= 0 ? "kwb.flock (held)" : "kwb.flock (released)");
-    return 1;
-}
-
 static int l_signal_name(lua_State *L) {
     push_signal(L, (int)luaL_checkinteger(L, 1));
     return 1;
@@ -335,18 +271,8 @@ void kwb_lua_open_worker(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"worker_start", l_start}, {"worker_wait", l_wait}, {"worker_recv", l_recv},
         {"worker_reply", l_reply}, {"worker_lock", l_lock}, {"worker_reap", l_reap},
-        {"environ", l_environ}, {"flock", l_flock}, {"uid", l_uid}, {"cwd", l_cwd}, {"signal_name", l_signal_name}, {NULL, NULL},
+        {"signal_name", l_signal_name}, {NULL, NULL},
     };
-    static const luaL_Reg lock_meta[] = {
-        {"__gc", l_unlock}, {"__close", l_unlock}, {"__tostring", l_lock_tostring}, {NULL, NULL},
-    };
-    static const luaL_Reg lock_methods[] = {{"unlock", l_unlock}, {NULL, NULL}};
-    if (luaL_newmetatable(L, LOCK_MT)) {
-        luaL_setfuncs(L, lock_meta, 0);
-        luaL_newlib(L, lock_methods);
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
     if (luaL_newmetatable(L, WORKER_MT)) {
         luaL_setfuncs(L, meta, 0);
         luaL_newlib(L, methods);

@@ -142,6 +142,23 @@ function M.compile(spec)
                         cached = ud.cached, name = name or "kernel.c" }, Module)
 end
 
+-- preprocess(spec) -> the preprocessed text | nil, message, { code =
+-- "compile-error", log = }: spec as for compile; the build's own command
+-- with -E, so the text is what compile compiles (its line markers name
+-- spec.name for the source's own lines).
+function M.preprocess(spec)
+  local source, name, failed = M.read_spec(spec, { "source", "file", "name", "defines", "flags", "cc" }, 3)
+  if not source then return nil, name, failed end
+  if type(spec) == "string" then spec = { source = spec } end
+  return core.host_preprocess(source, name or "kernel.c", spec.cc, spec.flags, define_list(spec.defines), M.build_dir())
+end
+
+-- symbols(path) -> { undefined = { names }, data = { names } } | nil,
+-- message, info: what a built object calls and the writable data it defines.
+function M.symbols(path)
+  return core.host_symbols(path)
+end
+
 -- mod:fn "void f(int n, float *x)"  or  mod:fn("f", "void(int, float*)")
 -- Returns a callable kernel (kernel(args...), kernel:time(opts, args...)),
 -- or nil, message, { code = "no-symbol" }.

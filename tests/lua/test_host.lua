@@ -141,4 +141,45 @@ t.test("stats_of_known_samples", function()
   t.near(st.spread, math.sqrt(2.5) / 3, 1e-12)
 end)
 
+-- The preprocessed view is made by the build's own command: -fPIC takes
+-- __PIE__ away and -O2 defines __OPTIMIZE__, whatever the recipe's flags.
+t.test("host_preprocess_runs_the_build_s_own_command", function()
+  local src = "#ifndef __PIE__\nint pie_off;\n#endif\n#ifdef __OPTIMIZE__\nint optimised;\n#endif\n"
+              .. "#ifdef WIDTH\nint width = WIDTH;\n#endif\nint f(void) { return 0; }\n"
+  local text = assert(kwb.host.preprocess { source = src, name = "view.c", flags = {}, defines = { WIDTH = 8 } })
+  t.truthy(text:find("int pie_off;", 1, true), "-fPIC: __PIE__ is not defined")
+  t.truthy(text:find("int optimised;", 1, true), "-O2: __OPTIMIZE__ is defined")
+  t.truthy(text:find("int width = 8;", 1, true), "the defines")
+  t.truthy(text:find('# 1 "view.c"', 1, true), "line markers name the candidate's file")
+  local m = assert(kwb.host.compile { source = src, name = "view.c", flags = {}, defines = { WIDTH = 8 } })
+  local syms = assert(kwb.host.symbols(m.path))
+  local data = {}
+  for _, name in ipairs(syms.data) do data[name] = true end
+  t.truthy(data.pie_off and data.optimised and data.width, "the built object has all three")
+  local bad, msg, info = kwb.host.preprocess { source = "#error planted\n", name = "bad.c" }
+  t.eq(bad, nil)
+  t.eq(info.code, "compile-error")
+  t.eq(msg, "the preprocessor failed (exit status 1)")
+  t.truthy(info.log:find("bad.c:1:2: error: #error planted", 1, true), info.log)
+  local none, nmsg, ninfo = kwb.host.symbols("/nonexistent/x.so")
+  t.eq(none, nil); t.eq(ninfo.code, "no-symbols")
+  t.truthy(nmsg:find("nm failed on /nonexistent/x.so", 1, true), nmsg)
+end)
+
+t.test("host_os_helpers_answer_plainly", function()
+  local core = require "kwb.core"
+  local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/os/a/b"
+  t.eq(core.mkdirs(dir), true)
+  t.eq(core.executable("/bin/sh"), true)
+  t.eq(core.executable(dir), false, "a directory is not an executable file")
+  local plain = dir .. "/plain.txt"
+  assert(io.open(plain, "w")):close()
+  t.eq(core.executable(plain), false, "a file without execute bits")
+  local ok, msg, info = core.mkdirs("/proc/kwb-no/x")
+  t.eq(ok, nil); t.eq(info.code, "no-dir")
+  t.truthy(msg:find("cannot create /proc/kwb-no/x", 1, true), msg)
+  t.eq(core.isatty(99), false)
+  t.truthy(#core.machine() > 0, "uname -m")
+end)
+
 t.done()

@@ -1,0 +1,24 @@
+/* os.h: the operating-system services kwb's Lua side needs (locks, the
+ * environment, directories, terminals), as plain C functions */
+#ifndef KWB_OS_H
+#define KWB_OS_H
+
+/* Open (creating it) and lock the file at path exclusively, waiting for the
+ * lock: the descriptor, whose close releases it, or a negative kwb_status. */
+int kwb_os_flock(const char *path);
+/* This process's environment, NULL-terminated ("NAME=VALUE"). */
+char **kwb_os_environ(void);
+/* The working directory into buf: 0, or a negative kwb_status. */
+int kwb_os_cwd(char *buf, size_t size);
+/* The real user id. */
+unsigned kwb_os_uid(void);
+/* mkdir -p: 0, or a negative kwb_status naming the directory. */
+int kwb_os_mkdirs(const char *path);
+/* Is fd a terminal? */
+int kwb_os_isatty(int fd);
+/* Is path a regular file this process may execute? */
+int kwb_os_executable(const char *path);
+/* The machine's hardware name (uname -m) into buf: 0, or a negative kwb_status. */
+int kwb_os_machine(char *buf, size_t size);
+
+#endif

@@ -564,4 +564,25 @@ t.test("linediff_unified_hunks", function()
 end)
 
 os.execute("rm -rf " .. dir)
+t.test("cache_start_results_rank_with_the_verified_ones", function()
+  local c = fresh()
+  local a = c:put_candidate { problem = "p", source = "start", params = {} }
+  local b = c:put_candidate { problem = "p", source = "tuned", params = {} }
+  c:add_result { candidate = a, device = "d", shape = "s", outcome = "start", timing = { median = 2.0 } }
+  c:add_result { candidate = b, device = "d", shape = "s", outcome = "slower", timing = { median = 3.0 } }
+  local best = c:best("p")
+  t.eq(#best, 1)
+  t.eq(best[1].candidate, a, "the start kernel is the fastest verified one")
+  t.eq(best[1].outcome, "start")
+  t.raises(function() c:add_result { candidate = b, device = "d", shape = "t", outcome = "great" } end,
+           "unknown outcome 'great' (known: forbidden, compile-error, wrong, impossible, crashed, timeout, slower, accepted, start)")
+end)
+
+t.test("cache_put_candidate_keeps_the_id_the_caller_computed", function()
+  local c = fresh()
+  local id = cache_mod.candidate_id("p", "src", { N = 1 }, {})
+  t.eq(c:put_candidate { id = id, problem = "p", source = "src", params = { N = 1 } }, id)
+  t.eq(c:put_candidate { problem = "p", source = "src", params = { N = 1 } }, id, "the same id computed here")
+end)
+
 t.done()

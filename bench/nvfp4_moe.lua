@@ -50,7 +50,9 @@ end
 
 local recipe = kwb.load("recipes/nvfp4_moe.lua")
 local s = loop.session(recipe)
+local h = s.harness   -- builds, buffers, inputs and checks (kwb.measure)
 s.run_seed = math.tointeger(tonumber(opts.seed)) or error("--seed must be an integer")
+h.run_seed = s.run_seed
 
 -- The kernel's parameters.
 local params, from
@@ -95,26 +97,26 @@ local kernels = { { name = "kwb", cand = s:candidate(params, "bench") } }
 if not opts.no_baseline then kernels[2] = { name = "baseline", cand = s:candidate(recipe.start, "start") } end
 for _, k in ipairs(kernels) do
   local res = { seconds = {} }
-  k.fn = s:build(k.cand, res)
+  k.fn = h:build(k.cand, res)
   if not k.fn then error(k.name .. " does not build: " .. tostring(res.reason)) end
 end
 
 local rows, failed = {}, 0
 for _, sh in ipairs(recipe.shapes) do
   if only and not only[sh.shape.T] then goto skip end
-  local b = s:bench(sh)
+  local b = h:bench(sh)
   local row = { T = sh.shape.T, routing = sh.shape.skew == 1 and "skewed" or "uniform" }
   for _, k in ipairs(kernels) do
     -- the baseline takes half a second a call from T = 1024 on: timed up to T = 256 only
     if k.name == "baseline" and sh.shape.T > 256 then goto next end
-    local out, why = s:round(k.fn, b, s.run_seed, 1, 60)
+    local out, why = h:round(k.fn, b, s.run_seed, 1, 60)
     if out then
       print(string.format("FAIL %s at %s: %s: %s", k.name, sh.key, out, why))
       failed = failed + 1
     else
       local outs = { b.bufs.out }
       local st = assert(s.backend.time(k.fn, b, timing, outs))
-      local bad, bwhy = s:check(b, "after the timed runs", true)
+      local bad, bwhy = h:check(b, "after the timed runs", true)
       if bad then
         print(string.format("FAIL %s at %s (timed runs): %s", k.name, sh.key, bwhy))
         failed = failed + 1

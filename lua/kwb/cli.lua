@@ -1,6 +1,8 @@
 -- kwb/cli.lua: what the command line runs: subcommands, script files, stdin.
 local M = {}
 
+local strategy = require "kwb.strategy"
+
 -- Subcommands: words in the first position. A file of the same name is still
 -- reachable as ./NAME.
 M.commands = {
@@ -13,6 +15,66 @@ M.commands = {
   { name = "doctor", module = "kwb.doctor",
     summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings" },
 }
+
+-- The words after a recipe's file: `kwb recipes/x.lua --json --budget 50 --strategy random`.
+M.run_options = {
+  { "--json", "one JSON object per line on stdout, the last the summary" },
+  { "--plain", "plain progress lines even on a terminal" },
+  { "--quiet", "only the summary" },
+  { "--budget N", "evaluate at most N candidates" },
+  { "--minutes M", "stop after M minutes" },
+  { "--strategy S", "grid, random, anneal, genetic or a .lua file" },
+  { "--seed N", "the run's seed (inputs and proposals)" },
+  { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
+}
+
+local function usage(msg)
+  io.stderr:write("kwb: ", msg, "\ntry 'kwb --help'\n")
+  return 2
+end
+
+-- parse_run_options(words...) -> opts for kwb.run.run | nil, message.
+function M.parse_run_options(...)
+  local words, opts, i = table.pack(...), {}, 1
+  local function value(name, conv, what)
+    local v = words[i + 1]
+    local x = v and conv(v)
+    if not x then return nil, string.format("'%s' needs %s, got %s", name, what, v and ("'" .. v .. "'") or "nothing") end
+    i = i + 1
+    return x
+  end
+  local pos_int = function(v) local n = math.tointeger(tonumber(v)); return n and n > 0 and n or nil end
+  local pos_num = function(v) local n = tonumber(v); return n and n > 0 and n or nil end
+  while i <= words.n do
+    local w, err = words[i], nil
+    if w == "--json" then opts.mode = "json"
+    elseif w == "--plain" then opts.mode = "plain"
+    elseif w == "--quiet" then opts.mode = "quiet"
+    elseif w == "--budget" then opts.candidates, err = value(w, pos_int, "a positive integer")
+    elseif w == "--minutes" then opts.minutes, err = value(w, pos_num, "a positive number")
+    elseif w == "--workers" then opts.workers, err = value(w, pos_int, "a positive integer")
+    elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
+    elseif w == "--strategy" then
+      opts.strategy, err = value(w, function(v) return v end, "a strategy name")
+      if opts.strategy and not strategy.known(opts.strategy) then err = strategy.unknown_message(opts.strategy) end
+    else err = string.format("unknown run option '%s'", w) end
+    if err then return nil, err end
+    i = i + 1
+  end
+  return opts
+end
+
+-- run_recipe(recipe, words...) -> exit status: the loop on a recipe a file returned.
+function M.run_recipe(recipe, ...)
+  local opts, err = M.parse_run_options(...)
+  if not opts then return usage(err) end
+  local ok, e = pcall(require("kwb.run").run, recipe, opts)
+  if not ok then
+    io.stderr:write("kwb: ", recipe.name, ": ", tostring(e), "\n")
+    return 1
+  end
+  return 0
+end
 
 function M.help()
   local lines = {
@@ -37,7 +99,7 @@ function M.help()
   lines[#lines + 1] = ""
   lines[#lines + 1] = "A FILE.lua that returns a recipe (kwb.recipe { ... }) runs the research loop;"
   lines[#lines + 1] = "the words after it are run options:"
-  for _, o in ipairs(require("kwb.loop").options) do
+  for _, o in ipairs(M.run_options) do
     lines[#lines + 1] = string.format("  %-14s %s", o[1], o[2])
   end
   for _, l in ipairs {
@@ -72,7 +134,7 @@ function M.run_file(path, ...)
   -- as run options; a file that returns nothing is an ordinary script.
   local recipe = require "kwb.recipe"
   local res = table.pack(recipe.with_file(path or "stdin", chunk, ...))
-  if recipe.is_recipe(res[1]) then return require("kwb.loop").main(res[1], ...) end
+  if recipe.is_recipe(res[1]) then return M.run_recipe(res[1], ...) end
   return 0
 end
 

@@ -6,18 +6,23 @@ local core = require "kwb.core"
 
 local M = {}
 
+-- The first executable file named prog in a directory of $PATH, or nil.
 local function on_path(prog)
-  local p = io.popen("command -v " .. prog .. " 2>/dev/null")
-  local out = p and p:read("l")
-  if p then p:close() end
-  return out
+  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
+    local path = dir .. "/" .. prog
+    if core.executable(path) then return path end
+  end
+  return nil
 end
 
 local function line(k, v) print(string.format("  %-22s %s", k, v)) end
 
 local function write_json(path, t)
   local dir = path:match("^(.*)/[^/]*$")
-  os.execute("mkdir -p '" .. dir .. "'")
+  if dir then
+    local ok, msg = core.mkdirs(dir)
+    if not ok then return nil, msg end
+  end
   local f, err = io.open(path, "w")
   if not f then return nil, err end
   f:write(require("cjson").encode(t), "\n")

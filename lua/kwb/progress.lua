@@ -5,7 +5,10 @@
 --   quiet  the summary only
 local cjson = require "cjson"
 local core = require "kwb.core"
+local candidate = require "kwb.candidate"
+local outcomes = require "kwb.outcomes"
 local report = require "kwb.report"
+local summary = require "kwb.summary"
 
 local M = {}
 
@@ -14,7 +17,7 @@ Reporter.__index = Reporter
 
 -- tty when stdout is a terminal, plain otherwise.
 function M.default_mode()
-  if os.execute("[ -t 1 ]") then return "tty" end
+  if core.isatty(1) then return "tty" end
   return "plain"
 end
 
@@ -33,7 +36,7 @@ local function clock(s)
   return string.format("%d:%02d", s // 60, s % 60)
 end
 
-local order = { "accepted", "slower", "wrong", "compile-error", "forbidden", "impossible", "timeout", "crashed" }
+local order = outcomes.display
 
 local function funnel_text(f, all)
   local parts = {}
@@ -90,7 +93,7 @@ function Reporter:candidate(run, res)
   elseif self.mode == "plain" then
     local what = res.score and string.format("%.2fx", res.score) or (res.reason or "")
     print(string.format("[%" .. #tostring(total) .. "d/%d] %s %-13s %s%s", n, total, res.short, res.outcome, what,
-      res.params and ("  " .. require("kwb.loop").params_text(res.params)) or ""))
+      res.params and ("  " .. candidate.params_text(res.params)) or ""))
   elseif self.mode == "tty" then
     local left = run.started + run.budget.minutes * 60 - core.now()
     io.stdout:write(string.format("\r\27[K[ %d/%d ]  %s  %s  %s left", n, total, best_text(run),
@@ -132,12 +135,11 @@ end
 
 -- Shapes where another result beats the pick (summary.elsewhere).
 function Reporter:elsewhere(sm)
-  local loop = require "kwb.loop"
   print(string.format("faster elsewhere: at %d of %d shapes another kernel beats the pick by more than %.0f%%",
-    #sm.elsewhere, sm.shape_count, 100 * loop.elsewhere_margin))
+    #sm.elsewhere, sm.shape_count, 100 * summary.elsewhere_margin))
   local rows = {}
   for _, e in ipairs(sm.elsewhere) do
-    local what = e.start and "the start kernel" or (e.params and loop.params_text(e.params)) or e.name or ""
+    local what = e.start and "the start kernel" or (e.params and candidate.params_text(e.params)) or e.name or ""
     rows[#rows + 1] = { e.shape, report.time(e.pick), report.time(e.median), string.format("%.2fx", e.pick / e.median),
                         e.short, what }
   end
@@ -155,12 +157,12 @@ function Reporter:summary(run, sm)
     if self.mode ~= "quiet" then self:table(s, b) end
   else
     print(string.format("done: best %s, %.2fx geomean over the start kernel%s", b.short, b.score,
-      b.params and ("  " .. require("kwb.loop").params_text(b.params)) or ""))
+      b.params and ("  " .. candidate.params_text(b.params)) or ""))
     if self.mode ~= "quiet" then self:table(s, b) end
   end
   if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
   local bad = 0
-  for _, o in ipairs { "forbidden", "compile-error", "wrong", "impossible", "crashed", "timeout" } do bad = bad + sm.funnel[o] end
+  for o in pairs(outcomes.bad) do bad = bad + sm.funnel[o] end
   print(string.format("funnel: %d candidates · %d bad (%.0f%%) · %s · %.1f s, %.2f candidates/s%s", sm.candidates, bad,
     sm.candidates > 0 and 100 * bad / sm.candidates or 0, funnel_text(sm.funnel, true), sm.seconds, sm.per_second,
     sm.known > 0 and string.format(" · %d known from the cache", sm.known) or ""))

@@ -5,8 +5,10 @@
 --
 -- Paths in a recipe (start, template, context, strategy files, reference
 -- files) are relative to the recipe's file.
+local nearest = require "kwb.nearest"
 local problem = require "kwb.problem"
 local rules = require "kwb.rules"
+local strategy = require "kwb.strategy"
 
 local M = {}
 
@@ -66,31 +68,6 @@ local fields = {
 }
 M.fields = fields
 
-local function levenshtein(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
--- The known name nearest to word, if it is near enough to be a typo.
-function M.nearest(word, names)
-  local best, bd = nil, math.huge
-  for _, n in ipairs(names) do
-    local d = levenshtein(word:lower(), n:lower())
-    if d < bd then best, bd = n, d end
-  end
-  if best and bd <= math.max(2, #word // 3) then return best end
-  return nil
-end
-
 local function describe(v)
   if type(v) == "string" then return string.format("%q", v) end
   if type(v) == "table" then return "a table" end
@@ -122,7 +99,7 @@ function Checker:fail(field, expected, got, hint)
 end
 
 function Checker:unknown(field, names, prefix)
-  local near = M.nearest(tostring(field), names)
+  local near = nearest(tostring(field), names)
   local msg = string.format("unknown recipe field '%s%s'", prefix or "", tostring(field))
   if near then msg = msg .. string.format(" (did you mean '%s%s'?)", prefix or "", near)
   else msg = msg .. " (known: " .. table.concat(names, ", ") .. ")" end
@@ -192,7 +169,6 @@ local timing_spec = { names = { "warmup", "warmup_min", "min_samples", "max_samp
 local ceilings_spec = { names = { "bandwidth", "flops" },
                         check = { bandwidth = positive_number, flops = positive_number } }
 
-M.builtin_strategies = { "grid", "random", "anneal", "genetic" }
 
 function Checker:shapes(p, v)
   local out = {}
@@ -304,12 +280,12 @@ end
 
 function Checker:strategy(v)
   if type(v) == "string" then
-    for _, n in ipairs(M.builtin_strategies) do
+    for _, n in ipairs(strategy.builtin) do
       if v == n then return { name = n, module = "kwb.strategies." .. n } end
     end
     if v:match("%.lua$") then return { name = v:match("([^/]+)%.lua$"), file = self:path("strategy", v) } end
-    local near = M.nearest(v, M.builtin_strategies)
-    self:fail("strategy", "one of " .. table.concat(M.builtin_strategies, ", ") .. ", a .lua file or a table { propose = }",
+    local near = nearest(v, strategy.builtin)
+    self:fail("strategy", "one of " .. table.concat(strategy.builtin, ", ") .. ", a .lua file or a table { propose = }",
       v, near and ("(did you mean '" .. near .. "'?)"))
   elseif type(v) == "table" then
     if type(v.propose) ~= "function" then self:fail("strategy.propose", "a function(self, run)", v.propose) end
@@ -439,20 +415,20 @@ end
 -- kept, so try and run share the start kernel's measurement and the cache.
 function Recipe:session(opts)
   if not self._session then
-    self._session = require("kwb.loop").session(self, opts)
+    self._session = require("kwb.session").new(self, opts)
   end
   return self._session
 end
 
 -- r:run { candidates =, minutes =, strategy =, json =, seed = } -> summary
 function Recipe:run(opts)
-  return require("kwb.loop").run(self, opts or {})
+  return require("kwb.run").run(self, opts or {})
 end
 
 -- r:try { BM = 64, ... } or r:try { source = "..." }: evaluate one candidate
 -- now (even if the cache knows it), print its per-shape table, return the result.
 function Recipe:try(cand)
-  return require("kwb.loop").try(self, cand)
+  return require("kwb.run").try(self, cand)
 end
 
 function Recipe:__tostring()

@@ -1,19 +1,22 @@
 -- kwb/rules.lua: forbidden actions. Every rule is matched by LPeg over three
 -- views of a candidate, so a macro cannot hide a word:
 --   source        the source with comments and string literals blanked out
---   preprocessed  the compiler's preprocessor output (`cc -E`), lines of the
---                 candidate's own file only, mapped back to their source lines
+--   preprocessed  the preprocessor's output from the build's own command
+--                 (`-E` added), lines of the candidate's own file only,
+--                 mapped back to their source lines
 --   symbols       the built module's undefined symbols (what it calls) and
---                 writable data symbols (state kept across calls), from `nm`
--- and asm patterns are matched inside string literals (inline assembly text).
+--                 writable data symbols (state kept across calls)
+-- and asm patterns are matched inside string literals (inline assembly text);
+-- a CUDA module's PTX is a view of its own (check_ptx).
 --
 --   local rs = rules.set { "default", "-sleep", { name = "no-goto", words = { "goto" } } }
 --   local hit = rs:check_source(src)      -- nil, or { rule =, line =, word =, message = }
+local host = require "kwb.host"
 local lpeg = require "lpeg"
+local nearest = require "kwb.nearest"
 local P, R, S, C, Cp, Cs, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cp, lpeg.Cs, lpeg.Ct
 
 local M = {}
-local known_hint
 
 -- ---- the rule catalogue -------------------------------------------------
 -- words: identifiers forbidden in the source and the preprocessed source, and
@@ -174,8 +177,8 @@ local function names_list()
 end
 
 -- "did you mean 'sleep'?" for a near miss, else the known names.
-function known_hint(word)
-  local near = require("kwb.recipe").nearest(word, names_list())
+local function known_hint(word)
+  local near = nearest(word, names_list())
   if near then return "did you mean '" .. near .. "'?" end
   return "known: default, " .. table.concat(names_list(), ", ")
 end
@@ -221,8 +224,6 @@ function M.set(spec)
   end
   return rs
 end
-
-function M.names() return table.concat(names_list(), ", ") end
 
 function RuleSet:names()
   local out = {}
@@ -357,40 +358,22 @@ end
 
 -- ---- the toolchain views ------------------------------------------------
 
-local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-M.quote = quote
-
-local function run(cmd)
-  local f = io.popen(cmd .. " 2>&1", "r")
-  local out = f:read("a")
-  local ok, _, code = f:close()
-  return ok, out, code
-end
-
--- preprocess(src, { cc =, flags =, defines = (list of NAME=VALUE) }) ->
--- { text = lines of the candidate's own file, lines = { [i] = source line } }
--- or nil, message, { code = "compile-error", log = }.
+-- preprocess(src, { name =, cc =, flags =, defines = }) -> { text = lines of
+-- the candidate's own file, lines = { [i] = source line } } or nil, message,
+-- { code = "compile-error", log = }. The preprocessor runs with exactly the
+-- command the build runs (kwb.host.preprocess), so what the rules read is
+-- what the compiler compiles (-fPIC, -O2 and the recipe's flags included).
 function M.preprocess(src, opts)
   opts = opts or {}
-  local path = assert(require("kwb.core").tempfile(".c"))
-  local f = assert(io.open(path, "wb"))
-  f:write(src, "\n")
-  f:close()
-  local cmd = { quote(opts.cc or os.getenv("CC") or "cc"), "-E", "-std=c11" }
-  for _, fl in ipairs(opts.flags or {}) do cmd[#cmd + 1] = quote(fl) end
-  for _, d in ipairs(opts.defines or {}) do cmd[#cmd + 1] = quote("-D" .. d) end
-  cmd[#cmd + 1] = quote(path)
-  local ok, out, code = run(table.concat(cmd, " "))
-  os.remove(path)
-  if not ok then
-    return nil, string.format("the preprocessor failed (exit status %s)", tostring(code)),
-           { code = "compile-error", log = out }
-  end
+  local name = opts.name or "candidate.c"
+  local out, msg, info = host.preprocess { source = src, name = name, cc = opts.cc,
+                                                          flags = opts.flags, defines = opts.defines }
+  if not out then return nil, msg, info end
   local keep, lines, cur, mine = {}, {}, 1, false
   for l in out:gmatch("([^\n]*)\n?") do
     local n, file = l:match('^#%s*(%d+)%s+"(.-)"')
     if n then
-      cur, mine = tonumber(n), file == path
+      cur, mine = tonumber(n), file == name
     else
       if mine then
         keep[#keep + 1] = l
@@ -407,17 +390,17 @@ local toolchain_data = { ["completed.0"] = true, completed = true, __dso_handle 
   _DYNAMIC = true, _GLOBAL_OFFSET_TABLE_ = true, __bss_start = true, _edata = true, _end = true,
   __do_global_dtors_aux_fini_array_entry = true, __frame_dummy_init_array_entry = true }
 
--- symbols(path) -> { undefined = { names }, data = { names } } or nil, message.
+-- symbols(path) -> { undefined = { names }, data = { names } } or nil,
+-- message: the built object's symbols (kwb.host.symbols), less the writable
+-- objects the toolchain itself puts into every shared object.
 function M.symbols(path)
-  local ok, out = run("nm -P " .. quote(path))
-  if not ok then return nil, "nm failed on " .. path .. ": " .. out end
-  local syms = { undefined = {}, data = {} }
-  for name, t in out:gmatch("([^%s]+) (%a)[^\n]*") do
-    name = name:match("^([^@]+)") or name
-    if t == "U" or t == "w" or t == "v" then syms.undefined[#syms.undefined + 1] = name
-    elseif t:match("[DdBbGgSsV]") and not toolchain_data[name] then syms.data[#syms.data + 1] = name end
+  local syms, msg = host.symbols(path)
+  if not syms then return nil, msg end
+  local data = {}
+  for _, name in ipairs(syms.data) do
+    if not toolchain_data[name] then data[#data + 1] = name end
   end
-  return syms
+  return { undefined = syms.undefined, data = data }
 end
 
 -- forbid(res, hit): a result's outcome from a rule's hit.

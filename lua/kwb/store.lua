@@ -26,15 +26,8 @@ function M.open(path)
   return setmetatable({ cache = c, path = c.path }, Store)
 end
 
--- The id kwb.cache gives a candidate.
-function M.candidate_id(problem, source, params, flags)
-  return cache.candidate_id(problem, source, params, flags)
-end
-
-function M.device() return cache.host_kind() end
-
 function Store:context(c)
-  return { problem = c.problem, device = c.device or M.device(), shapes = c.shapes, flags = c.flags or {},
+  return { problem = c.problem, device = c.device or cache.host_kind(), shapes = c.shapes, flags = c.flags or {},
            toolchain = c.toolchain or "cc" }
 end
 
@@ -63,17 +56,16 @@ function Store:known(ctx, id)
 end
 
 -- record(ctx, cand, result): the candidate, its build log and a result row
--- for every shape of the context, in one transaction.
+-- for every shape of the context, in one transaction. The candidate's id is
+-- the one kwb.candidate computed; the cache keeps it.
 function Store:record(ctx, cand, res, run)
   self.cache:transaction(function()
     local id = self.cache:put_candidate {
-      problem = ctx.problem, source = cand.source, params = cand.defines, flags = ctx.flags,
+      id = cand.id, problem = ctx.problem, source = cand.source, params = cand.defines, flags = ctx.flags,
       parent = cand.parent and self.cache:resolve(cand.parent) and cand.parent or nil,
-      origin = { strategy = cand.origin }, rationale = cand.rationale,
-      outcome = res.outcome ~= "start" and res.outcome or nil, run = run and run.id,
+      origin = { strategy = cand.origin }, rationale = cand.rationale, outcome = res.outcome, run = run and run.id,
     }
-    assert(id == res.id, "the loop's candidate id differs from the cache's")
-    if res.outcome ~= "start" then self.cache:set_outcome(id, res.outcome) end
+    self.cache:set_outcome(id, res.outcome)
     if res.log or res.seconds.build then
       self.cache:add_build { candidate = id, arch = ctx.device, toolchain = ctx.toolchain,
                              ok = res.outcome ~= "compile-error", log = res.log or "" }
@@ -82,9 +74,7 @@ function Store:record(ctx, cand, res, run)
                      seed = res.seed, score = res.score, origin = res.origin, name = res.name,
                      params = res.params, parent = res.parent, seq = res.seq }
     for _, key in ipairs(ctx.shapes) do
-      -- the cache's outcomes are the funnel's; the start kernel is a correct, timed kernel
-      local outcome = res.outcome == "start" and "accepted" or res.outcome
-      self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = outcome,
+      self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = res.outcome,
                               verify = verify, timing = res.shapes[key] or {}, run = run and run.id }
     end
   end)

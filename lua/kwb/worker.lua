@@ -2,11 +2,11 @@
 -- by a pool (kwb.workers), never by hand: it reads requests on fd 3, runs
 -- them one at a time and answers each on the same channel.
 --
---   request  { id = 7, fn = "kwb.loop.measure", args = { ... } }
+--   request  { id = 7, fn = "kwb.measure_task.measure", args = { ... } }
 --   notice   { id = 7, event = "deadline", seconds = 2.5, what = "the first run at n=64" }
 --   reply    { id = 7, ok = true, result = ..., cpu = seconds, retire = false } | { id = 7, ok = false, error = "..." }
 --
--- `fn` names a function as module.field ("kwb.loop.measure"); its arguments
+-- `fn` names a function as module.field ("kwb.measure_task.measure"); its arguments
 -- and result are plain data (JSON). A function may call
 -- worker.deadline(seconds, what) to tell the pool how long its next step may
 -- take; past that the pool kills the worker and records a timeout.

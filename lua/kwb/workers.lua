@@ -3,7 +3,7 @@
 --
 --   local pool = kwb.workers.pool { n = 2 }               -- host: n workers
 --   local pool = kwb.workers.pool { backend = "cuda", devices = 2 } -- one per GPU
---   local t = pool:submit("kwb.loop.measure", { ... }, { deadline = 60 })
+--   local t = pool:submit("kwb.measure_task.measure", { ... }, { deadline = 60 })
 --   local r = pool:wait(t)   -- { ok = true, value = ... } or
 --                            -- { ok = false, code = "crashed" | "timeout" | "error", reason =, signal = }
 --   pool:close()
@@ -105,8 +105,8 @@ local function cache_dir()
 end
 
 local function mkdirs(dir)
-  local ok = os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-  return ok
+  local ok, msg = core.mkdirs(dir)
+  if not ok then error("cannot create " .. dir .. ": " .. tostring(msg), 0) end
 end
 
 -- A worker is killed `slack` times its step's limit plus `grace` seconds into
@@ -321,15 +321,6 @@ end
 -- process: measure here (the ceilings probe) without a worker timing meanwhile.
 function Pool:device_lock(i)
   return assert(core.flock(self.slots[i or 1].lock))
-end
-
--- Idle workers, and tasks waiting for one.
-function Pool:idle()
-  local n = 0
-  for _, slot in ipairs(self.slots) do
-    if not slot.task then n = n + 1 end
-  end
-  return n, #self.queue
 end
 
 function Pool:close()

@@ -19,7 +19,9 @@ end
 
 local recipe = kwb.load("recipes/nvfp4_moe.lua")
 local s = loop.session(recipe)
+local h = s.harness   -- builds, buffers, inputs and checks (kwb.measure)
 s.run_seed = 1
+h.run_seed = s.run_seed
 local bw = cuda.copy_bandwidth()
 local timing = { warmup = 0.02, min_samples = 10, cap = 0.5, target = 0.01 }
 print(string.format("# diagnostic, unverified (NOMMA=1); copy bandwidth %.2f TB/s", bw / 1e12))
@@ -27,12 +29,12 @@ for _, ps in ipairs(sets) do
   local params = { NOMMA = 1 }
   for k, v in ps:gmatch("([%w_]+)=([^,]+)") do params[k] = math.tointeger(tonumber(v)) or v end
   local res = { seconds = {} }
-  local fn = s:build(s:candidate(params, "diagnostic"), res)
+  local fn = h:build(s:candidate(params, "diagnostic"), res)
   if not fn then error("does not build: " .. tostring(res.reason)) end
   for _, sh in ipairs(recipe.shapes) do
     if Ts[sh.shape.T] and sh.shape.skew == 0 then
-      local b = s:bench(sh)
-      s:round(fn, b, s.run_seed, 1, 60)   -- fills the inputs; its verdict (wrong) is ignored
+      local b = h:bench(sh)
+      h:round(fn, b, s.run_seed, 1, 60)   -- fills the inputs; its verdict (wrong) is ignored
       local st = assert(s.backend.time(fn, b, timing, { b.bufs.out }))
       local floor = nvfp4.distinct_experts(cuda.to_host(b.bufs.ids)) * nvfp4.expert_bytes(sh.shape.H, sh.shape.I) / bw
       print(string.format("stream %-60s T=%-5d %.4f ms  %3.0f%% of the byte floor", ps, sh.shape.T, st.median * 1e3,

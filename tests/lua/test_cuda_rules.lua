@@ -43,13 +43,14 @@ local have_nvrtc = cuda_ok and cuda.nvrtc_version() ~= nil
 
 if have_nvrtc then
   local B = require "kwb.backends.cuda"
+  local build = require("kwb.backend").build
   local r = kwb.recipe { name = "cuda_rules", backend = "cuda", problem = "vecadd", shapes = { n = { 16 } },
     arch = "sm_90", start = "../candidates/cuda/good.cu",
     launch = function() return { grid = { 1 }, block = { 256 } } end }
   local function judge(file)
     local src = assert(io.open("tests/candidates/cuda/" .. file)):read("a")
     local res = { seconds = {} }
-    local k = B.build({ source = src, name = file, defines = {}, define_list = {}, params = {} }, r,
+    local k = build(B, { source = src, name = file, defines = {}, define_list = {}, params = {} }, r,
                       r.problem:prototype(), res)
     return k and "built" or res.outcome, res
   end
@@ -71,7 +72,7 @@ if have_nvrtc then
   end
   t.test("cuda_rules_nvrtc_a_broken_candidate_is_a_compile_error", function()
     local res = { seconds = {} }
-    local k = B.build({ source = "extern \"C\" __global__ void vecadd(int n) { n = }\n", name = "broken.cu",
+    local k = build(B, { source = "extern \"C\" __global__ void vecadd(int n) { n = }\n", name = "broken.cu",
                         defines = {}, define_list = {}, params = {} }, r, r.problem:prototype(), res)
     t.eq(k, nil)
     t.eq(res.outcome, "compile-error")

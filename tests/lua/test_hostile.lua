@@ -71,4 +71,21 @@ t.test("hostile_early_return_is_right_in_every_check_but_the_floor", function()
   t.eq(res.score, nil, "never scored")
 end)
 
+-- State behind the macros the build's own command sets: the preprocessed
+-- view comes from that command, so the rule sees the state.
+t.test("hostile_state_behind_pie_and_optimize_macros_is_forbidden", function()
+  local hidden = kwb.load "tests/recipes/hidden_state.lua"
+  local _, hrun = hidden:run { mode = "quiet", store = fresh_store("hidden") }
+  t.eq(#hrun.results, 2)
+  local pie, opt = hrun.results[1], hrun.results[2]
+  t.eq(pie.name, "hostile_pie.c")
+  t.eq(pie.outcome, "forbidden", pie.reason)
+  t.eq(pie.rule, "global-state"); t.eq(pie.line, 9)
+  t.truthy(pie.reason:find("saved at line 9", 1, true), pie.reason)
+  t.eq(opt.name, "hostile_optimize.c")
+  t.eq(opt.outcome, "forbidden", opt.reason)
+  t.eq(opt.rule, "global-state"); t.eq(opt.line, 7)
+  t.truthy(opt.reason:find("calls at line 7", 1, true), opt.reason)
+end)
+
 t.done()

@@ -1,15 +1,13 @@
--- kwb/backends/cuda.lua: the CUDA backend as the loop sees it (the host
--- adapter's names). Candidates are device-only sources built with NVRTC; the
+-- kwb/backends/cuda.lua: the CUDA adapter (the contract: kwb/backend.lua).
+-- Candidates are device-only sources built with NVRTC; the
 -- launch plan (grid, block, shared memory) comes from the recipe's `launch`
 -- or the problem's, as a function of the shape and the candidate's
 -- parameters. Rules look at the source and at the PTX, where no macro can
 -- hide a clock read, a printf, a trap or a device global.
 local core = require "kwb.core"
-local host = require "kwb.host"
-local rules = require "kwb.rules"
 local ceilings = require "kwb.ceilings"
 
-local B = { name = "cuda" }
+local B = { name = "cuda", error_line = "[^\n]*error[^\n]*" }
 
 -- kwb.cuda for builds (NVRTC works without a GPU) ...
 local function nvrtc() return require "kwb.cuda" end
@@ -26,8 +24,6 @@ local function api()
   end
   return cuda
 end
-
-B.define_list = host.define_list
 
 function B.buffer(dtype, n) return assert(api().buffer(dtype, n)) end
 
@@ -170,27 +166,26 @@ function B.reference(problem, _, arch)
   return fn
 end
 
-function B.build(cand, recipe, prototype, res)
-  local rs = recipe.rules
-  local t0 = core.now()
-  local hit = rs:check_source(cand.source)
-  if hit then rules.forbid(res, hit); return nil end
-  local mod, msg, info = nvrtc().compile { source = cand.source, name = cand.name, defines = cand.defines,
-                                           flags = recipe.flags, arch = recipe.arch }
-  res.seconds.build = core.now() - t0
-  if not mod then
-    local log = info and info.log or ""
-    local first = log:match("[^\n]*error[^\n]*")
-    res.outcome, res.reason, res.log = "compile-error", first and (msg .. ": " .. first) or msg, log
-    return nil
-  end
-  hit = rs:check_ptx(mod:ptx(), cand.source, cand.name)
-  if hit then rules.forbid(res, hit); return nil end
+-- No view before compiling: the rules read the PTX NVRTC makes.
+function B.view() return {} end
+function B.check_view() return nil end
+
+function B.compile(cand, recipe)
+  return nvrtc().compile { source = cand.source, name = cand.name, defines = cand.defines,
+                           flags = recipe.flags, arch = recipe.arch }
+end
+
+function B.check_built(rs, mod, cand)
+  return rs:check_ptx(mod:ptx(), cand.source, cand.name)
+end
+
+-- The launcher of a built candidate: every kernel any shape's plan names
+-- must exist (steps), or the problem's entry point.
+function B.entry(mod, cand, recipe, prototype)
   local launch = recipe.launch or recipe.problem.launch
   if not launch then error("recipe " .. recipe.name .. ": the cuda backend needs a launch plan (recipe or problem 'launch')", 0) end
   local fn = launcher(mod, launch, cand.params)
   fn.problem = recipe.problem
-  -- every kernel any shape's plan names must exist (steps), or the problem's entry point
   local multi = false
   for _, sh in ipairs(recipe.shapes) do
     local l = read_plan(launch(sh.shape, fn.params), sh.key)
@@ -198,17 +193,14 @@ function B.build(cand, recipe, prototype, res)
       multi = true
       for _, st in ipairs(l.steps) do
         local k, kmsg = step_kernel(fn, recipe.problem, st, l.scratch or {}, sh.key)
-        if not k then res.outcome, res.reason = "compile-error", kmsg; return nil end
+        if not k then return nil, kmsg end
       end
     end
   end
   if not multi then
     local fname = prototype:match("([%w_]+)%s*%(")
     local k, kmsg = mod:kernel(fname, prototype)
-    if not k then
-      res.outcome, res.reason = "compile-error", tostring(kmsg) .. " (candidates export " .. prototype .. ")"
-      return nil
-    end
+    if not k then return nil, tostring(kmsg) .. " (candidates export " .. prototype .. ")" end
     fn.kernel = k
   end
   return fn

@@ -1,37 +1,33 @@
--- kwb/backends/host.lua: the host backend as the loop sees it. The loop is
--- backend-neutral; a backend adapter gives it buffers, comparison, the
--- device kind, the ceilings for the physical floor, and builds a candidate
--- through every rule view the backend has.
---
---   adapter.build(cand, recipe, prototype, res) -> kernel | nil (res filled in)
---   adapter.reference(problem, dir)             -> callable reference
---   adapter.buffer(dtype, n), adapter.compare(out, ref, tol), adapter.time(k, args, opts)
-local core = require "kwb.core"
+-- kwb/backends/host.lua: the host adapter (the contract: kwb/backend.lua).
+-- Candidates are C sources compiled with the system compiler into shared
+-- objects and called through libffi. The rules see the source, the
+-- preprocessed source and the built object's symbols, the two views made
+-- with exactly the build's own compiler command (kwb.host).
+local cache = require "kwb.cache"
+local ceilings = require "kwb.ceilings"
 local host = require "kwb.host"
 local rules = require "kwb.rules"
-local ceilings = require "kwb.ceilings"
 
-local B = { name = "host" }
+local B = { name = "host", error_line = "[^\n]*error:[^\n]*" }
 
 B.buffer = host.buffer
 B.compare = host.compare
-B.define_list = host.define_list
 
-function B.device() return require("kwb.store").device() end
+function B.device() return cache.host_kind() end
 
 -- The clock of the timeout: processor time, so a loaded machine that
--- preempts kwb does not turn a quick candidate into a timeout (kwb runs
--- candidates on its one thread).
+-- preempts kwb does not turn a quick candidate into a timeout.
 B.clock = os.clock
 
--- call(kernel, bench, args) -> true: one call with the bench's arguments.
--- Host kernels run in this process: a fault here is not survivable yet.
+-- call(kernel, bench, args) -> true: one call with the bench's arguments, in
+-- this process (a worker's: a fault there costs only the worker).
 function B.call(kernel, b, args)
   kernel(table.unpack(args, 1, b.n))
   return true
 end
 
--- time(kernel, bench, opts) -> stats (seconds per call)
+-- time(kernel, bench, opts, outs) -> stats (seconds per call); the host's
+-- timed runs are checked afterwards as they are (outs is not poisoned).
 function B.time(kernel, b, opts) return host.time(kernel, b.args, opts) end
 
 -- The measured ceilings of the host (once per process), combined with the
@@ -56,39 +52,29 @@ function B.reference(problem, dir)
   return assert(mod:fn(problem:prototype(r.fn)))
 end
 
--- Rules over the source, the preprocessed source (cc -E) and the built
--- shared object's symbols (nm); the compiler between them.
-function B.build(cand, recipe, prototype, res)
-  local rs = recipe.rules
-  local t0 = core.now()
-  local hit = rs:check_source(cand.source)
-  if hit then rules.forbid(res, hit); return nil end
-  local pp, msg, info = rules.preprocess(cand.source, { cc = recipe.cc, flags = recipe.flags, defines = cand.define_list })
-  if not pp then
-    res.outcome, res.reason, res.log = "compile-error", msg, info.log
-    return nil
-  end
-  hit = rs:check_preprocessed(pp)
-  if hit then rules.forbid(res, hit); return nil end
-  local mod
-  mod, msg, info = host.compile { source = cand.source, name = cand.name, defines = cand.defines,
-                                  flags = recipe.flags, cc = recipe.cc }
-  res.seconds.build = core.now() - t0
-  if not mod then
-    local log = info and info.log or ""
-    local first = log:match("[^\n]*error:[^\n]*")
-    res.outcome, res.reason, res.log = "compile-error", first and (msg .. ": " .. first) or msg, log
-    return nil
-  end
+local function build_spec(cand, recipe)
+  return { source = cand.source, name = cand.name, defines = cand.defines, flags = recipe.flags, cc = recipe.cc }
+end
+
+-- The preprocessed source, from the build's own command.
+function B.view(cand, recipe)
+  return rules.preprocess(cand.source, { name = cand.name, defines = cand.defines, flags = recipe.flags, cc = recipe.cc })
+end
+
+function B.check_view(rs, pp) return rs:check_preprocessed(pp) end
+
+function B.compile(cand, recipe) return host.compile(build_spec(cand, recipe)) end
+
+-- The shared object's undefined symbols (what it calls) and writable data.
+function B.check_built(rs, mod, _, pp)
   local syms, err = rules.symbols(mod.path)
   if not syms then error(err, 0) end
-  hit = rs:check_symbols(syms, pp)
-  if hit then rules.forbid(res, hit); return nil end
+  return rs:check_symbols(syms, pp)
+end
+
+function B.entry(mod, _, _, prototype)
   local fn, fmsg = mod:fn(prototype)
-  if not fn then
-    res.outcome, res.reason = "compile-error", fmsg .. " (candidates export " .. prototype .. ")"
-    return nil
-  end
+  if not fn then return nil, fmsg .. " (candidates export " .. prototype .. ")" end
   return fn
 end
 

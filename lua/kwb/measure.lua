@@ -1,0 +1,166 @@
+-- kwb/measure.lua: build, verify and time one candidate; the stage that runs
+-- candidate code. A harness holds what the measurements of one recipe share:
+-- its backend adapter, the reference, each shape's buffers. It runs in a
+-- worker process (kwb.measure_task) or, for a recipe no file returns, in the
+-- main process; either way a session gets back the measured part of a
+-- result and judges it (kwb.judge).
+--
+--   build    the backend's rule views and compiler (kwb.backend)
+--   verify   every shape twice: fresh inputs, poisoned outputs, input
+--            checksums, the second run with other inputs in the same buffers
+--   time     every shape, raced against the best time known there; the
+--            timed runs' outputs are checked too
+local core = require "kwb.core"
+local backend = require "kwb.backend"
+local inputs = require "kwb.inputs"
+local verify = require "kwb.verify"
+local worker = require "kwb.worker"
+
+local M = {}
+
+-- How long a build (rules, preprocessor, compiler) may take in a worker.
+M.build_limit = 120
+-- How long the harness's own work between two candidate calls may take.
+M.harness_limit = 600
+
+local Harness = {}
+Harness.__index = Harness
+
+-- harness(recipe) -> a harness for the recipe's problem on its backend.
+function M.harness(recipe)
+  return setmetatable({ recipe = recipe, problem = recipe.problem, backend = backend.load(recipe.backend),
+                        benches = {}, fixed = {}, fixed_done = {}, best_time = {},
+                        timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout }, Harness)
+end
+
+-- The seed of the inputs that do not come from a candidate's own seed: fixed
+-- inputs, and every input of a problem with draw = "run".
+function Harness:base_seed()
+  return self.run_seed or self.recipe.seed or 0
+end
+
+-- The problem's trusted reference: a Lua function or the backend's kernel.
+function Harness:reference()
+  if self.ref then return self.ref end
+  local r = self.problem.reference
+  if r.lua then self.ref = { lua = r.lua }
+  else self.ref = { fn = self.backend.reference(self.problem, self.recipe.dir, self.recipe.arch) } end
+  return self.ref
+end
+
+function Harness:bench(sh) return inputs.bench(self, sh) end
+
+-- Build a candidate through the backend (its rules, compiler and views).
+-- Returns the callable kernel, or nil with the result filled in.
+function Harness:build(cand, res)
+  return backend.build(self.backend, cand, self.recipe, self.problem:prototype(), res)
+end
+
+-- Inputs unchanged and outputs right? nil, or "wrong", reason.
+function Harness:check(b, when, skip_inout)
+  return verify.check(self.problem, self.backend, b, when, skip_inout)
+end
+
+-- round(fn, b, seed, round, timeout) -> nil, or outcome, reason: one call of
+-- the candidate on fresh inputs, checked.
+function Harness:round(fn, b, seed, round, timeout)
+  inputs.prepare(self, b, seed, round)
+  if b.on_call then b.on_call() end   -- a worker arms the candidate's timeout here
+  local clock = self.backend.clock
+  local t0 = clock()
+  local ok, err = self.backend.call(fn, b, b.args)
+  local dt = clock() - t0
+  if not ok then return "crashed", string.format("the call failed at %s: %s", b.key, tostring(err)) end
+  if timeout and dt > timeout then
+    return "timeout", string.format("one call took %.2f s at %s (the timeout is %g s)", dt, b.key, timeout)
+  end
+  return self:check(b, round == 1 and "the first run" or "the second run, other inputs in the same buffers")
+end
+
+-- Time one shape: raced against the best time known there unless full. The
+-- "out" buffers go to the backend, which may poison them before every timed
+-- run (the CUDA backend does), so an early-returning kernel shows as wrong.
+function Harness:time_shape(fn, b, full)
+  local t = self.timing
+  local outs = {}
+  for _, a in ipairs(self.problem.buffers) do
+    if a.role == "out" then outs[#outs + 1] = b.bufs[a.name] end
+  end
+  local best = self.best_time[b.key]
+  if self.race and not full and best then
+    local few = { warmup = t.warmup, warmup_min = t.warmup_min, min_samples = t.min_samples,
+                  max_samples = t.min_samples, cap = t.cap, min_sample = t.min_sample }
+    local st, err = self.backend.time(fn, b, few, outs)
+    if not st then return nil, err end
+    if st.min > best * (1 + self.race) then
+      st.partial = true
+      return st
+    end
+  end
+  return self.backend.time(fn, b, t, outs)
+end
+
+-- The timed phase of one shape may take its warm-up, its cap and a few calls
+-- of the slowest the verification saw, plus a second.
+local function timing_limit(t, call_s)
+  local calls = (t.warmup_min or 3) + (t.min_samples or 5) + 2
+  return (t.warmup or 0.05) + (t.cap or 1) + calls * math.max(call_s or 0, 1e-3) * 2 + 1
+end
+
+-- Verify every shape, twice, on fresh inputs: nil, or outcome, reason; and
+-- the longest call seen per shape.
+local function verify_all(h, fn, res)
+  local call_s = {}
+  for _, sh in ipairs(h.recipe.shapes) do
+    local b = h:bench(sh)
+    for round = 1, 2 do
+      local what = string.format("%s at %s", round == 1 and "the first run" or "the second run", sh.key)
+      worker.deadline(M.harness_limit, "the harness's inputs for " .. what)
+      b.on_call = function() worker.deadline(h.timeout, what) end
+      local t0 = core.now()
+      local out, why = h:round(fn, b, res.seed, round, h.timeout)
+      call_s[sh.key] = math.max(call_s[sh.key] or 0, core.now() - t0)
+      b.on_call = nil
+      if out then return out, why, call_s end
+    end
+  end
+  return nil, nil, call_s
+end
+
+-- measure(cand, res [, { start = true }]) -> res: build, verify every shape,
+-- time every shape (the start kernel fully, unraced); res.outcome is set for
+-- a candidate that fails here, res.shapes holds the raw timings.
+function Harness:measure(cand, res, opts)
+  opts = opts or {}
+  worker.deadline(M.build_limit, "the build")
+  local fn = self:build(cand, res)
+  if not fn then return res end
+  -- the candidate runs on the device only while no other worker does: the
+  -- next candidates build meanwhile, and no run disturbs another's timing
+  worker.deadline(nil, "waiting for the device")
+  local locked = worker.serving() and core.worker_lock(true)
+  local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
+  local tv = core.now()
+  local out, why, call_s = verify_all(self, fn, res)
+  res.seconds.verify = core.now() - tv
+  if out then res.outcome, res.reason = out, why; return res end
+  local tt = core.now()
+  for _, sh in ipairs(self.recipe.shapes) do
+    local b = self:bench(sh)
+    worker.deadline(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
+    local st, terr = self:time_shape(fn, b, opts.start)
+    if not st then res.outcome, res.reason = "crashed", string.format("timing failed at %s: %s", sh.key, tostring(terr)); break end
+    worker.deadline(M.harness_limit, "checking the timed outputs at " .. sh.key)
+    out, why = self:check(b, "after the timed runs", true)
+    if out then res.outcome, res.reason = out, why; break end
+    res.shapes[sh.key] = { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, spread = st.spread, n = st.n,
+                           capped = st.capped, partial = st.partial or false }
+    for _, e in pairs(b.errors or {}) do   -- the error of the timed runs' output (one output: its own)
+      res.shapes[sh.key].max_abs, res.shapes[sh.key].rel_l2 = e.max_abs, e.rel_l2
+    end
+  end
+  res.seconds.time = core.now() - tt
+  return res
+end
+
+return M

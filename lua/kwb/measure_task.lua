@@ -1,0 +1,56 @@
+-- kwb/measure_task.lua: the measure stage as a worker's tasks. A session's
+-- pool sends "kwb.measure_task.prepare" and "kwb.measure_task.measure" by
+-- name; the worker loads the recipe file once, keeps its harness (buffers,
+-- reference) for the candidates that follow, and answers with plain data.
+-- Nothing in the main process requires this module.
+local core = require "kwb.core"
+local measure = require "kwb.measure"
+local worker = require "kwb.worker"
+
+local M = {}
+
+local harnesses = {}   -- recipe file -> its harness in this worker
+
+local function harness(file)
+  local h = harnesses[file]
+  if h then return h end
+  local f = io.open(file, "rb")
+  if not f then
+    error(string.format("the worker cannot read the recipe %s (it runs as uid %s; the file and its directories "
+                        .. "must be readable by it)", file, tostring(core.uid())), 0)
+  end
+  f:close()
+  h = measure.harness(require("kwb.load").load(file))
+  harnesses[file] = h
+  return h
+end
+
+-- prepare(file): load the recipe and build its reference ahead of the first
+-- candidate, so every worker of a fresh pool gets ready at once.
+function M.prepare(file)
+  local h = harness(file)
+  worker.deadline(measure.build_limit, "building the reference")
+  h:reference()
+  return true
+end
+
+-- measure(args) -> the measured part of a result. args = { recipe = absolute
+-- file, cand = { source, name, defines, define_list, params (the launch plan
+-- reads them), id, short }, seed = "decimal", run_seed = "decimal",
+-- best_time = { [shape] = seconds }, start = bool, timing =, race =, timeout = }.
+function M.measure(args)
+  local h = harness(args.recipe)
+  h.timing, h.race = args.timing or h.recipe.timing, args.race
+  h.timeout = args.timeout or h.recipe.budget.timeout
+  h.best_time = args.best_time or {}
+  h.run_seed = math.tointeger(tonumber(args.run_seed))
+  local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
+                seed = math.tointeger(tonumber(args.seed)) }
+  h:measure(args.cand, res, { start = args.start })
+  -- a failed call or timing (a CUDA error) may leave the process spoiled
+  if res.outcome == "crashed" then worker.retire() end
+  return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line, log = res.log,
+           shapes = res.shapes, seconds = res.seconds }
+end
+
+return M

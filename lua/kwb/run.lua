@@ -1,0 +1,169 @@
+-- kwb/run.lua: one pass of the loop under a budget. The strategy proposes,
+-- the session makes each proposal a candidate; one the cache knows is shown
+-- to the strategy again without being evaluated, the others are submitted
+-- (up to one per worker at once) and completed in the order they were
+-- proposed, so a proposal never depends on which worker was faster. Every
+-- result goes to the progress report and back to the strategy; the run ends
+-- when the budget (candidates, minutes) is spent or the strategy has
+-- nothing left, with a summary (kwb.summary).
+local core = require "kwb.core"
+local outcomes = require "kwb.outcomes"
+local progress = require "kwb.progress"
+local rng = require "kwb.rng"
+local strategy = require "kwb.strategy"
+local summary = require "kwb.summary"
+
+local M = {}
+
+-- What a strategy sees of the run: run.space, run.random, run.best,
+-- run.budget, run:id(p), run:known(p), run:valid(p), run:history().
+local Run = {}
+Run.__index = Run
+
+-- The candidate id of a parameter table or proposal (strategies name parents with it).
+function Run:id(params_or_cand)
+  return self.session:candidate(params_or_cand).id
+end
+
+function Run:known(params_or_cand)
+  local ok, cand = pcall(self.session.candidate, self.session, params_or_cand)
+  if not ok then return false end
+  return self.session:known(cand) ~= nil
+end
+
+-- Does params satisfy the space's restriction?
+function Run:valid(params)
+  local sp = self.space
+  if not sp then return true end
+  return not sp.restrict or sp.restrict(params) and true or false
+end
+
+-- The stored results of this recipe's context, oldest first.
+function Run:history() return self.session.store:results(self.session.ctx) end
+
+-- A completed result into the run's counts, the report and the strategy.
+function Run:count(res)
+  self.evaluated = self.evaluated + 1
+  self.results[#self.results + 1] = res
+  for _, r in pairs(res.shapes) do
+    if r.partial then self.partial = self.partial + 1 end
+  end
+  self.timing_s = self.timing_s + (res.seconds.time or 0)
+  self.funnel[res.outcome] = self.funnel[res.outcome] + 1
+  self.misses = 0
+  self.report:candidate(self, res)
+  self.best = self.session.best
+  if self.strategy.observe then self.strategy:observe(self, res, true) end
+end
+
+-- The next proposal as a candidate, or nil when the budget or the strategy
+-- is done.
+function Run:next_candidate(in_flight)
+  if self.evaluated + in_flight >= self.budget.candidates or core.now() >= self.deadline then return nil end
+  local prop, meta = self.strategy:propose(self)
+  if prop == nil then self.exhausted = true; return nil end
+  local cand = self.session:candidate(prop, self.strategy_name)
+  if meta then   -- a strategy may say where a proposal comes from and why
+    cand.parent = meta.parent or cand.parent
+    cand.rationale = meta.rationale or cand.rationale
+  end
+  return cand
+end
+
+-- The scheduler: candidates in flight, oldest first; with a pool of n
+-- workers up to n are measured at once.
+function Run:loop()
+  local s = self.session
+  local window = math.max(self.workers, 1)
+  local flight, flying = {}, {}
+  local function complete_oldest()
+    local item = table.remove(flight, 1)
+    flying[item.cand.id] = nil
+    self:count(s:complete(item))
+  end
+  local stop = false
+  while true do
+    while not stop and #flight < window do
+      local cand = self:next_candidate(#flight)
+      if not cand then stop = true; break end
+      while flying[cand.id] do complete_oldest() end   -- proposed again while in flight: known once it lands
+      local res = s:known(cand)
+      if res then
+        self.skipped = self.skipped + 1
+        self.misses = self.misses + 1
+        if self.misses >= 10000 then self.exhausted = true; stop = true; break end
+        self.best = s.best
+        if self.strategy.observe then self.strategy:observe(self, res, false) end
+      else
+        self.report:evaluating(self, cand)
+        flight[#flight + 1] = s:submit(cand)
+        flying[cand.id] = true
+      end
+    end
+    if #flight == 0 then break end
+    complete_oldest()
+  end
+end
+
+-- run(recipe, opts) -> summary, run. opts: candidates, minutes, strategy,
+-- seed, workers, mode ("tty" | "plain" | "json" | "quiet"), json, store.
+function M.run(recipe, opts)
+  opts = opts or {}
+  local s = recipe:session(opts)
+  if opts.workers then
+    s:close_workers()
+    s.n_workers = opts.workers
+  end
+  local seed = opts.seed or recipe.seed or os.time()
+  s.run_seed = seed
+  local budget = {
+    candidates = opts.candidates or recipe.budget.candidates,
+    minutes = opts.minutes or recipe.budget.minutes,
+    timeout = recipe.budget.timeout,
+  }
+  local strat, sname = strategy.load(opts.strategy or recipe.strategy)
+  local run = setmetatable({ session = s, recipe = recipe, space = recipe.space, seed = seed,
+                             random = rng.new(seed), budget = budget, strategy = strat, strategy_name = sname,
+                             funnel = outcomes.counts(), results = {}, evaluated = 0, partial = 0, timing_s = 0,
+                             skipped = 0, misses = 0, started = core.now(),
+                             report = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
+                           Run)
+  run.deadline = run.started + budget.minutes * 60
+  run.record = s.store:begin_run {
+    recipe = recipe.file or recipe.name, source = not recipe.file and recipe.name or nil,
+    settings = { strategy = sname, seed = seed, budget = budget, device = s.ctx.device, shapes = s.ctx.shapes },
+  }
+  s.run_record = run.record
+  run.report:begin(run)
+  local start, fresh = s:ensure_start()
+  if fresh ~= nil then run.report:start_kernel(s, start, fresh) end
+  run.best = s.best
+  if strat.init then strat:init(run) end
+  run.workers = s:workers() and s.pool.n or 0
+  run:loop()
+  s:close_workers()
+  local sm = summary.summary(run)
+  s.store:end_run(run.record, sm)
+  run.report:summary(run, sm)
+  return sm, run
+end
+
+-- A result as the REPL shows it; its fields stay plain.
+local Result = {}
+Result.__index = Result
+function Result:__tostring()
+  return string.format("kwb.result %s %s%s", self.short, self.outcome,
+    self.score and string.format(" %.2fx", self.score) or (self.reason and (": " .. self.reason) or ""))
+end
+
+-- try(recipe, proposal) -> result: evaluate one candidate now (even if the
+-- cache knows it), print its per-shape table.
+function M.try(recipe, prop)
+  local s = recipe:session()
+  s:ensure_start()
+  local res = s:evaluate(s:candidate(prop, "try"))
+  progress.new("plain"):table(s, res)
+  return setmetatable(res, Result)
+end
+
+return M

@@ -1,0 +1,210 @@
+-- kwb/session.lua: what one recipe's evaluations share in the main process:
+-- the cache (kwb.store) and the context results are keyed by, the start
+-- kernel's result, the best so far, the best time per shape (racing) and
+-- which result holds it, the ceilings, and the pool of workers candidates
+-- are measured in.
+--
+--   local s = session.new(recipe [, { store = }])
+--   local c = s:candidate(proposal, origin)     -- kwb.candidate
+--   local p = s:submit(c)                       -- to a worker (or measured here)
+--   local res = s:complete(p)                   -- judged, recorded, noted
+--   s:evaluate(c)                               -- submit and complete
+local core = require "kwb.core"
+local candidate = require "kwb.candidate"
+local judge = require "kwb.judge"
+local measure = require "kwb.measure"
+local rng = require "kwb.rng"
+local store = require "kwb.store"
+
+local M = {}
+
+local Session = {}
+Session.__index = Session
+
+-- new(recipe [, { store = }]) -> the loop's state for one recipe.
+function M.new(recipe, opts)
+  opts = opts or {}
+  local h = measure.harness(recipe)
+  local s = setmetatable({ recipe = recipe, problem = recipe.problem, harness = h, backend = h.backend,
+                           best_time = {}, shape_best = {}, ids = {} }, Session)
+  s.store = opts.store or store.open()
+  local shape_keys = {}
+  for i, sh in ipairs(recipe.shapes) do shape_keys[i] = sh.key end
+  -- the evaluation context: what besides the candidate decides a result
+  s.ctx = s.store:context { problem = recipe.problem:key(), shapes = shape_keys, flags = recipe.flags,
+                            device = s.backend.device(),
+                            toolchain = recipe.cc or os.getenv("CC") or "cc" }
+  s.template_source = recipe.template and assert(require("kwb.host").read_file(recipe.template))
+  s.seq = #s.store:results(s.ctx)
+  return s
+end
+
+-- candidate(proposal [, origin]) -> a candidate with its id (kwb.candidate).
+function Session:candidate(prop, origin)
+  return candidate.make(self, prop, origin)
+end
+
+-- The stored result of a candidate under this session's context, or nil.
+function Session:known(cand)
+  return self.store:known(self.ctx, cand.id)
+end
+
+function Session:ceilings()
+  if not self._ceilings then
+    local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
+    self._ceilings = self.backend.ceilings(self.recipe.ceilings)
+  end
+  return self._ceilings
+end
+
+-- ---- workers ------------------------------------------------------------
+
+local function absolute(path)
+  local abs = require("kwb.host").resolve(path)
+  if abs:sub(1, 1) ~= "/" then error("cannot make " .. path .. " absolute: no working directory", 0) end
+  return abs
+end
+
+-- The pool this session's candidates run in, started on first use: a recipe
+-- that a file returns is measured in workers (the file is what they load);
+-- one built in a script or the REPL, in this process.
+function Session:workers()
+  if self.pool ~= nil then return self.pool or nil end
+  if not self.recipe.returned_by then self.pool = false; return nil end
+  local n, devices = self.n_workers, nil
+  if self.recipe.backend == "cuda" then   -- one worker per GPU unless --workers says more
+    devices = require("kwb.cuda").device_count()
+    if not devices or devices < 1 then error("the cuda backend needs a GPU: the driver sees none", 0) end
+    n = n or devices
+  end
+  self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = n or 1, devices = devices }
+  -- every worker loads the recipe and builds the reference now, side by side
+  local file = absolute(self.recipe.returned_by)
+  for _ = 1, self.pool.n do
+    self.pool:submit("kwb.measure_task.prepare", { file }, { deadline = measure.build_limit, what = "loading the recipe" })
+  end
+  return self.pool
+end
+
+function Session:close_workers()
+  if self.pool then self.pool:close() end
+  self.pool = nil
+end
+
+-- Fold a pool's answer into the result: the measured fields, or `crashed` /
+-- `timeout` with the signal and what the candidate was doing. A failure of
+-- kwb's own code in the worker raises here, as it would have in-process.
+local function merge(res, answer)
+  res.output, res.output_bytes = answer.output ~= "" and answer.output or nil, answer.output_bytes
+  if answer.ok then
+    local v = answer.value
+    for _, k in ipairs { "outcome", "reason", "rule", "line", "log" } do res[k] = v[k] end
+    res.shapes = v.shapes or {}
+    for k, x in pairs(v.seconds or {}) do res.seconds[k] = x end
+    return res
+  end
+  if answer.code == "crashed" then
+    res.outcome, res.reason, res.signal = "crashed", answer.reason, answer.signal
+  elseif answer.code == "timeout" then
+    res.outcome, res.reason = "timeout", answer.reason
+  else
+    error(string.format("evaluating %s: %s", res.short or "?", tostring(answer.reason)), 0)
+  end
+  res.shapes = {}
+  return res
+end
+
+-- ---- evaluation ---------------------------------------------------------
+
+-- submit(cand [, { start = true }]) -> pending: the candidate handed to a
+-- worker, or measured here when the session has no pool.
+function Session:submit(cand, opts)
+  opts = opts or {}
+  local recipe = self.recipe
+  self.seq = self.seq + 1
+  local res = { id = cand.id, short = cand.short, origin = cand.origin, params = cand.params,
+                parent = cand.parent, rationale = cand.rationale, name = cand.name, seq = self.seq, seconds = {}, shapes = {} }
+  res.seed = rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq)
+  local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
+  local pool = self:workers()
+  if not pool then   -- the recipe's settings as they are now (the REPL may change them)
+    local h = self.harness
+    h.best_time, h.run_seed = self.best_time, self.run_seed
+    h.timing, h.race, h.timeout = recipe.timing, recipe.race, recipe.budget.timeout
+    h:measure(cand, res, opts)
+    return pending
+  end
+  local best_time = {}
+  for k, v in pairs(self.best_time) do best_time[k] = v end
+  pending.task = pool:submit("kwb.measure_task.measure", { {
+    recipe = absolute(recipe.returned_by),
+    cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
+             params = cand.params, id = cand.id, short = cand.short },
+    seed = tostring(res.seed), run_seed = tostring(self.run_seed or recipe.seed or 0), best_time = best_time,
+    start = opts.start or false, timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
+  } }, { deadline = measure.build_limit, what = "the worker's start" })
+  return pending
+end
+
+-- Remember the per-shape best times of a verified, possible result (racing
+-- reads them), and which result holds each: the shape's winner, from fully
+-- timed shapes only (a raced shape's few samples stand for no median).
+function Session:note_times(res)
+  if res.outcome ~= "accepted" and res.outcome ~= "slower" and res.outcome ~= "start" then return end
+  for key, r in pairs(res.shapes) do
+    if r.median and (not self.best_time[key] or r.median < self.best_time[key]) then self.best_time[key] = r.median end
+    local w = self.shape_best[key]
+    if r.median and not r.partial and (not w or r.median < w.median) then
+      self.shape_best[key] = { id = res.id, short = res.short, median = r.median, name = res.name,
+                               params = res.params, origin = res.origin, start = res.outcome == "start" }
+    end
+  end
+end
+
+-- complete(pending) -> result: its measurement (from the worker), judged,
+-- recorded in the cache and noted (per-shape bests, the best).
+function Session:complete(pending)
+  local res = pending.res
+  if pending.task then merge(res, self.pool:wait(pending.task)) end
+  local start = pending.opts.start
+  judge.judge(self.recipe, res, { ceilings = not res.outcome and self:ceilings() or nil, start = self.start,
+                                  best = self.best, is_start = start })
+  res.seconds.total = core.now() - pending.t0
+  self.store:record(self.ctx, pending.cand, res, self.run_record)
+  self:note_times(res)
+  if res.outcome == "accepted" then self.best = res end
+  return res
+end
+
+-- evaluate(cand [, { start = true }]) -> the recorded result.
+function Session:evaluate(cand, opts)
+  return self:complete(self:submit(cand, opts))
+end
+
+-- The start kernel: known from the cache, or evaluated now. Raises when it
+-- fails: every score is relative to it. Returns its result and `fresh`:
+-- true when evaluated now, false when the cache knew it, nil when this
+-- session had it already.
+function Session:ensure_start()
+  if self.start then return self.start, nil end
+  local cand = self:candidate(self.recipe.start, "start")
+  local res = self:known(cand)
+  local fresh = false
+  if not res then
+    res = self:evaluate(cand, { start = true })
+    fresh = true
+  end
+  if res.outcome ~= "start" then
+    error(string.format("the start kernel %s fails: %s: %s", cand.name, res.outcome, res.reason or "?"), 0)
+  end
+  self.start = res
+  self.best = res
+  -- what earlier runs found
+  for _, r in ipairs(self.store:results(self.ctx)) do
+    self:note_times(r)
+    if r.outcome == "accepted" and r.score and r.score > self.best.score then self.best = r end
+  end
+  return res, fresh
+end
+
+return M

@@ -1,0 +1,58 @@
+-- kwb/strategy.lua: where proposals come from. A strategy is a table with
+-- propose(self, run) -> proposal [, { parent =, rationale = }] (nil: nothing
+-- left) and, optionally, init(self, run) and observe(self, run, result,
+-- fresh); the builtin ones live in kwb/strategies/, others are .lua files
+-- or tables in a recipe. Every run gets a fresh instance.
+local M = {}
+
+M.builtin = { "grid", "random", "anneal", "genetic" }
+
+-- Is name a builtin strategy or a .lua file?
+function M.known(name)
+  if type(name) ~= "string" then return false end
+  if name:match("%.lua$") then return true end
+  for _, n in ipairs(M.builtin) do
+    if name == n then return true end
+  end
+  return false
+end
+
+function M.unknown_message(name)
+  return string.format("unknown strategy '%s' (known: %s, or a .lua file)", tostring(name), table.concat(M.builtin, ", "))
+end
+
+-- load(spec) -> a fresh instance and its name. spec: a builtin name, a .lua
+-- path, a table with propose, a recipe's checked strategy ({ name, module |
+-- file | table }), or nil (a run that measures the start kernel only).
+function M.load(spec)
+  if spec == nil then
+    spec = { name = "none", table = { propose = function() return nil end } }
+  end
+  if type(spec) == "string" then
+    local name = spec
+    for _, n in ipairs(M.builtin) do
+      if name == n then spec = { name = n, module = "kwb.strategies." .. n } end
+    end
+    if type(spec) == "string" then
+      if name:match("%.lua$") then spec = { name = name:match("([^/]+)%.lua$"), file = name }
+      else error(M.unknown_message(name), 0) end
+    end
+  elseif type(spec) == "table" and spec.propose then
+    spec = { name = spec.name or "inline", table = spec }
+  end
+  local mod
+  if spec.table then mod = spec.table
+  elseif spec.module then mod = require(spec.module)
+  else
+    local chunk, err = loadfile(spec.file)
+    if not chunk then error("strategy " .. spec.file .. ": " .. err, 0) end
+    mod = chunk()
+    if type(mod) ~= "table" or type(mod.propose) ~= "function" then
+      error("strategy " .. spec.file .. " must return a table with propose(self, run)", 0)
+    end
+  end
+  local inst = setmetatable({}, { __index = mod })
+  return inst, spec.name or mod.name or "inline"
+end
+
+return M

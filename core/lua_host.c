@@ -33,20 +33,19 @@ static const char **check_strv(lua_State *L, int idx, const char *what) {
     return v;
 }
 
-static int l_compile(lua_State *L) {
-    kwb_host_build b = {0};
-    b.source = luaL_checkstring(L, 1);
-    b.name = luaL_optstring(L, 2, "kernel.c");
-    b.cc = luaL_optstring(L, 3, NULL);
-    b.flags = check_strv(L, 4, "flags");
-    b.defines = check_strv(L, 5, "defines");
-    b.build_dir = luaL_checkstring(L, 6);
-    lmodule *u = lua_newuserdatauv(L, sizeof *u, 0);   /* closed until compiled */
-    u->m = NULL;
-    luaL_setmetatable(L, MODULE_MT);
-    char *log = NULL;
-    int rc = kwb_host_compile(&b, &u->m, &log);
-    if (rc == 0) return 1;
+/* The build the arguments (source, name, cc, flags, defines, build_dir) name;
+ * its strings stay owned by the arguments on the stack. */
+static void check_build(lua_State *L, kwb_host_build *b) {
+    b->source = luaL_checkstring(L, 1);
+    b->name = luaL_optstring(L, 2, "kernel.c");
+    b->cc = luaL_optstring(L, 3, NULL);
+    b->flags = check_strv(L, 4, "flags");
+    b->defines = check_strv(L, 5, "defines");
+    b->build_dir = luaL_checkstring(L, 6);
+}
+
+/* nil, msg, { code = "compile-error", log = } or { code = "build-failed" }; frees log. */
+static int build_failure(lua_State *L, int rc, char *log) {
     if (rc == KWB_ECOMPILE) {
         kwb_lua_fail(L, "compile-error", kwb_last_error());
         lua_pushstring(L, log ? log : "");
@@ -58,16 +57,23 @@ static int l_compile(lua_State *L) {
     return kwb_lua_fail(L, "build-failed", kwb_last_error());
 }
 
+static int l_compile(lua_State *L) {
+    kwb_host_build b;
+    check_build(L, &b);
+    lmodule *u = lua_newuserdatauv(L, sizeof *u, 0);   /* closed until compiled */
+    u->m = NULL;
+    luaL_setmetatable(L, MODULE_MT);
+    char *log = NULL;
+    int rc = kwb_host_compile(&b, &u->m, &log);
+    if (rc == 0) return 1;
+    return build_failure(L, rc, log);
+}
+
 /* core.host_preprocess(source, name, cc, flags, defines, build_dir) -> the
  * preprocessed text | nil, message, { code = "compile-error", log = } */
 static int l_preprocess(lua_State *L) {
-    kwb_host_build b = {0};
-    b.source = luaL_checkstring(L, 1);
-    b.name = luaL_optstring(L, 2, "kernel.c");
-    b.cc = luaL_optstring(L, 3, NULL);
-    b.flags = check_strv(L, 4, "flags");
-    b.defines = check_strv(L, 5, "defines");
-    b.build_dir = luaL_checkstring(L, 6);
+    kwb_host_build b;
+    check_build(L, &b);
     char *text = NULL, *log = NULL;
     int rc = kwb_host_preprocess(&b, &text, &log);
     if (rc == 0) {
@@ -75,15 +81,7 @@ static int l_preprocess(lua_State *L) {
         free(text);
         return 1;
     }
-    if (rc == KWB_ECOMPILE) {
-        kwb_lua_fail(L, "compile-error", kwb_last_error());
-        lua_pushstring(L, log ? log : "");
-        lua_setfield(L, -2, "log");
-        free(log);
-        return 3;
-    }
-    free(log);
-    return kwb_lua_fail(L, "build-failed", kwb_last_error());
+    return build_failure(L, rc, log);
 }
 
 /* Append name to the array at the top of the stack. */

@@ -1,4 +1,4 @@
-/* timing.c: sampling statistics and the stop rule of CONVENTIONS.md */
+/* timing.c: sampling statistics and the stop rule (docs/architecture.md, Conventions) */
 #include <math.h>
 #include <stdlib.h>
 #include <time.h>

@@ -176,14 +176,7 @@ end
 function Cache:lineage(prefix)
   local id, msg, info = self:resolve(prefix)
   if not id then return nil, msg, info end
-  local out, seen = {}, {}
-  while id and not seen[id] do
-    seen[id] = true
-    out[#out + 1] = id
-    local r = self.db:exec("SELECT parent FROM candidate WHERE id = ?1", id)[1]
-    id = r and r.parent
-  end
-  return out
+  return base.ancestry(self.db, id, {}, {})
 end
 
 -- ---- builds -----------------------------------------------------------------

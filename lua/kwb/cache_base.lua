@@ -132,6 +132,18 @@ local function check_outcome(o)
   return o
 end
 
+-- ancestry(db, id, seen, out) -> out: id and its ancestors, as far as the
+-- cache knows them and not already in seen, appended to out.
+function M.ancestry(db, id, seen, out)
+  while id and not seen[id] do
+    seen[id] = true
+    out[#out + 1] = id
+    local r = db:exec("SELECT parent FROM candidate WHERE id = ?1", id)[1]
+    id = r and r.parent
+  end
+  return out
+end
+
 M.canon, M.fail, M.decode = canon, fail, decode
 M.candidate_id_of_blob = candidate_id_of_blob
 M.check_string, M.check_table, M.check_outcome = check_string, check_table, check_outcome

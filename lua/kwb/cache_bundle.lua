@@ -66,14 +66,7 @@ function Cache:export(file, f)
   end
   -- the ancestors come along, so lineage reads the same on the other side
   local ids, seen = {}, {}
-  for _, id in ipairs(selected) do
-    while id and not seen[id] do
-      seen[id] = true
-      ids[#ids + 1] = id
-      local r = self.db:exec("SELECT parent FROM candidate WHERE id = ?1", id)[1]
-      id = r and r.parent
-    end
-  end
+  for _, id in ipairs(selected) do base.ancestry(self.db, id, seen, ids) end
   table.sort(ids)
   local records, blobs, runs = {}, {}, {}
   local counts = { candidates = 0, builds = 0, results = 0, runs = 0 }

@@ -1,7 +1,8 @@
 -- kwb/ceilings.lua: what the host can do at most, measured, for the physical
--- floor of CONVENTIONS.md: a shape's time can be no less than its bytes over
--- the larger of the given and 1.2x the measured bandwidth, nor its flops over
--- the larger of the given and 1.2x the measured peak.
+-- floor (docs/architecture.md, Conventions): a shape's time can be no less
+-- than its bytes over the larger of the given and 1.2x the measured
+-- bandwidth, nor its flops over the larger of the given and 1.2x the
+-- measured peak.
 --
 -- The probe measures one core (candidates run on the calling thread; other
 -- threads are forbidden): copy bandwidth over several working-set sizes (the

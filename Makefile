@@ -69,11 +69,16 @@ build/asan/%: tests/unit/%.c tests/unit/unit.h $(CORE_SRC) build/bundle.c | buil
 	$(Q)$(CC) $(CFLAGS) -O1 $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) build/bundle.c $(LDLIBS)
 
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/unit/%) $(UNIT_SRC:tests/unit/%.c=build/asan/%)
-unit: $(UNIT_BIN) build/ttydrive
+unit: $(UNIT_BIN) build/ttydrive build/httpd
 
 build/ttydrive: tests/ttydrive.c | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -o $@ $< -lutil
+
+# The scripted HTTP server the agent tests stand in for model APIs with.
+build/httpd: tests/httpd.c | build/obj
+	@printf '  CC    %s\n' $<
+	$(Q)$(CC) $(CFLAGS) -o $@ $<
 
 test: kwb unit
 	$(Q)tests/run

@@ -99,6 +99,19 @@ static const char *const migrations[] = {
     "  settings TEXT NOT NULL,"        /* JSON */
     "  started REAL NOT NULL, ended REAL,"
     "  funnel TEXT);",                 /* JSON: outcome -> count */
+    /* 1 -> 2: what the model was asked and answered, and which candidate came of it */
+    "CREATE TABLE transcript("
+    "  id TEXT PRIMARY KEY,"           /* SHA-256 of run, time, prompt hash and a counter */
+    "  seq INTEGER NOT NULL,"          /* 1, 2, ... in the order they were made */
+    "  run TEXT, created REAL NOT NULL,"
+    "  provider TEXT NOT NULL, model TEXT NOT NULL, purpose TEXT,"
+    "  prompt_hash TEXT NOT NULL,"     /* SHA-256 of the request as sent */
+    "  request TEXT NOT NULL,"         /* blob id: the request body (no key: that goes in headers only) */
+    "  reply TEXT,"                    /* blob id: the reply body, NULL when none came */
+    "  tokens_in INTEGER, tokens_out INTEGER, seconds REAL NOT NULL, cost REAL,"
+    "  attempts INTEGER NOT NULL, error TEXT) WITHOUT ROWID;"
+    "CREATE INDEX transcript_run ON transcript(run, seq);"
+    "ALTER TABLE candidate ADD COLUMN transcript TEXT;",
 };
 enum { SCHEMA_VERSION = sizeof migrations / sizeof migrations[0] };
 

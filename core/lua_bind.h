@@ -27,5 +27,6 @@ void kwb_lua_open_worker(lua_State *L);
 void kwb_lua_open_os(lua_State *L);
 void kwb_lua_open_cache(lua_State *L);
 void kwb_lua_open_cuda(lua_State *L);
+void kwb_lua_open_http(lua_State *L);
 
 #endif

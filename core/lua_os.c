@@ -1,5 +1,7 @@
 /* lua_os.c: Lua bindings of the operating-system services (core/os.c):
- * kwb.core.flock, environ, cwd, uid, mkdirs, isatty, executable, machine */
+ * kwb.core.flock, environ, cwd, uid, mkdirs, isatty, executable, machine, exec */
+#include <stdlib.h>
+
 #include <lauxlib.h>
 #include <lua.h>
 #include <unistd.h>
@@ -7,6 +9,7 @@
 #include "kwb.h"
 #include "lua_bind.h"
 #include "os.h"
+#include "proc.h"
 
 /* core.flock(path) -> lock (held until lock:unlock(), close or gc) | nil, msg, info:
  * the device lock from the main process (the workers take it on fd 5). */
@@ -84,10 +87,51 @@ static int l_machine(lua_State *L) {
     return 1;
 }
 
+/* core.exec({ argv... }, { input = path, timeout = s, cap = bytes }) ->
+ * { status =, out =, err =, timed_out = } | nil, msg, info: a program run
+ * with its stdout and stderr apart, killed with its process group on timeout. */
+static int l_exec(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int n = (int)luaL_len(L, 1);
+    if (n < 1) return luaL_argerror(L, 1, "an argv list with the program first");
+    const char **argv = lua_newuserdatauv(L, sizeof *argv * (size_t)(n + 1), 0);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 1, i + 1);
+        argv[i] = luaL_checkstring(L, -1);   /* stays referenced by the argv table */
+        lua_pop(L, 1);
+    }
+    argv[n] = NULL;
+    kwb_proc_io io = {0};
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "input");
+        io.input = luaL_optstring(L, -1, NULL);
+        lua_getfield(L, 2, "timeout");
+        io.timeout = luaL_optnumber(L, -1, 0);
+        lua_getfield(L, 2, "cap");
+        io.cap = (size_t)luaL_optinteger(L, -1, 0);
+    }
+    int rc = kwb_proc_exec(argv, &io);
+    if (rc < 0) return kwb_lua_fail(L, "exec-failed", kwb_last_error());
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, rc);
+    lua_setfield(L, -2, "status");
+    lua_pushstring(L, io.out ? io.out : "");
+    lua_setfield(L, -2, "out");
+    lua_pushstring(L, io.err ? io.err : "");
+    lua_setfield(L, -2, "err");
+    lua_pushboolean(L, io.timed_out);
+    lua_setfield(L, -2, "timed_out");
+    free(io.out);
+    free(io.err);
+    return 1;
+}
+
 void kwb_lua_open_os(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"flock", l_flock}, {"environ", l_environ}, {"cwd", l_cwd}, {"uid", l_uid}, {"mkdirs", l_mkdirs},
-        {"isatty", l_isatty}, {"executable", l_executable}, {"machine", l_machine}, {NULL, NULL},
+        {"isatty", l_isatty}, {"executable", l_executable}, {"machine", l_machine}, {"exec", l_exec},
+        {NULL, NULL},
     };
     static const luaL_Reg lock_meta[] = {
         {"__gc", l_unlock}, {"__close", l_unlock}, {"__tostring", l_lock_tostring}, {NULL, NULL},

@@ -9,4 +9,18 @@
  * kwb_status if it could not be started. */
 int kwb_proc_run(const char *const *argv, char **output, size_t cap);
 
+/* What kwb_proc_exec runs a program with and gets back from it. */
+typedef struct {
+    const char *input;   /* a file for its stdin, or NULL for /dev/null */
+    double timeout;      /* seconds of wall time before it is killed (its process group), 0: none */
+    size_t cap;          /* bytes kept of stdout and of stderr each */
+    char *out, *err;     /* what it printed (NUL-terminated; free with free()) */
+    int timed_out;       /* 1 when the timeout killed it */
+} kwb_proc_io;
+
+/* Run argv[0] (searched on PATH) in a process group of its own, stdout and
+ * stderr captured apart. Returns the exit status (0..255), 128+signal if it
+ * was killed, or a negative kwb_status if it could not be started. */
+int kwb_proc_exec(const char *const *argv, kwb_proc_io *io);
+
 #endif

@@ -102,7 +102,7 @@ local function row_to_candidate(r)
 end
 
 -- put_candidate{problem, source, params, flags, parent, origin = {strategy, model},
---               rationale, outcome, run, created, id} -> id, new. `id`, when
+--               rationale, outcome, run, created, id, transcript} -> id, new. `id`, when
 -- given, is the one kwb.cache.candidate_id computed for the same fields (the
 -- loop computes it once per candidate); otherwise it is computed here.
 function Cache:put_candidate(c)
@@ -128,12 +128,13 @@ function Cache:put_candidate(c)
       base = self.db:exec("SELECT source FROM candidate WHERE id = ?1", parent)[1].source
     end
     local blob = self.db:put_blob(source, base)
+    if c.transcript ~= nil then check_string(c.transcript, "candidate.transcript") end
     self.db:exec("INSERT INTO candidate(id, problem, parent, strategy, model, rationale, created, "
-                 .. "source, params, flags, outcome, run) "
-                 .. "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 .. "source, params, flags, outcome, run, transcript) "
+                 .. "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                  id, problem, parent, origin.strategy or c.strategy, origin.model or c.model,
                  c.rationale, c.created or os.time(), blob, canon(params), canon(flags, true),
-                 c.outcome, c.run)
+                 c.outcome, c.run, c.transcript)
     return id, true
   end)
 end
@@ -339,6 +340,7 @@ function Cache:runs()
 end
 
 require "kwb.cache_maint"
+require "kwb.cache_transcript"
 require "kwb.cache_bundle"
 
 return M

@@ -47,6 +47,7 @@ function Cache:gc(opts)
     local live = "WITH RECURSIVE live(id) AS ("
       .. "SELECT source FROM candidate UNION SELECT log FROM build WHERE log IS NOT NULL "
       .. "UNION SELECT binary FROM build WHERE binary IS NOT NULL "
+      .. "UNION SELECT request FROM transcript UNION SELECT reply FROM transcript WHERE reply IS NOT NULL "
       .. "UNION SELECT blob.base FROM blob JOIN live ON blob.id = live.id WHERE blob.base IS NOT NULL) "
     local r = self.db:exec(live .. "SELECT count(*) AS n, coalesce(sum(stored_size), 0) AS bytes FROM blob "
                            .. "WHERE id NOT IN (SELECT id FROM live)")[1]

@@ -31,9 +31,13 @@ local function from_source(from, prop, origin)
     src, err = host.read_file(file)
     if not src then error("cannot read candidate " .. prop.file .. ": " .. tostring(err), 3) end
   end
-  return { source = src, name = prop.name or (prop.file and prop.file:match("[^/]+$")) or "candidate.c",
-           defines = prop.defines or {}, params = prop.params or prop.defines, origin = prop.origin or origin,
-           parent = prop.parent, rationale = prop.rationale }
+  local c = { source = src, name = prop.name or (prop.file and prop.file:match("[^/]+$")) or "candidate.c",
+              defines = prop.defines or {}, params = prop.params or prop.defines, origin = prop.origin or origin,
+              parent = prop.parent, rationale = prop.rationale }
+  -- what a model's reply adds: which model, its transcript and cost, and
+  -- no_code (why the reply holds no kernel: the candidate is the reply's text)
+  for _, k in ipairs { "model", "transcript", "cost", "no_code", "note" } do c[k] = prop[k] end
+  return c
 end
 
 local function from_params(from, prop, origin)

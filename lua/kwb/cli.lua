@@ -23,7 +23,7 @@ M.run_options = {
   { "--quiet", "only the summary" },
   { "--budget N", "evaluate at most N candidates" },
   { "--minutes M", "stop after M minutes" },
-  { "--strategy S", "grid, random, anneal, genetic or a .lua file" },
+  { "--strategy S", table.concat(strategy.builtin, ", ") .. " or a .lua file" },
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
 }

@@ -1,11 +1,14 @@
 -- kwb/demo.lua: `kwb demo`, the main demo behind `make run`: the flagship GPU
--- recipe where a CUDA device is present and that recipe exists, else the CPU demo.
+-- recipe where a CUDA device is present and that recipe exists, else the
+-- research loop on the host: a model proposes matmul kernels and kwb checks,
+-- times and keeps them (the replies replayed from a hand-written transcript
+-- when no model is configured, and the demo says so).
 local cli = require "kwb.cli"
 
 local M = {}
 
 M.gpu_recipe = "recipes/nvfp4_moe.lua"
-M.cpu_recipe = "recipes/host_demo.lua"
+M.cpu_recipe = "recipes/host_matmul_llm.lua"
 
 local function exists(path)
   local f = io.open(path, "r")
@@ -32,7 +35,13 @@ function M.main(...)
     return 1
   end
   if reason then
-    print(string.format("kwb demo: the CPU demo %s, because %s", recipe, reason))
+    print(string.format("kwb demo: the research loop on the host, %s, because %s", recipe, reason))
+    if not require("kwb.agent").from_env() then
+      print("kwb demo: no model is configured (KWB_MODEL is not set), so the model's replies are replayed from "
+            .. "recipes/transcripts/host_matmul_llm.json, written by hand; README: \"Pointing a recipe at a model\"")
+    else
+      print(string.format("kwb demo: the model is %s (KWB_MODEL)", require("kwb.agent").name(require("kwb.agent").from_env())))
+    end
   else
     print(string.format("kwb demo: the GPU recipe %s", recipe))
   end

@@ -10,6 +10,8 @@ local kwb = {
   sha256 = core.sha256,
   now = core.now,
   stats = core.stats,
+  -- kwb.idea "try a 2-D register tile": an idea for the model's next prompt
+  idea = function(text) require("kwb.prompt").idea(text) end,
 }
 
 local lazy = {}

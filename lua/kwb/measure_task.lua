@@ -53,4 +53,14 @@ function M.measure(args)
            shapes = res.shapes, seconds = res.seconds }
 end
 
+-- build(args) -> the build's verdict alone (the agent strategy's compile
+-- tool): nil outcome when it built. args = { recipe =, cand = }.
+function M.build(args)
+  local h = harness(args.recipe)
+  local res = { seconds = {}, shapes = {} }
+  worker.deadline(measure.build_limit, "building a draft")
+  h:build(args.cand, res)
+  return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line, log = res.log }
+end
+
 return M

@@ -41,7 +41,7 @@ local order = outcomes.display
 local function funnel_text(f, all)
   local parts = {}
   for _, o in ipairs(order) do
-    if all or f[o] > 0 then parts[#parts + 1] = o .. " " .. f[o] end
+    if f[o] > 0 or (all and not outcomes.quiet[o]) then parts[#parts + 1] = o .. " " .. f[o] end
   end
   return table.concat(parts, " · ")
 end
@@ -147,6 +147,23 @@ function Reporter:elsewhere(sm)
                        { "what", align = "left" } }, rows)
 end
 
+-- What the model did: its usage, and each candidate a reply proposed.
+function Reporter:model(sm)
+  local u = sm.model
+  print(string.format("model %s: %d requests (%d retries, %d failed) · %d tokens in, %d out%s · %s", u.name, u.requests,
+    u.retries, u.failures, u.input, u.output, u.estimated and " (estimated)" or "",
+    u.priced and string.format("$%.4f", u.cost) or "no price given"))
+  if not sm.proposals then return end
+  local rows = {}
+  for _, p in ipairs(sm.proposals) do
+    rows[#rows + 1] = { p.short, p.outcome, p.score and string.format("%.2fx", p.score) or "-",
+                        p.parent and p.parent:sub(1, 8) or "-", u.priced and string.format("$%.4f", p.cost or 0) or "-",
+                        p.what and #p.what > 72 and (p.what:sub(1, 69) .. "...") or p.what or "" }
+  end
+  report.print_table({ { "proposal", align = "left" }, { "outcome", align = "left" }, "score",
+                       { "parent", align = "left" }, "cost", { "what", align = "left" } }, rows)
+end
+
 function Reporter:summary(run, sm)
   if self.mode == "json" then emit(sm); return end
   if self.mode == "tty" and self.live then io.stdout:write("\n"); self.live = false end
@@ -161,6 +178,8 @@ function Reporter:summary(run, sm)
     if self.mode ~= "quiet" then self:table(s, b) end
   end
   if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
+  if self.mode ~= "quiet" and sm.model then self:model(sm) end
+  if sm.stopped then print("stopped: " .. sm.stopped) end
   local bad = 0
   for o in pairs(outcomes.bad) do bad = bad + sm.funnel[o] end
   print(string.format("funnel: %d candidates · %d bad (%.0f%%) · %s · %.1f s, %.2f candidates/s%s", sm.candidates, bad,

@@ -64,7 +64,7 @@ end
 local fields = {
   "name", "description", "problem", "shapes", "start", "template", "space", "strategy", "model",
   "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing",
-  "race", "ceilings", "backend", "launch", "arch",
+  "race", "ceilings", "backend", "launch", "arch", "prompt",
 }
 M.fields = fields
 
@@ -156,12 +156,12 @@ local function a_string(c, f, v)
   if type(v) ~= "string" or v == "" then c:fail(f, "a non-empty string", v) end
 end
 
-local budget_spec = { names = { "candidates", "minutes", "timeout" },
-                      check = { candidates = positive_integer, minutes = positive_number, timeout = positive_number } }
-local model_spec = { names = { "provider", "model", "key_env", "base_url", "temperature", "max_tokens" },
-                     required = { "provider", "model" },
-                     check = { provider = a_string, model = a_string, key_env = a_string, base_url = a_string,
-                               temperature = nonneg_number, max_tokens = positive_integer } }
+local budget_spec = { names = { "candidates", "minutes", "timeout", "cost" },
+                      check = { candidates = positive_integer, minutes = positive_number, timeout = positive_number,
+                                cost = positive_number } }
+-- model = { ... } is checked in kwb/recipe_model.lua
+local model_check = require("kwb.recipe_model")({ positive_integer = positive_integer, positive_number = positive_number,
+                                                  nonneg_number = nonneg_number, a_string = a_string, is_array = is_array })
 local timing_spec = { names = { "warmup", "warmup_min", "min_samples", "max_samples", "cap", "target", "min_sample" },
                       check = { warmup = nonneg_number, warmup_min = positive_integer, min_samples = positive_integer,
                                 max_samples = positive_integer, cap = positive_number, target = positive_number,
@@ -278,15 +278,35 @@ function Checker:space(v)
   return { dims = dims, restrict = v.restrict, start = v.start }
 end
 
-function Checker:strategy(v)
+function Checker:strategy(v, field)
+  field = field or "strategy"
   if type(v) == "string" then
     for _, n in ipairs(strategy.builtin) do
-      if v == n then return { name = n, module = "kwb.strategies." .. n } end
+      if v == n then return { name = n, module = strategy.module(n) } end
     end
     if v:match("%.lua$") then return { name = v:match("([^/]+)%.lua$"), file = self:path("strategy", v) } end
     local near = nearest(v, strategy.builtin)
     self:fail("strategy", "one of " .. table.concat(strategy.builtin, ", ") .. ", a .lua file or a table { propose = }",
       v, near and ("(did you mean '" .. near .. "'?)"))
+  elseif type(v) == "table" and v[1] ~= nil and v.propose == nil then
+    if #v == 1 then   -- { "llm+tune", sweep = 8 }: a builtin with options
+      local s = self:strategy(v[1], field .. "[1]")
+      local allowed = s.module and strategy.options[s.name]
+      s.options = {}
+      for k, x in pairs(v) do
+        if k ~= 1 then
+          if not allowed then self:fail(field, string.format("no options for strategy '%s'", s.name), false) end
+          if not allowed[k] then self:unknown(k, strategy.option_names(s.name), field .. ".") end
+          if allowed[k] == "integer" then positive_integer(self, field .. "." .. k, x)
+          elseif not strategy.known(x) then self:fail(field .. "." .. k, strategy.unknown_message(x), false) end
+          s.options[k] = x
+        end
+      end
+      return s
+    end
+    local members = {}   -- { "llm", "anneal" }: in turn
+    for i, m in ipairs(v) do members[i] = self:strategy(m, field .. "[" .. i .. "]") end
+    return { name = "mix", members = members }
   elseif type(v) == "table" then
     if type(v.propose) ~= "function" then self:fail("strategy.propose", "a function(self, run)", v.propose) end
     if v.observe ~= nil and type(v.observe) ~= "function" then self:fail("strategy.observe", "a function(self, run, result)", v.observe) end
@@ -362,8 +382,14 @@ function M.new(spec, level)
   if spec.strategy ~= nil then r.strategy = c:strategy(spec.strategy)
   elseif r.space then r.strategy = { name = "random", module = "kwb.strategies.random" } end
 
-  if spec.model ~= nil then c:subtable("model", spec.model, model_spec) end
+  if spec.model ~= nil then model_check(c, "model", spec.model) end
   r.model = spec.model
+  local needs = r.strategy and strategy.needs_model(r.strategy)
+  if needs and not r.model then c:fail("model", string.format("a model (the %s strategy asks one for its proposals)", needs), nil) end
+  if spec.prompt ~= nil and type(spec.prompt) ~= "function" then
+    c:fail("prompt", "a function(parts, info) -> the user message, or { system =, user = }", spec.prompt)
+  end
+  r.prompt = spec.prompt
   r.context = {}
   if spec.context ~= nil then
     c:string_list("context", spec.context, true)

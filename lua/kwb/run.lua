@@ -41,8 +41,64 @@ end
 -- The stored results of this recipe's context, oldest first.
 function Run:history() return self.session.store:results(self.session.ctx) end
 
+-- ---- what model-driven strategies use ---------------------------------
+
+-- The recipe's model (kwb.agent), made on first use; its requests and
+-- replies go into the cache as transcripts of this run.
+function Run:agent()
+  if self.model then return self.model end
+  if not self.recipe.model then
+    error(string.format("the %s strategy needs the recipe's 'model' (recipe %s has none)", self.strategy_name,
+                        self.recipe.name), 0)
+  end
+  local store, record = self.session.store, self.record
+  self.model = require("kwb.agent").new(self.recipe.model, {
+    record = function(t) return store:transcript(t, record) end,
+  })
+  return self.model
+end
+
+-- Has the run spent its cost budget (budget.cost, in the price's currency)?
+function Run:spent()
+  local cap = self.budget.cost
+  if not cap or not self.model then return false end
+  if self.model.usage.cost >= cap then
+    self.stop_reason = self.stop_reason or string.format("the cost budget (%g) is spent", cap)
+    return true
+  end
+  return false
+end
+
+-- Candidates the budget still allows besides those in flight.
+function Run:budget_left()
+  return self.budget.candidates - self.evaluated - (self.in_flight or 0)
+end
+
+-- evaluate_now(proposal) -> result: one candidate through the whole loop at
+-- once (recorded, counted, reported): the agent strategy's evaluate tool.
+function Run:evaluate_now(prop)
+  local s = self.session
+  local cand = s:candidate(prop, self.strategy_name)
+  local res = s:known(cand)
+  if res then return res end
+  self.report:evaluating(self, cand)
+  res = s:complete(s:submit(cand))
+  self:count(res, true)
+  return res
+end
+
+-- compile(proposal) -> text: the build's verdict for a draft (no candidate).
+function Run:compile(prop)
+  local s = self.session
+  local cand = s:candidate(prop, self.strategy_name)
+  local r = s:build(cand)
+  if not r.outcome then return "ok: it builds and passes the rules" end
+  local log = r.log and r.log ~= "" and ("\n" .. r.log:sub(1, 4000)) or ""
+  return string.format("%s: %s%s", r.outcome, r.reason or "", log)
+end
+
 -- A completed result into the run's counts, the report and the strategy.
-function Run:count(res)
+function Run:count(res, by_tool)
   self.evaluated = self.evaluated + 1
   self.results[#self.results + 1] = res
   for _, r in pairs(res.shapes) do
@@ -53,13 +109,16 @@ function Run:count(res)
   self.misses = 0
   self.report:candidate(self, res)
   self.best = self.session.best
-  if self.strategy.observe then self.strategy:observe(self, res, true) end
+  if self.strategy.observe and not by_tool then self.strategy:observe(self, res, true) end
 end
 
 -- The next proposal as a candidate, or nil when the budget or the strategy
 -- is done.
 function Run:next_candidate(in_flight)
-  if self.evaluated + in_flight >= self.budget.candidates or core.now() >= self.deadline then return nil end
+  if self.evaluated + in_flight >= self.budget.candidates or core.now() >= self.deadline or self:spent() then
+    return nil
+  end
+  self.in_flight = in_flight
   local prop, meta = self.strategy:propose(self)
   if prop == nil then self.exhausted = true; return nil end
   local cand = self.session:candidate(prop, self.strategy_name)
@@ -122,6 +181,7 @@ function M.run(recipe, opts)
     timeout = recipe.budget.timeout,
   }
   local strat, sname = strategy.load(opts.strategy or recipe.strategy)
+  budget.cost = recipe.budget.cost
   local run = setmetatable({ session = s, recipe = recipe, space = recipe.space, seed = seed,
                              random = rng.new(seed), budget = budget, strategy = strat, strategy_name = sname,
                              funnel = outcomes.counts(), results = {}, evaluated = 0, partial = 0, timing_s = 0,
@@ -142,6 +202,7 @@ function M.run(recipe, opts)
   run.workers = s:workers() and s.pool.n or 0
   run:loop()
   s:close_workers()
+  if run.model then run.model:close() end
   local sm = summary.summary(run)
   s.store:end_run(run.record, sm)
   run.report:summary(run, sm)

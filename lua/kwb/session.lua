@@ -123,9 +123,14 @@ function Session:submit(cand, opts)
   local recipe = self.recipe
   self.seq = self.seq + 1
   local res = { id = cand.id, short = cand.short, origin = cand.origin, params = cand.params,
-                parent = cand.parent, rationale = cand.rationale, name = cand.name, seq = self.seq, seconds = {}, shapes = {} }
+                parent = cand.parent, rationale = cand.rationale, name = cand.name, seq = self.seq, seconds = {}, shapes = {},
+                model = cand.model, transcript = cand.transcript, cost = cand.cost, note = cand.note }
   res.seed = rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq)
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
+  if cand.no_code then   -- a model's reply with no kernel: nothing to build
+    res.outcome, res.reason = "no-code", cand.no_code
+    return pending
+  end
   local pool = self:workers()
   if not pool then   -- the recipe's settings as they are now (the REPL may change them)
     local h = self.harness
@@ -144,6 +149,25 @@ function Session:submit(cand, opts)
     start = opts.start or false, timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
   } }, { deadline = measure.build_limit, what = "the worker's start" })
   return pending
+end
+
+-- build(cand) -> { outcome =, reason =, log =, rule =, line = } (outcome nil:
+-- it built): the rules and the compiler alone, in a worker when the session
+-- has a pool (the agent strategy's compile tool).
+function Session:build(cand)
+  local pool = self:workers()
+  if not pool then
+    local res = { seconds = {}, shapes = {} }
+    self.harness:build(cand, res)
+    return res
+  end
+  local answer = pool:wait(pool:submit("kwb.measure_task.build", { {
+    recipe = absolute(self.recipe.returned_by),
+    cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
+             params = cand.params, id = cand.id, short = cand.short },
+  } }, { deadline = measure.build_limit, what = "building a draft" }))
+  if answer.ok then return answer.value end
+  return { outcome = answer.code == "timeout" and "timeout" or "crashed", reason = answer.reason }
 end
 
 -- Remember the per-shape best times of a verified, possible result (racing

@@ -8,6 +8,7 @@
 --   s:record(ctx, cand, result) -- always, whatever the outcome
 --   s:results(ctx)              -- every stored result of ctx, oldest first
 --   s:begin_run(info) -> run; s:end_run(run, summary)
+--   s:transcript(t, run) -> id  -- a model's request and reply (kwb.agent)
 --
 -- A result is known under a context when the cache holds a row for each of
 -- the context's shapes on its device kind; a candidate's id (kwb.cache's)
@@ -47,6 +48,7 @@ function Store:known(ctx, id)
   local res = { id = id, short = id:sub(1, 8), outcome = v.outcome or first.outcome, reason = v.reason,
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
+                model = v.model, cost = v.cost, transcript = v.transcript,
                 seconds = {}, shapes = {} }
   for _, key in ipairs(ctx.shapes) do
     local t = mine[key].timing
@@ -63,7 +65,8 @@ function Store:record(ctx, cand, res, run)
     local id = self.cache:put_candidate {
       id = cand.id, problem = ctx.problem, source = cand.source, params = cand.defines, flags = ctx.flags,
       parent = cand.parent and self.cache:resolve(cand.parent) and cand.parent or nil,
-      origin = { strategy = cand.origin }, rationale = cand.rationale, outcome = res.outcome, run = run and run.id,
+      origin = { strategy = cand.origin, model = cand.model }, rationale = cand.rationale, outcome = res.outcome,
+      run = run and run.id, transcript = cand.transcript,
     }
     self.cache:set_outcome(id, res.outcome)
     if res.log or res.seconds.build then
@@ -72,7 +75,8 @@ function Store:record(ctx, cand, res, run)
     end
     local verify = { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
                      seed = res.seed, score = res.score, origin = res.origin, name = res.name,
-                     params = res.params, parent = res.parent, seq = res.seq }
+                     params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
+                     transcript = res.transcript }
     for _, key in ipairs(ctx.shapes) do
       self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = res.outcome,
                               verify = verify, timing = res.shapes[key] or {}, run = run and run.id }
@@ -106,5 +110,11 @@ function Store:end_run(run, summary)
 end
 
 function Store:runs() return self.cache:runs() end
+
+-- transcript(t [, run]) -> id: one model request and its reply (kwb.agent).
+function Store:transcript(t, run)
+  t.run = run and run.id
+  return self.cache:put_transcript(t)
+end
 
 return M

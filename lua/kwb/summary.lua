@@ -22,6 +22,30 @@ local function elsewhere(s, shapes, best, best_times)
   return out
 end
 
+-- The model's part: its usage, and every candidate a reply proposed with its
+-- outcome, parent and cost (absent when no model took part).
+local function model_part(run)
+  local a = run.model
+  if not a then return nil, nil end
+  local spec = a.chain[1]
+  local u = a.usage
+  local estimated = false
+  local props = {}
+  for _, res in ipairs(run.results) do
+    if res.model then
+      props[#props + 1] = { id = res.id, short = res.short, outcome = res.outcome, score = res.score,
+                            parent = res.parent, cost = res.cost, model = res.model,
+                            what = res.params and next(res.params) and require("kwb.candidate").params_text(res.params)
+                                   or (res.outcome ~= "accepted" and res.outcome ~= "slower" and res.reason)
+                                   or res.rationale and res.rationale:match("^[^\n.]*") or res.note }
+    end
+  end
+  estimated = u.estimated or false
+  return { name = require("kwb.agent").name(spec), requests = u.requests, retries = u.retries, failures = u.failures,
+           input = u.input, output = u.output, cost = u.cost, priced = spec.price ~= nil, estimated = estimated },
+         props
+end
+
 -- summary(run) -> { event = "summary", funnel =, best =, start =, elsewhere =, ... }
 function M.summary(run)
   local s = run.session
@@ -35,6 +59,7 @@ function M.summary(run)
     best_times[sh.key] = r and r.median or nil
   end
   local faster = elsewhere(s, run.recipe.shapes, best, best_times)
+  local model, proposals = model_part(run)
   return {
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped,
@@ -47,6 +72,7 @@ function M.summary(run)
     best_median = best_times,
     -- absent when the pick is the fastest at every shape (an empty table would be a JSON object)
     elsewhere = #faster > 0 and faster or nil, shape_count = #run.recipe.shapes,
+    model = model, proposals = proposals and #proposals > 0 and proposals or nil, stopped = run.stop_reason,
   }
 end
 

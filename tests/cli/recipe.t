@@ -17,6 +17,6 @@ kwb: tests/recipes/bad_typo.lua:8: unknown recipe field 'stratgy' (did you mean 
 $ ./kwb tests/recipes/script.lua --json --budget 5
 script	3	--json	--budget	5
 $ ./kwb recipes/host_matmul.lua --strategy simplex --quiet
-kwb: unknown strategy 'simplex' (known: grid, random, anneal, genetic, or a .lua file)
+kwb: unknown strategy 'simplex' (known: grid, random, anneal, genetic, llm, llm+tune, agent, or a .lua file)
 try 'kwb --help'
 [exit 2]

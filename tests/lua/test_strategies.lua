@@ -119,7 +119,7 @@ t.test("strategy_file_named_by_a_run_option", function()
   t.eq(sm.candidates, 1)
   t.eq(run.results[1].params.BN, 16)
   t.raises(function() r:run { mode = "quiet", strategy = "simplex" } end,
-           "unknown strategy 'simplex' (known: grid, random, anneal, genetic, or a .lua file)")
+           "unknown strategy 'simplex' (known: grid, random, anneal, genetic, llm, llm+tune, agent, or a .lua file)")
 end)
 
 t.test("strategies_list_proposes_its_list_in_order_then_nothing", function()

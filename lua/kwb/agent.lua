@@ -1,0 +1,215 @@
+-- kwb/agent.lua: the model behind a recipe's `model` field, whichever
+-- provider serves it (kwb/agents/: openai, anthropic, command, replay),
+-- with its fallbacks, its usage and its transcript.
+--
+--   local a = agent.new(recipe.model, { record = function(t) ... end })
+--   local t = a:ask { system = "...", messages = { { role = "user", content = "..." } }, tools = {...} }
+--   a:poll(0)                  -- HTTP requests move on while workers evaluate
+--   local reply = a:wait(t)    -- { text =, tool_calls =, usage =, cost =, seconds =, model =, transcript = }
+--                              -- or { error =, code = } when every model of the chain failed
+--   a.usage                    -- { requests =, retries =, failures =, input =, output =, cost =,
+--                              --   estimated = (token counts from text lengths) }
+--
+-- The API key is read from the variable `key_env` names when a request is
+-- made and goes only into that request's headers: the transcript holds the
+-- body sent and the body received, with any copy of the key replaced.
+local cjson = require "cjson"
+local core = require "kwb.core"
+local http = require "kwb.http"
+
+local M = {}
+
+M.providers = { "openai", "anthropic", "command", "replay" }
+
+local Agent = {}
+Agent.__index = Agent
+
+function M.provider(name)
+  for _, p in ipairs(M.providers) do
+    if p == name then return require("kwb.agents." .. p) end
+  end
+  return nil
+end
+
+-- The chain: the model, then its fallbacks in order.
+local function chain(spec)
+  local out = { spec }
+  local fb = spec.fallback
+  if fb and (fb.provider or fb.model) then fb = { fb } end
+  for _, f in ipairs(fb or {}) do out[#out + 1] = f end
+  return out
+end
+
+-- new(spec, { record = fn(transcript) -> id, http = client options }) -> agent
+function M.new(spec, opts)
+  opts = opts or {}
+  local a = setmetatable({ chain = chain(spec), record = opts.record, http_opts = opts.http, state = {},
+                           usage = { requests = 0, retries = 0, failures = 0, input = 0, output = 0, cost = 0 } },
+                         Agent)
+  for _, s in ipairs(a.chain) do
+    if not M.provider(s.provider) then
+      error(string.format("model.provider: unknown provider '%s' (known: %s)", tostring(s.provider),
+                          table.concat(M.providers, ", ")), 0)
+    end
+  end
+  return a
+end
+
+-- from_env() -> the model KWB_PROVIDER, KWB_MODEL, KWB_BASE_URL and
+-- KWB_KEY_ENV describe, or nil when KWB_MODEL is not set.
+function M.from_env()
+  local model = os.getenv("KWB_MODEL")
+  if not model or model == "" then return nil end
+  local function var(name)
+    local v = os.getenv(name)
+    return v ~= "" and v or nil
+  end
+  return { provider = var("KWB_PROVIDER") or "openai", model = model, base_url = var("KWB_BASE_URL"),
+           key_env = var("KWB_KEY_ENV") }
+end
+
+-- Does every model of the chain take tool calls?
+function Agent:tools()
+  for _, s in ipairs(self.chain) do
+    if M.provider(s.provider).tools == false then return false, s.provider end
+  end
+  return true
+end
+
+function M.name(spec)
+  return spec.provider .. ":" .. (spec.model or (spec.command and spec.command[1]) or spec.file or "?")
+end
+
+-- The key for spec, read now; nil when the provider needs none.
+local function key_of(spec, mod)
+  local var = spec.key_env or (not spec.base_url and mod.key_env) or nil
+  if not var then return nil end
+  local v = os.getenv(var)
+  if not v or v == "" then
+    return nil, string.format("model %s: the variable %s (model.key_env) is not set", M.name(spec), var)
+  end
+  return v
+end
+
+local function scrub(text, key)
+  if not text or not key then return text end
+  return (text:gsub(key:gsub("%W", "%%%0"), "[key]"))
+end
+
+local function price(spec, u)
+  local p = spec.price
+  if not p then return 0 end
+  return ((p.input or 0) * u.input + (p.output or 0) * u.output) / 1e6
+end
+
+-- A finished attempt into the usage, the transcript and the ticket.
+function Agent:finish(t, reply, why, sent, received, code)
+  local spec = self.chain[t.link]
+  local u = self.usage
+  if code == "exhausted" then   -- a replayed transcript at its end: nothing was asked of anyone
+    t.reply = { error = why, code = code, cost = 0, seconds = 0, model = M.name(spec) }
+    return
+  end
+  u.requests = u.requests + 1
+  local seconds = core.now() - t.started
+  local tr = { provider = spec.provider, model = M.name(spec), prompt_hash = core.sha256(sent or ""),
+               request = scrub(sent or "", t.key), reply = scrub(received, t.key), seconds = seconds,
+               attempts = t.attempts or 1, purpose = t.purpose }
+  if reply then
+    u.estimated = u.estimated or reply.usage.estimated
+    reply.cost = price(spec, reply.usage)
+    u.input, u.output, u.cost = u.input + reply.usage.input, u.output + reply.usage.output, u.cost + reply.cost
+    tr.tokens_in, tr.tokens_out, tr.cost = reply.usage.input, reply.usage.output, reply.cost
+  else
+    u.failures = u.failures + 1
+    tr.error = why
+  end
+  if self.record then tr.id = self.record(tr) end
+  if reply then
+    reply.seconds, reply.model, reply.provider, reply.transcript = seconds, tr.model, spec.provider, tr.id
+    reply.attempts = tr.attempts
+    t.reply = reply
+    return
+  end
+  t.errors[#t.errors + 1] = tr.model .. ": " .. why
+  if code ~= "exhausted" and t.link < #self.chain then   -- the next model of the chain
+    t.link = t.link + 1
+    return self:start(t)
+  end
+  t.reply = { error = table.concat(t.errors, "; "), code = code or "model-failed", transcript = tr.id, cost = 0,
+              seconds = seconds, model = tr.model }
+end
+
+function Agent:client()
+  if not self.http then self.http = http.client(self.http_opts) end
+  return self.http
+end
+
+-- Start the ticket's request on its current model.
+function Agent:start(t)
+  local spec = self.chain[t.link]
+  local mod = M.provider(spec.provider)
+  t.started, t.key, t.attempts = core.now(), nil, 1
+  if mod.call then   -- a program or a transcript: answered now
+    local reply, why, prompt, exhausted = mod.call(spec, t.convo, self.state)
+    return self:finish(t, reply, why, prompt, reply and (reply.raw or reply.text) or nil, exhausted and "exhausted" or nil)
+  end
+  local key, why = key_of(spec, mod)
+  if why then return self:finish(t, nil, why, nil, nil, "no-key") end
+  t.key = key
+  t.req = mod.request(spec, t.convo, key)
+  t.req.timeout = spec.timeout
+  t.http = self:client():post(t.req)
+  self.flying[#self.flying + 1] = t
+end
+
+-- An HTTP ticket whose request finished.
+function Agent:landed(t)
+  local r = t.http.result
+  local mod = M.provider(self.chain[t.link].provider)
+  t.attempts = r.attempts
+  self.usage.retries = self.usage.retries + r.retries
+  local why, reply
+  if r.code then why = string.format("%s (%s)", r.error, r.code)
+  else
+    local ok, j = pcall(cjson.decode, r.body)
+    if r.status ~= 200 then
+      why = string.format("HTTP %d%s", r.status, ok and mod.error_text(j) and (": " .. mod.error_text(j)) or "")
+    elseif not ok or type(j) ~= "table" then why = "the reply is not JSON: " .. tostring(j)
+    else reply, why = mod.parse(j) end
+  end
+  self:finish(t, reply, why, t.req.body, r.body, r.code or (r.status ~= 200 and "http-" .. r.status) or nil)
+end
+
+-- ask(convo [, purpose]) -> ticket
+function Agent:ask(convo, purpose)
+  self.flying = self.flying or {}
+  local t = { convo = convo, link = 1, errors = {}, purpose = purpose }
+  self:start(t)
+  return t
+end
+
+-- poll(seconds): moves every request on, handling those that finished.
+function Agent:poll(seconds)
+  if not self.http or not self.flying or #self.flying == 0 then return end
+  self.http:poll(seconds)
+  for i = #self.flying, 1, -1 do
+    local t = self.flying[i]
+    if t.http.result then
+      table.remove(self.flying, i)
+      self:landed(t)
+    end
+  end
+end
+
+-- wait(ticket) -> its reply
+function Agent:wait(t)
+  while not t.reply do self:poll(1) end
+  return t.reply
+end
+
+function Agent:close()
+  if self.http then self.http:close() end
+end
+
+return M

@@ -1,0 +1,70 @@
+-- kwb/agents/openai.lua: the chat completions API (POST {base_url}/chat/completions),
+-- which OpenAI serves and so do vLLM, llama.cpp's server, Ollama, OpenRouter
+-- and LiteLLM under their own base_url. kwb.agent sends the request and
+-- reads the reply through these two functions.
+local cjson = require "cjson"
+
+local M = { name = "openai", base_url = "https://api.openai.com/v1", key_env = "OPENAI_API_KEY" }
+
+local function message(m)
+  if m.role == "tool" then return { role = "tool", tool_call_id = m.tool_call_id, content = m.content } end
+  local out = { role = m.role, content = m.content }
+  if m.tool_calls and #m.tool_calls > 0 then
+    out.tool_calls = {}
+    for i, c in ipairs(m.tool_calls) do
+      out.tool_calls[i] = { id = c.id, type = "function",
+                            ["function"] = { name = c.name, arguments = cjson.encode(c.arguments or {}) } }
+    end
+  end
+  return out
+end
+
+-- request(spec, convo, key) -> { url =, headers =, body = }. convo: { system =,
+-- messages = { { role =, content =, tool_calls =, tool_call_id = } }, tools = }.
+function M.request(spec, convo, key)
+  local msgs = {}
+  if convo.system then msgs[1] = { role = "system", content = convo.system } end
+  for _, m in ipairs(convo.messages) do msgs[#msgs + 1] = message(m) end
+  local body = { model = spec.model, messages = msgs, temperature = spec.temperature, max_tokens = spec.max_tokens }
+  if convo.tools and #convo.tools > 0 then
+    body.tools = {}
+    for i, t in ipairs(convo.tools) do
+      body.tools[i] = { type = "function", ["function"] = { name = t.name, description = t.description,
+                                                           parameters = t.parameters } }
+    end
+  end
+  local headers = { "Content-Type: application/json" }
+  if key then headers[#headers + 1] = "Authorization: Bearer " .. key end
+  return { url = (spec.base_url or M.base_url):gsub("/+$", "") .. "/chat/completions", headers = headers,
+           body = cjson.encode(body) }
+end
+
+-- parse(decoded JSON) -> { text =, tool_calls =, usage = { input =, output = }, stop = } | nil, why
+function M.parse(j)
+  local choice = type(j.choices) == "table" and j.choices[1]
+  local msg = type(choice) == "table" and choice.message
+  if type(msg) ~= "table" then return nil, "the reply has no choices[1].message" end
+  local reply = { text = type(msg.content) == "string" and msg.content or "", tool_calls = {},
+                  stop = choice.finish_reason ~= cjson.null and choice.finish_reason or nil }
+  if type(msg.tool_calls) == "table" then
+    for _, c in ipairs(msg.tool_calls) do
+      local f = type(c) == "table" and c["function"]
+      if type(f) ~= "table" or type(f.name) ~= "string" then return nil, "a tool call without a function name" end
+      local ok, args = pcall(cjson.decode, type(f.arguments) == "string" and f.arguments or "{}")
+      reply.tool_calls[#reply.tool_calls + 1] = { id = c.id, name = f.name, arguments = ok and args or nil,
+                                                  bad_arguments = not ok and f.arguments or nil }
+    end
+  end
+  local u = type(j.usage) == "table" and j.usage or {}
+  reply.usage = { input = tonumber(u.prompt_tokens) or 0, output = tonumber(u.completion_tokens) or 0 }
+  return reply
+end
+
+-- The error message in an error reply's body, if it has one.
+function M.error_text(j)
+  local e = type(j) == "table" and j.error
+  if type(e) == "table" then return e.message end
+  if type(e) == "string" then return e end
+end
+
+return M

@@ -1,0 +1,112 @@
+-- kwb/strategies/llm.lua: the model proposes kernels. Each prompt
+-- (kwb.prompt) shows the current best, the last failures and the ideas; each
+-- reply (kwb.reply) becomes one candidate whose parent is the best the
+-- prompt showed: accepted, it is the new best (keep); otherwise the best
+-- stays (revert). A reply with no usable kernel is the outcome `no-code`.
+--
+-- The requests run ahead of the evaluations: while a worker evaluates one
+-- candidate, the next request (one per worker) is already with the model, so
+-- a prompt sees every result but those still being evaluated.
+--
+-- With mode "template" (the `llm+tune` strategy) the model writes a template
+-- and its space (a ```lua block); a tuner (options.tuner, "random" by
+-- default) sweeps it for options.sweep candidates (8 by default), and the
+-- sweep's best stands for the proposal. A reply with no space is a plain
+-- source.
+local prompt = require "kwb.prompt"
+local reply = require "kwb.reply"
+
+local S = { name = "llm", mode = "source", sweep = 8, tuner = "random", failures_in_a_row = 3 }
+
+function S:init(run)
+  self.agent = run:agent()
+  self.ahead = math.max(1, run.workers or 1)
+  self.queue, self.asked, self.failed = {}, 0, 0
+  local o = self.options or {}
+  self.sweep, self.tuner = o.sweep or self.sweep, o.tuner or self.tuner
+  self:fill(run)
+end
+
+-- Keep `ahead` requests with the model, within the run's budgets.
+function S:fill(run)
+  while #self.queue < self.ahead and not self.stopped and self.asked < run.budget.candidates - run.evaluated
+        and not run:spent() do
+    self.asked = self.asked + 1
+    local convo = prompt.build(run, { mode = self.mode })
+    self.queue[#self.queue + 1] = { ticket = self.agent:ask(convo, self.mode), parent = run.best }
+  end
+end
+
+-- The candidate a reply proposes (no_code when it has none).
+local function proposal(run, item, r)
+  local p = reply.proposal(r.text, run.recipe)
+  local base = { model = r.model, transcript = r.transcript, cost = r.cost, rationale = p.rationale,
+                 parent = item.parent and item.parent.id, note = p.note }
+  if p.no_code then
+    base.source, base.name, base.no_code = r.text, "reply.md", p.no_code
+    return base
+  end
+  base.source, base.name, base.space = p.source, run.recipe.backend == "cuda" and "llm.cu" or "llm.c", p.space
+  return base
+end
+
+-- A sweep of a proposed template: a tuner over its space, proposing points
+-- as sources with defines.
+local function sweep(self, run, base)
+  local strategy = require "kwb.strategy"
+  local tuner = strategy.load(self.tuner)
+  local function as_prop(params)
+    local p = {}
+    for k, v in pairs(base) do p[k] = v end
+    p.space, p.defines, p.params = nil, params, params
+    return p
+  end
+  local view = setmetatable({ space = base.space, budget = { candidates = self.sweep } }, { __index = run })
+  function view.known(_, params) return run:known(as_prop(params)) end
+  function view.id(_, params) return run:id(as_prop(params)) end
+  function view.valid(_, params) return not base.space.restrict or base.space.restrict(params) and true or false end
+  tuner:init(view)
+  return { tuner = tuner, view = view, left = self.sweep, as_prop = as_prop }
+end
+
+function S:propose(run)
+  local sw = self.current
+  if sw and sw.left > 0 then
+    local params = sw.tuner:propose(sw.view)
+    if params then
+      sw.left = sw.left - 1
+      return sw.as_prop(params)
+    end
+  end
+  self.current = nil
+  self:fill(run)
+  local item = table.remove(self.queue, 1)
+  if not item then return nil end
+  local r = self.agent:wait(item.ticket)
+  if r.error then
+    self.failed = self.failed + 1
+    if r.code == "exhausted" or self.failed >= self.failures_in_a_row then
+      self.stopped = true
+      run.stop_reason = r.code == "exhausted" and r.error
+                        or string.format("the model failed %d times in a row: %s", self.failed, r.error)
+      return nil
+    end
+    return self:propose(run)
+  end
+  self.failed = 0
+  local prop = proposal(run, item, r)
+  self:fill(run)   -- the next request runs while this candidate is evaluated
+  if prop.space and self.mode == "template" then
+    self.current = sweep(self, run, prop)
+    return self:propose(run)
+  end
+  prop.space = nil
+  return prop
+end
+
+function S:observe(run, res, fresh)
+  local sw = self.current
+  if sw and sw.tuner.observe then sw.tuner:observe(sw.view, res, fresh) end
+end
+
+return S

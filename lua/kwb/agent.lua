@@ -86,7 +86,7 @@ local function key_of(spec, mod)
   if not var then return nil end
   local v = os.getenv(var)
   if not v or v == "" then
-    return nil, string.format("model %s: the variable %s (model.key_env) is not set", M.name(spec), var)
+    return nil, string.format("the variable %s (model.key_env) is not set", var)
   end
   return v
 end

@@ -147,7 +147,8 @@ function M.documents(paths, terms, budget)
           if lower:find(w, 1, true) then score = score + 1 end
         end
         s.score, s.fi = score, fi
-        if s.text:match("%S") then all[#all + 1] = s end
+        -- a heading with nothing under it is no content
+        if s.text:gsub("^#+ [^\n]*", ""):match("%S") then all[#all + 1] = s end
       end
     end
   end

@@ -115,9 +115,8 @@ end
 -- The next proposal as a candidate, or nil when the budget or the strategy
 -- is done.
 function Run:next_candidate(in_flight)
-  if self.evaluated + in_flight >= self.budget.candidates or core.now() >= self.deadline or self:spent() then
-    return nil
-  end
+  -- (the cost budget stops the asking, in the strategies: a reply paid for is still evaluated)
+  if self.evaluated + in_flight >= self.budget.candidates or core.now() >= self.deadline then return nil end
   self.in_flight = in_flight
   local prop, meta = self.strategy:propose(self)
   if prop == nil then self.exhausted = true; return nil end

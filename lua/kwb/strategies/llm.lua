@@ -11,8 +11,8 @@
 -- With mode "template" (the `llm+tune` strategy) the model writes a template
 -- and its space (a ```lua block); a tuner (options.tuner, "random" by
 -- default) sweeps it for options.sweep candidates (8 by default), and the
--- sweep's best stands for the proposal. A reply with no space is a plain
--- source.
+-- sweep's best stands for the proposal (the reply's cost is carried by the
+-- sweep's first candidate). A reply with no space is a plain source.
 local prompt = require "kwb.prompt"
 local reply = require "kwb.reply"
 
@@ -29,8 +29,7 @@ end
 
 -- Keep `ahead` requests with the model, within the run's budgets.
 function S:fill(run)
-  while #self.queue < self.ahead and not self.stopped and self.asked < run.budget.candidates - run.evaluated
-        and not run:spent() do
+  while #self.queue < self.ahead and not self.stopped and #self.queue < run:budget_left() and not run:spent() do
     self.asked = self.asked + 1
     local convo = prompt.build(run, { mode = self.mode })
     self.queue[#self.queue + 1] = { ticket = self.agent:ask(convo, self.mode), parent = run.best }
@@ -55,10 +54,17 @@ end
 local function sweep(self, run, base)
   local strategy = require "kwb.strategy"
   local tuner = strategy.load(self.tuner)
+  local first = true
   local function as_prop(params)
     local p = {}
     for k, v in pairs(base) do p[k] = v end
     p.space, p.defines, p.params = nil, params, params
+    return p
+  end
+  local function next_prop(params)   -- the reply's cost is carried by the sweep's first candidate
+    local p = as_prop(params)
+    if not first then p.cost = 0 end
+    first = false
     return p
   end
   local view = setmetatable({ space = base.space, budget = { candidates = self.sweep } }, { __index = run })
@@ -66,7 +72,7 @@ local function sweep(self, run, base)
   function view.id(_, params) return run:id(as_prop(params)) end
   function view.valid(_, params) return not base.space.restrict or base.space.restrict(params) and true or false end
   tuner:init(view)
-  return { tuner = tuner, view = view, left = self.sweep, as_prop = as_prop }
+  return { tuner = tuner, view = view, left = self.sweep, as_prop = next_prop }
 end
 
 function S:propose(run)

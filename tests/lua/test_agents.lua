@@ -1,0 +1,275 @@
+-- tests/lua/test_agents.lua: HTTP with retries (kwb.http) and the model
+-- providers (kwb.agent, kwb/agents/) against the scripted server
+-- build/httpd: what is sent, what is retried, what a reply becomes, usage,
+-- cost, fallbacks, and that the key goes into the request's headers only.
+local core = require "kwb.core"
+
+local canary = "sk-canary-7f3a9c1e5b"
+if os.getenv("KWB_TEST_MODEL_KEY") ~= canary then   -- run again with the key set
+  local ok, how, code = os.execute("KWB_TEST_MODEL_KEY=" .. canary .. " ./kwb tests/lua/test_agents.lua")
+  os.exit(ok and 0 or (how == "exit" and code or 1))
+end
+
+local t = require "t"
+local agent = require "kwb.agent"
+local httpd = require "httpd"
+local http = require "kwb.http"
+
+local J = httpd.entry
+
+local function with_server(script, fn)
+  local srv = httpd.start(script)
+  local ok, err = pcall(fn, srv)
+  srv:stop()
+  if not ok then error(err, 0) end
+end
+
+local function ask(a, text)
+  return a:wait(a:ask({ system = "You write kernels.", messages = { { role = "user", content = text or "go" } } }))
+end
+
+-- ---- kwb.http --------------------------------------------------------------
+
+t.test("http_posts_the_body_and_headers_it_is_given", function()
+  with_server(J(200, '{"ok": true}'), function(srv)
+    local c = http.client()
+    local r = c:wait(c:post { url = srv.url .. "/v1/x", headers = { "Content-Type: application/json", "X-Test: 1" },
+                              body = '{"a": 1}' })
+    t.eq(r.status, 200, "status")
+    t.eq(r.body, '{"ok": true}', "body")
+    t.eq(r.attempts, 1, "attempts")
+    t.eq(r.headers["content-type"], "application/json", "reply header")
+    local req = srv:requests()[1]
+    t.eq(req.method, "POST")
+    t.eq(req.path, "/v1/x")
+    t.eq(req.headers["x-test"], "1")
+    t.eq(req.body.a, 1, "body sent")
+    c:close()
+  end)
+end)
+
+t.test("http_429_waits_for_retry_after_then_succeeds", function()
+  with_server(J(429, '{"error": "slow down"}', { "Retry-After: 1" }) .. J(200, '{"ok": 2}'), function(srv)
+    local c = http.client()
+    local t0 = core.now()
+    local r = c:wait(c:post { url = srv.url .. "/v1/x", body = "{}" })
+    local dt = core.now() - t0
+    t.eq(r.status, 200)
+    t.eq(r.attempts, 2, "attempts")
+    t.eq(r.retries, 1, "retries")
+    t.truthy(dt >= 1.0 and dt < 4, "waited the Retry-After second: " .. dt)
+    t.eq(#srv:requests(), 2, "requests the server saw")
+  end)
+end)
+
+t.test("http_500_is_retried_with_backoff_and_400_is_final", function()
+  with_server(J(500, "{}") .. J(503, "{}") .. J(200, '{"n": 3}') .. J(400, '{"error": "bad"}') .. J(200, "{}"),
+    function(srv)
+      local c = http.client { base_delay = 0.05 }
+      local r = c:wait(c:post { url = srv.url .. "/a", body = "{}" })
+      t.eq(r.status, 200, "third try")
+      t.eq(r.attempts, 3, "attempts")
+      r = c:wait(c:post { url = srv.url .. "/b", body = "{}" })
+      t.eq(r.status, 400, "a 400 is not retried")
+      t.eq(r.attempts, 1, "attempts of the 400")
+    end)
+end)
+
+t.test("http_gives_up_after_its_retries", function()
+  with_server(J(503, "{}") .. J(503, "{}") .. J(503, "{}") .. J(200, "{}"), function(srv)
+    local c = http.client { base_delay = 0.01, retries = 2 }
+    local r = c:wait(c:post { url = srv.url .. "/a", body = "{}" })
+    t.eq(r.status, 503)
+    t.eq(r.attempts, 3)
+  end)
+end)
+
+t.test("http_a_reply_slower_than_the_timeout_is_retried", function()
+  with_server(J(200, '{"late": 1}', nil, "delay=3") .. J(200, '{"on_time": 1}'), function(srv)
+    local c = http.client { base_delay = 0.01 }
+    local t0 = core.now()
+    local r = c:wait(c:post { url = srv.url .. "/a", body = "{}", timeout = 0.5 })
+    t.eq(r.status, 200)
+    t.eq(r.body, '{"on_time": 1}', "the second reply")
+    t.eq(r.attempts, 2)
+    t.truthy(core.now() - t0 < 2.5, "did not wait for the slow reply")
+  end)
+end)
+
+t.test("http_a_cut_transfer_is_retried", function()
+  with_server(J(200, '{"choices": [1, 2, 3]}', nil, "drop=6") .. J(200, '{"whole": true}'), function(srv)
+    local c = http.client { base_delay = 0.01 }
+    local r = c:wait(c:post { url = srv.url .. "/a", body = "{}" })
+    t.eq(r.body, '{"whole": true}')
+    t.eq(r.attempts, 2)
+  end)
+end)
+
+t.test("http_a_refused_connection_fails_with_code_connect", function()
+  local c = http.client { retries = 1, base_delay = 0.01 }
+  local r = c:wait(c:post { url = "http://127.0.0.1:1/none", body = "{}" })
+  t.eq(r.code, "connect")
+  t.eq(r.attempts, 2)
+end)
+
+t.test("http_requests_are_in_flight_together", function()
+  with_server(J(200, '{"a": 1}', nil, "delay=1") .. J(200, '{"b": 2}', nil, "delay=1"), function(srv)
+    local c = http.client()
+    local t0 = core.now()
+    local x, y = c:post { url = srv.url .. "/x", body = "{}" }, c:post { url = srv.url .. "/y", body = "{}" }
+    t.eq(c:pending(), 2, "both in flight")
+    c:wait(x)
+    c:wait(y)
+    local dt = core.now() - t0
+    t.truthy(dt < 1.8, "two 1 s replies took " .. dt .. " s together")
+  end)
+end)
+
+t.test("http_retry_after_reads_seconds_and_dates", function()
+  t.eq(http.retry_after("7"), 7)
+  t.eq(http.retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412480 - 30), 30)
+  t.eq(http.retry_after("soon"), nil)
+end)
+
+-- ---- providers ---------------------------------------------------------------
+
+local function recorder()
+  local recs = {}
+  return recs, function(tr) recs[#recs + 1] = tr; return "tr" .. #recs end
+end
+
+t.test("openai_request_and_reply", function()
+  with_server(J(200, httpd.openai("Here:\n```c\nint x;\n```", { 1200, 300 })), function(srv)
+    local recs, record = recorder()
+    local a = agent.new({ provider = "openai", model = "gpt-test", base_url = srv.url .. "/v1", key_env = "KWB_TEST_MODEL_KEY",
+                          temperature = 0.2, max_tokens = 999, price = { input = 2, output = 8 } }, { record = record })
+    local r = ask(a, "write it")
+    t.eq(r.text, "Here:\n```c\nint x;\n```")
+    t.eq(r.usage.input, 1200)
+    t.eq(r.usage.output, 300)
+    t.near(r.cost, (1200 * 2 + 300 * 8) / 1e6, 1e-12, "cost")
+    t.eq(r.transcript, "tr1")
+    local req = srv:requests()[1]
+    t.eq(req.path, "/v1/chat/completions")
+    t.eq(req.headers.authorization, "Bearer " .. canary, "the key goes in the header")
+    t.eq(req.body.model, "gpt-test")
+    t.eq(req.body.temperature, 0.2)
+    t.eq(req.body.max_tokens, 999)
+    t.eq(req.body.messages[1].role, "system")
+    t.eq(req.body.messages[2].content, "write it")
+    t.eq(a.usage.requests, 1)
+    t.eq(a.usage.input, 1200)
+    t.eq(#recs, 1)
+    t.eq(recs[1].tokens_in, 1200)
+    t.eq(recs[1].model, "openai:gpt-test")
+    t.truthy(not recs[1].request:find(canary, 1, true), "no key in the recorded request")
+    t.truthy(recs[1].request:find('"write it"', 1, true), "the recorded request is the body sent")
+    t.truthy(not req.raw:find(canary, 1, true), "no key in the body sent")
+  end)
+end)
+
+t.test("anthropic_request_and_reply", function()
+  with_server(J(200, httpd.anthropic("A plan, no code yet.", { 50, 7 })), function(srv)
+    local a = agent.new { provider = "anthropic", model = "claude-test", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY" }
+    local r = ask(a)
+    t.eq(r.text, "A plan, no code yet.")
+    t.eq(r.usage.input, 50)
+    t.eq(r.usage.output, 7)
+    t.eq(r.cost, 0, "no price: no cost")
+    local req = srv:requests()[1]
+    t.eq(req.path, "/v1/messages")
+    t.eq(req.headers["x-api-key"], canary)
+    t.eq(req.headers["anthropic-version"], "2023-06-01")
+    t.eq(req.body.system, "You write kernels.")
+    t.eq(req.body.max_tokens, 8192, "the default max_tokens")
+    t.eq(req.body.messages[1].role, "user")
+  end)
+end)
+
+t.test("tool_calls_parse_in_both_apis", function()
+  local calls = { { id = "c1", name = "evaluate", arguments = { source = "int x;", shape = "n=64" } } }
+  with_server(J(200, httpd.openai("", { 1, 1 }, calls)) .. J(200, httpd.anthropic("thinking", { 1, 1 }, calls)),
+    function(srv)
+      local tools = { { name = "evaluate", description = "d", parameters = { type = "object", properties = { source = { type = "string" } } } } }
+      for _, spec in ipairs { { provider = "openai", model = "m", base_url = srv.url .. "/v1" },
+                              { provider = "anthropic", model = "m", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY" } } do
+        local a = agent.new(spec)
+        local r = a:wait(a:ask { messages = { { role = "user", content = "go" } }, tools = tools })
+        t.eq(#r.tool_calls, 1, spec.provider)
+        t.eq(r.tool_calls[1].name, "evaluate")
+        t.eq(r.tool_calls[1].id, "c1")
+        t.eq(r.tool_calls[1].arguments.shape, "n=64")
+      end
+      local reqs = srv:requests()
+      t.eq(reqs[1].body.tools[1]["function"].name, "evaluate", "openai tools")
+      t.eq(reqs[2].body.tools[1].input_schema.type, "object", "anthropic tools")
+    end)
+end)
+
+t.test("a_truncated_json_reply_falls_back_to_the_next_model", function()
+  with_server(J(200, '{"choices": [{"message": {"content": "he') .. J(200, httpd.openai("from the fallback", { 3, 4 })),
+    function(srv)
+      local recs, record = recorder()
+      local a = agent.new({ provider = "openai", model = "first", base_url = srv.url .. "/v1",
+                            fallback = { provider = "openai", model = "second", base_url = srv.url .. "/v1" } },
+                          { record = record })
+      local r = ask(a)
+      t.eq(r.text, "from the fallback")
+      t.eq(r.model, "openai:second")
+      t.eq(#recs, 2, "both requests recorded")
+      t.truthy(recs[1].error:find("the reply is not JSON", 1, true), recs[1].error)
+      t.eq(a.usage.requests, 2)
+      t.eq(a.usage.failures, 1)
+      t.eq(srv:requests()[2].body.model, "second")
+    end)
+end)
+
+t.test("an_http_error_names_the_status_and_the_apis_message", function()
+  with_server(J(401, '{"error": {"message": "invalid key"}}'), function(srv)
+    local a = agent.new { provider = "openai", model = "m", base_url = srv.url .. "/v1" }
+    local r = ask(a)
+    t.eq(r.error, "openai:m: HTTP 401: invalid key")
+    t.eq(r.code, "http-401")
+  end)
+end)
+
+t.test("a_missing_key_is_an_error_and_nothing_is_sent", function()
+  local a = agent.new { provider = "openai", model = "m", key_env = "KWB_TEST_NO_SUCH_KEY" }
+  local r = ask(a)
+  t.eq(r.error, "openai:m: the variable KWB_TEST_NO_SUCH_KEY (model.key_env) is not set")
+  t.eq(r.code, "no-key")
+end)
+
+t.test("command_agent_reads_stdin_or_a_prompt_file", function()
+  local a = agent.new { provider = "command", command = { "sh", "-c", "tr a-z A-Z" } }
+  local r = ask(a, "make it fast")
+  t.eq(r.text, "YOU WRITE KERNELS.\n\nMAKE IT FAST", "the prompt went to stdin")
+  a = agent.new { provider = "command", command = { "sh", "-c", 'cat "$1"', "sh", "{prompt_file}" } }
+  t.eq(ask(a, "x").text, "You write kernels.\n\nx", "the prompt in a file")
+  a = agent.new { provider = "command", command = { "sleep", "5" }, timeout = 0.3 }
+  local t0 = core.now()
+  r = ask(a)
+  t.eq(r.error, "command:sleep: sleep ran past its timeout (0.3 s) and was killed")
+  t.truthy(core.now() - t0 < 2, "killed on time")
+  a = agent.new { provider = "command", command = { "sh", "-c", "echo broken >&2; exit 3" } }
+  t.eq(ask(a).error, "command:sh: sh exited with status 3: broken")
+end)
+
+t.test("replay_agent_answers_in_order_then_is_exhausted", function()
+  local file = os.tmpname()
+  local f = assert(io.open(file, "w"))
+  f:write('{"replies": [{"text": "one", "usage": {"input": 10, "output": 2}}, {"text": "two"}]}')
+  f:close()
+  local recs, record = recorder()
+  local a = agent.new({ provider = "replay", file = file }, { record = record })
+  t.eq(ask(a).text, "one")
+  t.eq(ask(a).text, "two")
+  local r = ask(a)
+  t.eq(r.code, "exhausted")
+  t.eq(#recs, 2, "an exhausted transcript records nothing")
+  t.eq(a.usage.input, 10 + #"You write kernels.\n\ngo" // 4, "counts, the second estimated")
+  t.eq(a.usage.estimated, true)
+  os.remove(file)
+end)
+
+t.done()

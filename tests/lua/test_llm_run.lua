@@ -1,0 +1,265 @@
+-- tests/lua/test_llm_run.lua: the research loop with a model: a host recipe
+-- (tests/recipes/llm_host.lua) run by the CLI against the scripted server
+-- (build/httpd) speaking the OpenAI API. Each scripted reply becomes a
+-- candidate with its outcome, parent and cost; retries and tokens are
+-- counted; the prompts carry the best, the failures, the ideas and the most
+-- relevant context; the key reaches no record, event or worker.
+local t = require "t"
+local cjson = require "cjson"
+local core = require "kwb.core"
+local httpd = require "httpd"
+
+local canary = "sk-canary-run-51d0e2"
+local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+
+local ikj = [[
+void matmul(int n, const float *a, const float *b, float *c) {
+    for (int i = 0; i < n; i++) {
+        float *restrict ci = c + i * n;
+        for (int j = 0; j < n; j++) ci[j] = 0.0f;
+        for (int k = 0; k < n; k++) {
+            const float aik = a[i * n + k];
+            const float *restrict bk = b + k * n;
+            for (int j = 0; j < n; j++) ci[j] += aik * bk[j];
+        }
+    }
+}
+]]
+local ikj_unrolled = ikj:gsub("for %(int j = 0; j < n; j%+%+%) ci%[j%] = 0", "for (int j = 0; j < n; j += 1) ci[j] = 0")
+assert(ikj_unrolled ~= ikj)
+local cached = [[
+static float last[96 * 96];
+static int last_n;
+void matmul(int n, const float *a, const float *b, float *c) {
+    if (last_n == n) { for (int i = 0; i < n * n; i++) c[i] = last[i]; return; }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int k = 0; k < n; k++) acc += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = acc;
+        }
+    for (int i = 0; i < n * n; i++) last[i] = c[i];
+    last_n = n;
+}
+]]
+local template = [[
+#ifndef BK
+#define BK 16
+#endif
+void matmul(int n, const float *a, const float *b, float *c) {
+    for (int x = 0; x < n * n; x++) c[x] = 0.0f;
+    for (int kk = 0; kk < n; kk += BK)
+        for (int i = 0; i < n; i++)
+            for (int k = kk; k < kk + BK && k < n; k++)
+                for (int j = 0; j < n; j++) c[i * n + j] += a[i * n + k] * b[k * n + j];
+}
+]]
+local broken = "void matmul(int n, const float *a, const float *b, float *c) { return n +; }\n"
+
+local function block(code, lang) return "```" .. (lang or "c") .. "\n" .. code .. "```\n" end
+
+local J, O = httpd.entry, httpd.openai
+
+local function run_recipe(srv, strategy, budget)
+  local cache = tmp .. "/llm_" .. strategy .. ".db"
+  for _, s in ipairs { "", "-wal", "-shm" } do os.remove(cache .. s) end
+  local p = assert(io.popen(string.format("KWB_TEST_MODEL_URL=%s/v1 KWB_TEST_MODEL_KEY=%s KWB_TEST_STRATEGY=%s "
+                                          .. "KWB_TEST_BUDGET=%d KWB_CACHE=%s ./kwb tests/recipes/llm_host.lua --json 2>&1",
+                                          srv.url, canary, strategy, budget, cache)))
+  local out = p:read("a")
+  p:close()
+  local events = {}
+  for line in out:gmatch("[^\n]+") do
+    local ok, e = pcall(cjson.decode, line)
+    if ok and type(e) == "table" then events[#events + 1] = e end
+  end
+  return events, out, cache
+end
+
+local function by_event(events, name)
+  local out = {}
+  for _, e in ipairs(events) do
+    if e.event == name then out[#out + 1] = e end
+  end
+  return out
+end
+
+-- ---- llm+tune: six replies, two retried requests ------------------------
+
+local script = table.concat {
+  J(429, '{"error": {"message": "rate limited"}}', { "Retry-After: 1" }),
+  J(200, O("The inner loop should be contiguous:\n\n" .. block(ikj), { 1000, 200 })),
+  J(500, '{"error": {"message": "overloaded"}}'),
+  J(200, O("I would first like to see the compiler's vectorisation report.", { 1100, 20 })),
+  J(200, O("A sketch, then the kernel.\n\n" .. block("/* sketch */\n") .. "\n" .. block(ikj_unrolled), { 1200, 300 })),
+  J(200, O("Remember the last output:\n\n" .. block(cached), { 1300, 100 })),
+  J(200, O("Blocking k, BK for the tuner:\n\n" .. block(template) .. block("return { BK = { 8, 16, 32, 64 } }\n", "lua"),
+           { 1400, 400 })),
+  J(200, O("Try this:\n\n" .. block(broken), { 1500, 50 })),
+}
+
+local srv = httpd.start(script)
+local events, out, cache_path = run_recipe(srv, "tune", 8)
+local requests = srv:requests()
+srv:stop()
+local cands = by_event(events, "candidate")
+local sm = by_event(events, "summary")[1] or {}
+local start = by_event(events, "start-kernel")[1] or {}
+
+t.test("llm_run_each_reply_is_a_candidate_with_its_outcome", function()
+  t.truthy(sm.model, "a summary with the model's part; output:\n" .. out:sub(1, 3000))
+  local got = {}
+  for i, c in ipairs(cands) do got[i] = c.outcome end
+  t.eq(#cands, 8, "candidates")
+  t.eq(got[1], "accepted", "the contiguous kernel")
+  t.eq(got[2], "no-code", "the reply without code")
+  t.truthy(got[3] == "slower" or got[3] == "accepted", "the second of two blocks is the kernel: " .. tostring(got[3]))
+  t.eq(got[4], "forbidden", "the cached output")
+  for i = 5, 7 do t.truthy(got[i] == "slower" or got[i] == "accepted", "sweep point " .. i .. ": " .. tostring(got[i])) end
+  t.eq(got[8], "compile-error", "the broken kernel")
+  t.eq(cands[4].rule, "global-state")
+  t.eq(cands[2].reason, "the reply has no ```c code block")
+end)
+
+t.test("llm_run_sweeps_the_declared_space", function()
+  local seen = {}
+  for i = 5, 7 do seen[#seen + 1] = cands[i].params and cands[i].params.BK end
+  table.sort(seen)
+  t.eq(#seen, 3, "three points of BK")
+  for _, v in ipairs(seen) do t.truthy(v == 8 or v == 16 or v == 32 or v == 64, "BK " .. tostring(v)) end
+end)
+
+t.test("llm_run_summary_counts_requests_retries_tokens_and_cost", function()
+  local m = sm.model
+  t.eq(m.requests, 6, "requests that got a reply")
+  t.eq(m.retries, 2, "the 429 and the 500")
+  t.eq(m.failures, 0)
+  t.eq(m.input, 1000 + 1100 + 1200 + 1300 + 1400 + 1500, "tokens in")
+  t.eq(m.output, 200 + 20 + 300 + 100 + 400 + 50, "tokens out")
+  t.near(m.cost, (7500 * 1 + 1070 * 2) / 1e6, 1e-12, "cost")
+  t.eq(m.name, "openai:test-model")
+  t.eq(#requests, 8, "HTTP requests the server saw")
+end)
+
+t.test("llm_run_proposals_name_their_parent_and_cost", function()
+  local p = sm.proposals
+  t.eq(#p, 8)
+  t.eq(p[1].parent, start.id, "the first prompt showed the start kernel")
+  t.eq(p[2].parent, start.id, "the second was sent while the first was evaluated")
+  t.eq(p[3].parent, cands[1].id, "the third saw the first accepted")
+  t.near(p[1].cost, (1000 + 400) / 1e6, 1e-12, "the first reply's cost")
+  t.near(p[5].cost, (1400 + 800) / 1e6, 1e-12, "a sweep's first point carries the reply's cost")
+  t.eq(p[6].cost, 0)
+  local total = 0
+  for _, x in ipairs(p) do total = total + x.cost end
+  t.near(total, sm.model.cost, 1e-12, "the proposals' costs add up to the run's")
+end)
+
+t.test("llm_run_prompts_hold_the_best_the_failures_the_ideas_and_the_relevant_context", function()
+  local first, fourth = requests[2].body, requests[6].body   -- 1: the 429, 3: the 500
+  t.eq(first.model, "test-model")
+  local user1 = first.messages[2].content
+  t.truthy(user1:find("The current best is the start kernel", 1, true), "the best")
+  t.truthy(user1:find("Reorder the loops so the inner one is contiguous.", 1, true), "the idea")
+  t.truthy(user1:find("## Matmul on the host", 1, true), "the relevant section")
+  t.truthy(not user1:find("Warp shuffles", 1, true), "the irrelevant section left out (context_bytes 200)")
+  t.truthy(user1:find("| n=96 |", 1, true), "the shape table")
+  t.truthy(first.messages[1].content:find("- global-state: state kept across calls", 1, true), "the rules")
+  local user4 = fourth.messages[2].content
+  t.truthy(user4:find("The current best (" .. cands[1].id:sub(1, 8), 1, true), "the new best")
+  t.truthy(user4:find("no-code: the reply has no ```c code block", 1, true), "the failure")
+end)
+
+t.test("llm_run_keeps_the_key_out_of_records_events_and_workers", function()
+  t.truthy(not out:find(canary, 1, true), "no key in the output")
+  local sent = 0
+  for _, r in ipairs(requests) do
+    if r.headers.authorization == "Bearer " .. canary then sent = sent + 1 end
+    t.truthy(not r.raw:find(canary, 1, true), "no key in a body sent")
+  end
+  t.eq(sent, 8, "the key went in every request's header")
+  local f = assert(io.open(cache_path, "rb"))
+  local raw = f:read("a")
+  f:close()
+  t.truthy(not raw:find(canary, 1, true), "no key in the cache file")
+  local cache = assert(require("kwb.cache").open(cache_path))
+  local trs = cache:transcripts()
+  t.eq(#trs, 6, "one transcript per answered request")
+  for _, row in ipairs(trs) do
+    local tr = assert(cache:transcript(row.id))
+    t.truthy(not tr.request:find(canary, 1, true) and not (tr.reply or ""):find(canary, 1, true), "no key in " .. row.id)
+  end
+  local env = require("kwb.workers").environment()
+  for _, kv in ipairs(env) do t.truthy(not kv:find(canary, 1, true), "worker environment: " .. kv) end
+  cache:close()
+end)
+
+t.test("llm_run_candidates_name_their_transcript_and_rationale", function()
+  local cache = assert(require("kwb.cache").open(cache_path))
+  local c = assert(cache:get(cands[1].id))
+  t.eq(c.rationale, "The inner loop should be contiguous:")
+  t.eq(c.model, "openai:test-model")
+  local tr = assert(cache:transcript(c.transcript))
+  t.eq(tr.tokens_in, 1000)
+  t.truthy(tr.request:find("The current best is the start kernel", 1, true), "the prompt that produced it")
+  local nc = assert(cache:get(cands[2].id))
+  t.eq(nc.source, "I would first like to see the compiler's vectorisation report.", "a no-code candidate keeps the reply")
+  cache:close()
+end)
+
+-- ---- agent: tool calls ----------------------------------------------------
+
+local tools_script = table.concat {
+  J(200, O("Let me measure the contiguous version first.", { 100, 10 },
+           { { id = "call_1", name = "evaluate", arguments = { source = ikj, shape = "n=64" } } })),
+  J(200, O("And check this one builds.", { 200, 10 }, { { id = "call_2", name = "compile", arguments = { source = broken } } })),
+  J(200, O("The measured kernel is the answer:\n\n" .. block(ikj_unrolled), { 300, 50 })),
+}
+
+local srv2 = httpd.start(tools_script)
+local events2, out2 = run_recipe(srv2, "agent", 2)
+local reqs2 = srv2:requests()
+srv2:stop()
+local cands2 = by_event(events2, "candidate")
+
+t.test("agent_run_tool_calls_evaluate_and_compile_then_answer", function()
+  t.eq(#cands2, 2, "the evaluated draft and the answer; output:\n" .. out2:sub(1, 2000))
+  t.eq(cands2[1].origin, "agent")
+  t.eq(cands2[1].outcome, "accepted", "the draft")
+  t.truthy(cands2[2].outcome == "slower" or cands2[2].outcome == "accepted", cands2[2].outcome)
+  t.eq(#reqs2, 3)
+  local second = reqs2[2].body.messages
+  local tool = second[#second]
+  t.eq(tool.role, "tool")
+  t.eq(tool.tool_call_id, "call_1")
+  t.truthy(tool.content:find(": accepted", 1, true), tool.content)
+  t.truthy(tool.content:find("n=64: ", 1, true) and not tool.content:find("n=96: ", 1, true), "the shape asked for")
+  t.eq(second[#second - 1].tool_calls[1]["function"].name, "evaluate", "the assistant's call goes back")
+  local third = reqs2[3].body.messages
+  t.truthy(third[#third].content:find("^compile%-error: "), third[#third].content)
+  t.eq(reqs2[1].body.tools[1]["function"].name, "compile", "the tools offered")
+  local sm2 = by_event(events2, "summary")[1]
+  t.eq(sm2.model.requests, 3)
+  t.eq(sm2.model.input, 600)
+end)
+
+-- ---- the CPU demo: the hand-written transcript, replayed ---------------------
+
+t.test("demo_replays_its_transcript_when_no_model_is_configured", function()
+  local cache = tmp .. "/demo.db"
+  local p = assert(io.popen("env -u KWB_MODEL KWB_CACHE=" .. cache .. " ./kwb demo --plain 2>&1"))
+  local text = p:read("a")
+  p:close()
+  t.truthy(text:find("kwb demo: no model is configured (KWB_MODEL is not set), so the model's replies are replayed from "
+                     .. "recipes/transcripts/host_matmul_llm.json, written by hand", 1, true), text:sub(1, 600))
+  local outcomes = {}
+  for o in text:gmatch("%[%s*%d+/12%] %x+ (%S+)") do outcomes[#outcomes + 1] = o end
+  t.eq(#outcomes, 10, "five replies, one of them swept over six points:\n" .. text:sub(1, 3000))
+  t.eq(outcomes[1], "accepted", "i-k-j")
+  t.eq(outcomes[2], "forbidden", "the cached product")
+  t.eq(outcomes[3], "no-code", "the question")
+  t.eq(outcomes[4], "wrong", "the strips that miss the tail")
+  t.truthy(text:find("stopped: the transcript recipes/transcripts/host_matmul_llm.json has no reply left (5 replayed)", 1, true))
+end)
+
+t.done()

@@ -111,7 +111,8 @@ static const char *const migrations[] = {
     "  tokens_in INTEGER, tokens_out INTEGER, seconds REAL NOT NULL, cost REAL,"
     "  attempts INTEGER NOT NULL, error TEXT) WITHOUT ROWID;"
     "CREATE INDEX transcript_run ON transcript(run, seq);"
-    "ALTER TABLE candidate ADD COLUMN transcript TEXT;",
+    "ALTER TABLE candidate ADD COLUMN transcript TEXT;"
+    "ALTER TABLE run ADD COLUMN usage TEXT;",   /* JSON: the model's requests, retries, tokens, cost */
 };
 enum { SCHEMA_VERSION = sizeof migrations / sizeof migrations[0] };
 

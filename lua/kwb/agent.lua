@@ -68,6 +68,20 @@ function M.from_env()
            key_env = var("KWB_KEY_ENV") }
 end
 
+-- prompt_of(transcript) -> system, user: the texts a recorded request asked
+-- with (the last user message of a conversation).
+function M.prompt_of(tr)
+  if tr.provider ~= "openai" and tr.provider ~= "anthropic" then return nil, tr.request end
+  local ok, body = pcall(cjson.decode, tr.request)
+  if not ok or type(body) ~= "table" or type(body.messages) ~= "table" then return nil, tr.request end
+  local system, user = type(body.system) == "string" and body.system or nil, nil
+  for _, m in ipairs(body.messages) do
+    if m.role == "system" and type(m.content) == "string" then system = m.content end
+    if m.role == "user" and type(m.content) == "string" then user = m.content end
+  end
+  return system, user
+end
+
 -- Does every model of the chain take tool calls?
 function Agent:tools()
   for _, s in ipairs(self.chain) do

@@ -322,10 +322,12 @@ function Cache:begin_run(r)
 end
 
 -- end_run(id, funnel) records the end time and the funnel (outcome -> count).
-function Cache:end_run(id, funnel, ended)
+-- end_run(id, funnel [, ended [, usage]]): usage, the model's { requests =,
+-- retries =, failures =, input =, output =, cost = } of a run that had one.
+function Cache:end_run(id, funnel, ended, usage)
   check_string(id, "run id")
-  self.db:exec("UPDATE run SET ended = ?2, funnel = ?3 WHERE id = ?1", id, ended or os.time(),
-               canon(check_table(funnel, "funnel")))
+  self.db:exec("UPDATE run SET ended = ?2, funnel = ?3, usage = ?4 WHERE id = ?1", id, ended or os.time(),
+               canon(check_table(funnel, "funnel")), usage and canon(check_table(usage, "usage")) or nil)
   if self.db:changes() == 0 then error("no run " .. id .. " in the cache", 2) end
   return true
 end
@@ -335,6 +337,7 @@ function Cache:runs()
   for _, r in ipairs(rows) do
     r.settings = decode(r.settings, {})
     r.funnel = decode(r.funnel, nil)
+    r.usage = decode(r.usage, nil)
   end
   return rows
 end

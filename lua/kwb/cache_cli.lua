@@ -9,7 +9,9 @@ M.usage = [[
 usage: kwb cache COMMAND [args]
 
   ls [PROBLEM]               candidates, oldest first
-  show ID                    a candidate: origin, lineage, builds, results, source
+  show ID                    a candidate: origin, lineage, builds, results, source, and
+                             the model's prompt and rationale when a reply proposed it
+  transcripts [RUN]          the model requests of every run, or of one: tokens, cost, tries, time
   best PROBLEM [--shape S] [--device D]
                              the fastest correct candidate of each device kind and shape
   diff ID1 ID2               the line diff of two candidates' sources
@@ -149,6 +151,38 @@ function commands.show(c, pos)
   end
   print("source")
   for _, l in ipairs(linediff.lines(cand.source)) do print("  " .. l) end
+  if cand.transcript then   -- the request that produced it
+    local tr, err = c:transcript(cand.transcript)
+    if not tr then return run_error(err) end
+    print(string.format("transcript %s: %s, %s tokens in, %s out, %s, %.1f s", short(tr.id), tr.model,
+                        tostring(tr.tokens_in or "-"), tostring(tr.tokens_out or "-"),
+                        tr.cost and string.format("cost %.4f", tr.cost) or "no cost", tr.seconds))
+    local _, user = require("kwb.agent").prompt_of(tr)
+    print("prompt")
+    for _, l in ipairs(linediff.lines(user or "")) do print("  " .. l) end
+  end
+  return 0
+end
+
+function commands.transcripts(c, pos)
+  if #pos > 1 then return usage_error("transcripts takes at most one RUN") end
+  local run
+  if pos[1] then
+    for _, r in ipairs(c:runs()) do
+      if r.id:sub(1, #pos[1]) == pos[1] then run = r.id end
+    end
+    if not run then return run_error("no run " .. pos[1] .. " in the cache") end
+  end
+  local rows = {}
+  for _, t in ipairs(c:transcripts(run)) do
+    rows[#rows + 1] = { tostring(t.seq), short(t.id), short(t.run), t.model, t.purpose or "-",
+                        tostring(t.tokens_in or "-"), tostring(t.tokens_out or "-"),
+                        t.cost and string.format("%.4f", t.cost) or "-", tostring(t.attempts), string.format("%.1f s", t.seconds),
+                        t.error or "ok" }
+  end
+  if #rows == 0 then print("no transcripts" .. (run and (" in run " .. short(run)) or "")); return 0 end
+  report.print_table({ "seq", { "id", align = "left" }, { "run", align = "left" }, { "model", align = "left" },
+                       { "purpose", align = "left" }, "in", "out", "cost", "tries", "time", { "result", align = "left" } }, rows)
   return 0
 end
 

@@ -54,29 +54,54 @@ end
 -- The languages a backend's kernels are written in, the first the one asked for.
 M.languages = { host = { "c" }, cuda = { "cuda", "cpp", "c" } }
 
--- A declared space: the block run with no globals at all and a step limit,
--- its table checked like a recipe's space. -> space | nil, why
+-- Model-written Lua (a space block, its restrict function) runs with no
+-- globals, no string methods, at most `steps` VM instructions and `memory`
+-- more KiB of heap: it may describe a space, not do work.
+M.steps, M.memory = 20000, 65536
+
+local function confined(fn, ...)
+  local smeta = getmetatable("")
+  local index = smeta.__index
+  local base, steps = collectgarbage("count"), 0
+  local co = coroutine.create(fn)
+  debug.sethook(co, function()
+    steps = steps + 1
+    if steps > M.steps then error("the lua block runs too long (a space is a table of lists)", 0) end
+    if collectgarbage("count") - base > M.memory then error("the lua block uses too much memory", 0) end
+  end, "", 1)
+  smeta.__index = nil
+  local res = table.pack(coroutine.resume(co, ...))
+  smeta.__index = index
+  return table.unpack(res, 1, res.n)
+end
+
+-- space(code) -> a checked space | nil, why: the block's table checked like a
+-- recipe's space, its restrict function confined like the block.
 function M.space(code)
   local chunk, err = load(code, "=the reply's lua block", "t", {})
   if not chunk then return nil, "its lua block does not load: " .. err end
-  local steps = 0
-  local co = coroutine.create(chunk)
-  debug.sethook(co, function()
-    steps = steps + 1
-    if steps > 1000 then error("the lua block runs too long (a space is a table of lists)", 0) end
-  end, "", 1000)
-  local ok, t = coroutine.resume(co)
+  local ok, t = confined(chunk)
   if not ok then return nil, "its lua block fails: " .. tostring(t) end
   if type(t) ~= "table" then return nil, "its lua block returns " .. type(t) .. ", not a space table" end
+  local restrict = t.restrict
+  if type(restrict) == "function" then
+    t.restrict = function(p)
+      local copy = {}
+      for k, v in pairs(p) do copy[k] = v end
+      local good, keep = confined(restrict, copy)
+      return good and keep and true or false   -- a restrict that fails excludes the point
+    end
+  end
   local recipe = require "kwb.recipe"
   local checker = setmetatable({ site = { file = "the reply's space", line = 1 }, dir = "." }, recipe.Checker)
   local good, sp = pcall(checker.space, checker, t)
-  if not good then return nil, tostring(sp):gsub("^the reply's space:1: recipe field ", "its space: ") end
+  if not good then return nil, (tostring(sp):gsub("^the reply's space:1: recipe field ", "its space: ")) end
   return sp
 end
 
 local function rationale(p)
-  local r = p.prose
+  -- no control characters reach a terminal from a model's prose
+  local r = p.prose:gsub("[%c]", function(c) return (c == "\n" or c == "\t") and c or "" end)
   if #r > 2000 then r = r:sub(1, 2000) .. " ..." end
   return r ~= "" and r or nil
 end

@@ -104,9 +104,12 @@ function Store:begin_run(info)
   return { id = id, short = id:sub(1, 12) }
 end
 
--- end_run(run, summary): the funnel goes into the run record.
+-- end_run(run, summary): the funnel and the model's usage go into the run record.
 function Store:end_run(run, summary)
-  self.cache:end_run(run.id, summary.funnel)
+  local m = summary.model
+  self.cache:end_run(run.id, summary.funnel, nil, m and { requests = m.requests, retries = m.retries,
+                                                          failures = m.failures, input = m.input, output = m.output,
+                                                          cost = m.cost, model = m.name })
 end
 
 function Store:runs() return self.cache:runs() end

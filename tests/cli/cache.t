@@ -192,7 +192,9 @@ $ ./kwb --cache build/test-cache/cli.db cache
 usage: kwb cache COMMAND [args]
 
   ls [PROBLEM]               candidates, oldest first
-  show ID                    a candidate: origin, lineage, builds, results, source
+  show ID                    a candidate: origin, lineage, builds, results, source, and
+                             the model's prompt and rationale when a reply proposed it
+  transcripts [RUN]          the model requests of every run, or of one: tokens, cost, tries, time
   best PROBLEM [--shape S] [--device D]
                              the fastest correct candidate of each device kind and shape
   diff ID1 ID2               the line diff of two candidates' sources

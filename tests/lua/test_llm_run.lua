@@ -207,6 +207,30 @@ t.test("llm_run_candidates_name_their_transcript_and_rationale", function()
   cache:close()
 end)
 
+t.test("llm_run_record_keeps_the_usage_and_the_cli_shows_prompt_and_transcripts", function()
+  local cache = assert(require("kwb.cache").open(cache_path))
+  local runs = cache:runs()
+  local u = runs[#runs].usage
+  t.eq(u.requests, 6)
+  t.eq(u.retries, 2)
+  t.eq(u.input, 7500)
+  t.eq(u.model, "openai:test-model")
+  cache:close()
+  local p = assert(io.popen("./kwb --cache " .. cache_path .. " cache show " .. cands[1].id:sub(1, 10)))
+  local shown = p:read("a")
+  p:close()
+  t.truthy(shown:find("rationale  The inner loop should be contiguous:", 1, true), shown)
+  t.truthy(shown:find("transcript %x+: openai:test%-model, 1000 tokens in, 200 out, cost 0%.0014"), shown)
+  t.truthy(shown:find("\nprompt\n  ", 1, true) and shown:find("The current best is the start kernel", 1, true), shown)
+  p = assert(io.popen("./kwb --cache " .. cache_path .. " cache transcripts"))
+  local listed = p:read("a")
+  p:close()
+  local n = 0
+  for _ in listed:gmatch("openai:test%-model  template") do n = n + 1 end
+  t.eq(n, 6, "six requests for a template (llm+tune):\n" .. listed)
+  t.truthy(listed:find("\n1 +%x+ +%x+ +openai:test%-model +template +1000 +200 +0%.0014 +2 +[%d.]+ s +ok\n"), listed)
+end)
+
 -- ---- agent: tool calls ----------------------------------------------------
 
 local tools_script = table.concat {

@@ -58,6 +58,27 @@ t.test("reply_a_space_block_is_checked_like_a_recipes", function()
        "the reply declares a space, but its lua block fails: the lua block runs too long (a space is a table of lists)")
 end)
 
+t.test("reply_a_space_block_can_not_spend_memory_or_call_string_methods", function()
+  t.eq(reply.space('local s = "x" for i = 1, 60 do s = s .. s end return {}'), nil)
+  t.eq(select(2, reply.space('local s = "x" for i = 1, 60 do s = s .. s end return {}')),
+       "its lua block fails: the lua block uses too much memory")
+  t.eq(select(2, reply.space('return { BM = { ("x"):rep(9) } }')),
+       "its lua block fails: the reply's lua block:1: attempt to index a string value (constant 'x')")
+  t.eq(("kwb"):upper(), "KWB", "string methods are back afterwards")
+end)
+
+t.test("reply_a_spaces_restrict_runs_confined_too", function()
+  local sp = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) return p.BM > 1 end }"))
+  t.eq(sp.restrict { BM = 1 }, false)
+  t.eq(sp.restrict { BM = 2 }, true)
+  local spin = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) while true do end end }"))
+  t.eq(spin.restrict { BM = 1 }, false, "a restrict that runs too long excludes the point")
+end)
+
+t.test("reply_rationale_drops_control_characters", function()
+  t.eq(reply.proposal("Faster\27[2J now.\n```c\nk\n```", host).rationale, "Faster[2J now.")
+end)
+
 t.test("prompt_documents_rank_sections_by_the_terms_they_use", function()
   local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
   local a, b = dir .. "/a.md", dir .. "/b.md"

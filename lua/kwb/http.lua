@@ -9,8 +9,9 @@
 -- A request that fails with 429, a 5xx status or a connection error (refused,
 -- timed out, cut short) is tried again, up to `retries` more times, after the
 -- server's Retry-After when it gives one, else after an exponential backoff
--- with jitter: base * 2^(try-1) seconds, times a factor drawn from [0.5, 1.5),
--- at most max_delay. Other statuses and TLS failures are final at once.
+-- with jitter: base_delay seconds before the first retry, twice that before
+-- the second and so on, at most max_delay, each times a factor drawn from
+-- [0.5, 1.5). Other statuses and TLS failures are final at once.
 local core = require "kwb.core"
 
 local M = {}

@@ -197,8 +197,10 @@ function M.run(recipe, opts)
   local start, fresh = s:ensure_start()
   if fresh ~= nil then run.report:start_kernel(s, start, fresh) end
   run.best = s.best
-  if strat.init then strat:init(run) end
   run.workers = s:workers() and s.pool.n or 0
+  -- the model's requests move on while the workers measure
+  if s.pool then s.pool.idle = function() if run.model then run.model:poll(0) end end end
+  if strat.init then strat:init(run) end
   run:loop()
   s:close_workers()
   if run.model then run.model:close() end

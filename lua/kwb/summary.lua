@@ -41,8 +41,10 @@ local function model_part(run)
     end
   end
   estimated = u.estimated or false
+  local priced = false   -- a fallback's price counts too
+  for _, m in ipairs(a.chain) do priced = priced or m.price ~= nil end
   return { name = require("kwb.agent").name(spec), requests = u.requests, retries = u.retries, failures = u.failures,
-           input = u.input, output = u.output, cost = u.cost, priced = spec.price ~= nil, estimated = estimated },
+           input = u.input, output = u.output, cost = u.cost, priced = priced, estimated = estimated },
          props
 end
 

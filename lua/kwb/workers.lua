@@ -303,11 +303,20 @@ function Pool:step(timeout)
   end
 end
 
+-- While a pool waits, pool.idle (when set) is called between events and at
+-- least every idle_every seconds: a run's model requests move on meanwhile.
+M.idle_every = 0.05
+
 -- wait(task) -> its result, handling every worker's events meanwhile.
 function Pool:wait(task)
   while not task.result do
     if not task.slot then self:dispatch() end
-    self:step()
+    if self.idle then
+      self:step(M.idle_every)
+      self.idle()
+    else
+      self:step()
+    end
   end
   return task.result
 end

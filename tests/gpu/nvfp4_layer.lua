@@ -6,6 +6,7 @@
 local t = require "t"
 local cuda = kwb.cuda
 local B = require "kwb.backends.cuda"
+local backend = require "kwb.backend"
 
 local ref = assert(kwb.nvfp4.load())
 local recipe = kwb.load("recipes/nvfp4_moe.lua")
@@ -48,7 +49,7 @@ end
 
 local function build(cand)
   local res = { seconds = {} }
-  local fn = B.build(cand, recipe, problem:prototype(), res)
+  local fn = backend.build(B, cand, recipe, problem:prototype(), res)
   if not fn then error("build failed: " .. tostring(res.outcome) .. ": " .. tostring(res.reason) .. "\n" .. tostring(res.log)) end
   return fn
 end

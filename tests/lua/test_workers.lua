@@ -283,4 +283,21 @@ t.test("test_loop_survives_to_measure_after_the_hostile_candidates", function()
   t.eq(summary.funnel.slower + summary.funnel.accepted, 3)
 end)
 
+t.test("test_pool_wait_moves_model_requests_on_through_its_idle_hook", function()
+  local httpd, http = require "httpd", require "kwb.http"
+  local srv = httpd.start("=== 200 delay=0.3\nContent-Type: application/json\n\n{\"ok\": 1}\n")
+  local pool = workers.pool { n = 1 }
+  local client = http.client()
+  local ticket = client:post { url = srv.url .. "/v1/x", body = "{}" }
+  pool.idle = function() client:poll(0) end
+  local t0 = core.now()
+  local r = pool:wait(pool:submit("worker_probe.sleep_then", { 1.0, "done" }))
+  t.eq(r.value, "done")
+  t.truthy(ticket.result, "the request finished while the worker ran")
+  t.eq(ticket.result.status, 200)
+  t.truthy(core.now() - t0 < 2.5, "no waiting beyond the worker's second")
+  pool:close()
+  srv:stop()
+end)
+
 t.done()

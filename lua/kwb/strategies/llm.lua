@@ -27,9 +27,11 @@ function S:init(run)
   self:fill(run)
 end
 
--- Keep `ahead` requests with the model, within the run's budgets.
-function S:fill(run)
-  while #self.queue < self.ahead and not self.stopped and #self.queue < run:budget_left() and not run:spent() do
+-- Keep `ahead` requests with the model, within the run's budgets; reserve:
+-- candidates already promised (the proposal being returned, a sweep's points).
+function S:fill(run, reserve)
+  while #self.queue < self.ahead and not self.stopped and #self.queue < run:budget_left() - (reserve or 0)
+        and not run:spent() do
     self.asked = self.asked + 1
     local convo = prompt.build(run, { mode = self.mode })
     self.queue[#self.queue + 1] = { ticket = self.agent:ask(convo, self.mode), parent = run.best }
@@ -101,11 +103,12 @@ function S:propose(run)
   end
   self.failed = 0
   local prop = proposal(run, item, r)
-  self:fill(run)   -- the next request runs while this candidate is evaluated
   if prop.space and self.mode == "template" then
     self.current = sweep(self, run, prop)
+    self:fill(run, self.sweep)   -- the next request runs while the sweep is evaluated
     return self:propose(run)
   end
+  self:fill(run, 1)   -- the next request runs while this candidate is evaluated
   prop.space = nil
   return prop
 end

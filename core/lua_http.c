@@ -119,21 +119,28 @@ static int l_add(lua_State *L) {
     size_t blen = 0;
     const char *body = luaL_optlstring(L, -1, NULL, &blen);
     double connect = opt_seconds(L, 2, "connect_timeout", 10), total = opt_seconds(L, 2, "timeout", 120);
+    lua_getfield(L, 2, "headers");   /* checked before anything is allocated: a raise leaks nothing */
+    int hidx = lua_gettop(L);
+    lua_Integer nh = 0;
+    if (!lua_isnil(L, hidx)) {
+        luaL_checktype(L, hidx, LUA_TTABLE);
+        for (; lua_rawgeti(L, hidx, nh + 1) != LUA_TNIL; nh++) {
+            if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "http: headers[%d] is not a string", (int)nh + 1);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
 
     xfer *x = calloc(1, sizeof *x);
     if (!x) return luaL_error(L, "http: out of memory");
     x->easy = curl_easy_init();
     if (!x->easy) { xfer_free(x); return luaL_error(L, "http: curl_easy_init failed"); }
-    lua_getfield(L, 2, "headers");
-    if (!lua_isnil(L, -1)) {
-        luaL_checktype(L, -1, LUA_TTABLE);
-        for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-            struct curl_slist *s = curl_slist_append(x->headers, luaL_checkstring(L, -1));
-            if (!s) { xfer_free(x); return luaL_error(L, "http: out of memory"); }
-            x->headers = s;
-            lua_pop(L, 1);
-        }
+    for (lua_Integer i = 1; i <= nh; i++) {
+        lua_rawgeti(L, hidx, i);
+        struct curl_slist *s = curl_slist_append(x->headers, lua_tostring(L, -1));
         lua_pop(L, 1);
+        if (!s) { xfer_free(x); return luaL_error(L, "http: out of memory"); }
+        x->headers = s;
     }
     /* no "Expect: 100-continue" round trip for large bodies */
     struct curl_slist *s = curl_slist_append(x->headers, "Expect:");

@@ -94,6 +94,16 @@ function M.name(spec)
   return spec.provider .. ":" .. (spec.model or (spec.command and spec.command[1]) or spec.file or "?")
 end
 
+-- key_names(spec) -> the variables the chain's keys may come from (workers
+-- get none of them, nor their values).
+function M.key_names(spec)
+  local names = { "OPENAI_API_KEY", "ANTHROPIC_API_KEY" }
+  for _, s in ipairs(chain(spec)) do
+    if s.key_env then names[#names + 1] = s.key_env end
+  end
+  return names
+end
+
 -- The key for spec, read now; nil when the provider needs none.
 local function key_of(spec, mod)
   local var = spec.key_env or (not spec.base_url and mod.key_env) or nil
@@ -105,9 +115,39 @@ local function key_of(spec, mod)
   return v
 end
 
+-- Every copy of the key in text, literal or as JSON writes it, becomes [key].
 local function scrub(text, key)
-  if not text or not key then return text end
-  return (text:gsub(key:gsub("%W", "%%%0"), "[key]"))
+  if type(text) ~= "string" or not key then return text end
+  for _, form in ipairs { key, cjson.encode(key):sub(2, -2) } do
+    text = text:gsub(form:gsub("%W", "%%%0"), "[key]")
+  end
+  return text
+end
+
+-- The same through a decoded value (a reply's text, tool arguments).
+local function scrub_all(v, key)
+  if not key then return v end
+  if type(v) == "string" then return scrub(v, key) end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[scrub_all(k, key)] = scrub_all(x, key) end
+  return out
+end
+
+-- A reply body as kept: scrubbed, and re-encoded from its scrubbed decoding
+-- when the key is still in it in some other spelling (\u escapes).
+local function keep_body(body, key)
+  if type(body) ~= "string" or not key then return body end
+  body = scrub(body, key)
+  local ok, j = pcall(cjson.decode, body)
+  if ok and type(j) == "table" then
+    local again = cjson.encode(j)
+    if again:find(key, 1, true) then
+      local good, clean = pcall(cjson.encode, scrub_all(j, key))
+      return good and clean or "[a reply that held the key, not kept]"
+    end
+  end
+  return body
 end
 
 local function price(spec, u)
@@ -116,42 +156,49 @@ local function price(spec, u)
   return ((p.input or 0) * u.input + (p.output or 0) * u.output) / 1e6
 end
 
--- A finished attempt into the usage, the transcript and the ticket.
-function Agent:finish(t, reply, why, sent, received, code)
+-- A finished attempt into the usage, the transcript and the ticket. usage:
+-- the counts of a reply that was paid for even though it failed.
+function Agent:finish(t, reply, why, sent, received, code, usage)
   local spec = self.chain[t.link]
   local u = self.usage
+  local seconds = core.now() - t.started
   if code == "exhausted" then   -- a replayed transcript at its end: nothing was asked of anyone
     t.reply = { error = why, code = code, cost = 0, seconds = 0, model = M.name(spec) }
     return
   end
-  u.requests = u.requests + 1
-  local seconds = core.now() - t.started
-  local tr = { provider = spec.provider, model = M.name(spec), prompt_hash = core.sha256(sent or ""),
-               request = scrub(sent or "", t.key), reply = scrub(received, t.key), seconds = seconds,
-               attempts = t.attempts or 1, purpose = t.purpose }
-  if reply then
-    u.estimated = u.estimated or reply.usage.estimated
-    reply.cost = price(spec, reply.usage)
-    u.input, u.output, u.cost = u.input + reply.usage.input, u.output + reply.usage.output, u.cost + reply.cost
-    tr.tokens_in, tr.tokens_out, tr.cost = reply.usage.input, reply.usage.output, reply.cost
-  else
-    u.failures = u.failures + 1
-    tr.error = why
+  why = scrub(why, t.key)
+  local tr
+  if code ~= "no-key" then   -- without its key nothing was sent: no request, no transcript
+    u.requests = u.requests + 1
+    tr = { provider = spec.provider, model = M.name(spec), prompt_hash = core.sha256(sent or ""),
+           request = scrub(sent or "", t.key), reply = keep_body(received, t.key), seconds = seconds,
+           attempts = t.attempts or 1, purpose = t.purpose }
+    usage = reply and reply.usage or usage
+    if usage then
+      local cost = price(spec, usage)
+      u.estimated = u.estimated or usage.estimated
+      u.input, u.output, u.cost = u.input + usage.input, u.output + usage.output, u.cost + cost
+      tr.tokens_in, tr.tokens_out, tr.cost = usage.input, usage.output, cost
+      if reply then reply.cost = cost end
+    end
+    if not reply then tr.error = why end
+    if self.record then tr.id = self.record(tr) end
   end
-  if self.record then tr.id = self.record(tr) end
   if reply then
+    reply.text, reply.tool_calls = scrub(reply.text, t.key), scrub_all(reply.tool_calls, t.key)
     reply.seconds, reply.model, reply.provider, reply.transcript = seconds, tr.model, spec.provider, tr.id
     reply.attempts = tr.attempts
     t.reply = reply
     return
   end
-  t.errors[#t.errors + 1] = tr.model .. ": " .. why
-  if code ~= "exhausted" and t.link < #self.chain then   -- the next model of the chain
+  u.failures = u.failures + 1
+  t.errors[#t.errors + 1] = M.name(spec) .. ": " .. why
+  if t.link < #self.chain then   -- the next model of the chain
     t.link = t.link + 1
     return self:start(t)
   end
-  t.reply = { error = table.concat(t.errors, "; "), code = code or "model-failed", transcript = tr.id, cost = 0,
-              seconds = seconds, model = tr.model }
+  t.reply = { error = table.concat(t.errors, "; "), code = code or "model-failed", transcript = tr and tr.id,
+              cost = 0, seconds = seconds, model = M.name(spec) }
 end
 
 function Agent:client()
@@ -159,19 +206,23 @@ function Agent:client()
   return self.http
 end
 
--- Start the ticket's request on its current model.
+-- Start the ticket's request on its current model. Nothing a reply holds
+-- may raise here: a conversation that cannot be sent fails the request.
 function Agent:start(t)
   local spec = self.chain[t.link]
   local mod = M.provider(spec.provider)
   t.started, t.key, t.attempts = core.now(), nil, 1
   if mod.call then   -- a program or a transcript: answered now
-    local reply, why, prompt, exhausted = mod.call(spec, t.convo, self.state)
+    local ok, reply, why, prompt, exhausted = pcall(mod.call, spec, t.convo, self.state)
+    if not ok then reply, why = nil, tostring(reply) end
     return self:finish(t, reply, why, prompt, reply and (reply.raw or reply.text) or nil, exhausted and "exhausted" or nil)
   end
   local key, why = key_of(spec, mod)
   if why then return self:finish(t, nil, why, nil, nil, "no-key") end
   t.key = key
-  t.req = mod.request(spec, t.convo, key)
+  local ok, req = pcall(mod.request, spec, t.convo, key)
+  if not ok then return self:finish(t, nil, "cannot encode the conversation: " .. tostring(req), nil, nil, "bad-request") end
+  t.req = req
   t.req.timeout = spec.timeout
   t.http = self:client():post(t.req)
   self.flying[#self.flying + 1] = t
@@ -183,16 +234,21 @@ function Agent:landed(t)
   local mod = M.provider(self.chain[t.link].provider)
   t.attempts = r.attempts
   self.usage.retries = self.usage.retries + r.retries
-  local why, reply
+  local why, reply, usage
   if r.code then why = string.format("%s (%s)", r.error, r.code)
   else
     local ok, j = pcall(cjson.decode, r.body)
+    if ok and type(j) == "table" then usage = mod.usage(j) end
     if r.status ~= 200 then
-      why = string.format("HTTP %d%s", r.status, ok and mod.error_text(j) and (": " .. mod.error_text(j)) or "")
+      local text = ok and mod.error_text(j)
+      why = string.format("HTTP %d%s", r.status, text and (": " .. text) or "")
     elseif not ok or type(j) ~= "table" then why = "the reply is not JSON: " .. tostring(j)
-    else reply, why = mod.parse(j) end
+    else
+      local good, rep, err = pcall(mod.parse, j)
+      if good then reply, why = rep, err else why = "the reply cannot be read: " .. tostring(rep) end
+    end
   end
-  self:finish(t, reply, why, t.req.body, r.body, r.code or (r.status ~= 200 and "http-" .. r.status) or nil)
+  self:finish(t, reply, why, t.req.body, r.body, r.code or (r.status ~= 200 and "http-" .. r.status) or nil, usage)
 end
 
 -- ask(convo [, purpose]) -> ticket

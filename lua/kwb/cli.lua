@@ -73,6 +73,8 @@ function M.run_recipe(recipe, ...)
     io.stderr:write("kwb: ", recipe.name, ": ", tostring(e), "\n")
     return 1
   end
+  -- a run its model could not serve failed, whatever it measured before
+  if e.stopped_by == "model" then return 1 end
   return 0
 end
 

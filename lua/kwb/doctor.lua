@@ -6,14 +6,7 @@ local core = require "kwb.core"
 
 local M = {}
 
--- The first executable file named prog in a directory of $PATH, or nil.
-local function on_path(prog)
-  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
-    local path = dir .. "/" .. prog
-    if core.executable(path) then return path end
-  end
-  return nil
-end
+local on_path = require("kwb.host").which
 
 local function line(k, v) print(string.format("  %-22s %s", k, v)) end
 

@@ -87,6 +87,17 @@ end
 -- resolve(path) -> path, absolute when relative: against the directory kwb
 -- was started in (a worker, which runs in its scratch directory, gets it as
 -- KWB_ORIGIN). Files of the tree (kernels/...) are named relative to it.
+-- which(prog) -> the first executable file named prog in a directory of
+-- $PATH (prog itself when it names a path), or nil.
+function M.which(prog)
+  if prog:find("/", 1, true) then return core.executable(prog) and prog or nil end
+  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
+    local path = dir .. "/" .. prog
+    if core.executable(path) then return path end
+  end
+  return nil
+end
+
 function M.resolve(path)
   if path:sub(1, 1) == "/" then return path end
   local origin = os.getenv("KWB_ORIGIN") or core.cwd()

@@ -184,7 +184,8 @@ function Reporter:summary(run, sm)
   for o in pairs(outcomes.bad) do bad = bad + sm.funnel[o] end
   print(string.format("funnel: %d candidates · %d bad (%.0f%%) · %s · %.1f s, %.2f candidates/s%s", sm.candidates, bad,
     sm.candidates > 0 and 100 * bad / sm.candidates or 0, funnel_text(sm.funnel, true), sm.seconds, sm.per_second,
-    sm.known > 0 and string.format(" · %d known from the cache", sm.known) or ""))
+    sm.known > 0 and string.format(" · %d known from the cache", sm.known) or "")
+    .. ((sm.repeats or 0) > 0 and string.format(" (%d of them repeats of the model's)", sm.repeats) or ""))
 end
 
 return M

@@ -248,8 +248,9 @@ function M.info(run)
     local got = s.store.cache:get(best.id)
     info.best_source = got and got.source
   end
-  for i = #run.results, 1, -1 do
-    local res = run.results[i]
+  local feedback = run.feedback or run.results   -- results and a model's repeats, in order
+  for i = #feedback, 1, -1 do
+    local res = feedback[i]
     if #info.failures >= M.failures then break end
     if res.outcome ~= "accepted" and res.outcome ~= "slower" then info.failures[#info.failures + 1] = res end
   end

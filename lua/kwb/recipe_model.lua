@@ -1,7 +1,8 @@
 -- kwb/recipe_model.lua: the recipe's `model` field checked (kwb.recipe
 -- calls it with its Checker): a provider of kwb.agent's, what that provider
--- needs (a model name, a command, a transcript file), fallbacks checked the
--- same way, prices in currency units per million tokens.
+-- needs (a model name, a program on PATH, a transcript file that reads), an
+-- http(s) base_url, fallbacks checked the same way, prices in currency units
+-- per million tokens.
 local nearest = require "kwb.nearest"
 
 return function(checks)
@@ -15,10 +16,20 @@ return function(checks)
     local near = nearest(p, known)
     if near ~= p then c:fail(f .. ".provider", "one of " .. table.concat(known, ", "), p, near and ("(did you mean '" .. near .. "'?)")) end
     if (p == "openai" or p == "anthropic") and v.model == nil then c:fail(f .. ".model", "a model name (required)", nil) end
-    if p == "command" and v.command == nil then c:fail(f .. ".command", "the program and its arguments (required)", nil) end
+    if p == "command" then
+      if v.command == nil then c:fail(f .. ".command", "the program and its arguments (required)", nil) end
+      if not require("kwb.host").which(v.command[1]) then
+        c:fail(f .. ".command[1]", "a program on PATH", v.command[1])
+      end
+    end
     if p == "replay" then
       if v.file == nil then c:fail(f .. ".file", "the transcript file to replay (required)", nil) end
       v.file = c:path(f .. ".file", v.file)
+      local ok, err = pcall(require("kwb.agents.replay").load, v.file)
+      if not ok then c:fail(f .. ".file", tostring(err), false) end
+    end
+    if v.base_url ~= nil and not v.base_url:match("^https?://[^/]") then
+      c:fail(f .. ".base_url", "an http:// or https:// URL", v.base_url)
     end
   end
   local function a_fallback(c, f, v)

@@ -55,24 +55,28 @@ end
 M.languages = { host = { "c" }, cuda = { "cuda", "cpp", "c" } }
 
 -- Model-written Lua (a space block, its restrict function) runs with no
--- globals, no string methods, at most `steps` VM instructions and `memory`
--- more KiB of heap: it may describe a space, not do work.
-M.steps, M.memory = 20000, 65536
+-- globals, no string methods, at most `steps` VM instructions a call and
+-- `memory` more KiB of heap (checked between instructions, so one
+-- instruction may pass it once): it may describe a space, not do work. All
+-- the calls of one space's restrict share `restrict_steps`; once they are
+-- spent it excludes every point.
+M.steps, M.memory, M.restrict_steps = 20000, 65536, 2000000
 
-local function confined(fn, ...)
+local function confined(fn, limit, ...)
   local smeta = getmetatable("")
   local index = smeta.__index
   local base, steps = collectgarbage("count"), 0
   local co = coroutine.create(fn)
   debug.sethook(co, function()
     steps = steps + 1
-    if steps > M.steps then error("the lua block runs too long (a space is a table of lists)", 0) end
+    if steps > limit then error("the lua block runs too long (a space is a table of lists)", 0) end
     if collectgarbage("count") - base > M.memory then error("the lua block uses too much memory", 0) end
   end, "", 1)
   smeta.__index = nil
   local res = table.pack(coroutine.resume(co, ...))
   smeta.__index = index
-  return table.unpack(res, 1, res.n)
+  res.steps = steps
+  return res
 end
 
 -- space(code) -> a checked space | nil, why: the block's table checked like a
@@ -80,16 +84,20 @@ end
 function M.space(code)
   local chunk, err = load(code, "=the reply's lua block", "t", {})
   if not chunk then return nil, "its lua block does not load: " .. err end
-  local ok, t = confined(chunk)
+  local r = confined(chunk, M.steps)
+  local ok, t = r[1], r[2]
   if not ok then return nil, "its lua block fails: " .. tostring(t) end
   if type(t) ~= "table" then return nil, "its lua block returns " .. type(t) .. ", not a space table" end
   local restrict = t.restrict
   if type(restrict) == "function" then
+    local left = M.restrict_steps
     t.restrict = function(p)
+      if left <= 0 then return false end
       local copy = {}
       for k, v in pairs(p) do copy[k] = v end
-      local good, keep = confined(restrict, copy)
-      return good and keep and true or false   -- a restrict that fails excludes the point
+      local res = confined(restrict, math.min(M.steps, left), copy)
+      left = left - res.steps
+      return res[1] and res[2] and true or false   -- a restrict that fails excludes the point
     end
   end
   local recipe = require "kwb.recipe"
@@ -113,10 +121,10 @@ function M.proposal(text, recipe)
   local pick, cut, n = nil, false, 0
   local space_code
   for _, b in ipairs(p.blocks) do
-    for _, l in ipairs(langs) do
-      if b.lang == l or (b.lang == "" and #p.blocks == 1) then
-        if b.closed then pick, n = b, n + 1 else cut = true end
-      end
+    local mine = b.lang == "" and #p.blocks == 1
+    for _, l in ipairs(langs) do mine = mine or b.lang == l end
+    if mine then
+      if b.closed then pick, n = b, n + 1 else cut = true end
     end
     if b.lang == "lua" and b.closed then space_code = b.code end
   end

@@ -71,7 +71,7 @@ end
 
 -- Candidates the budget still allows besides those in flight.
 function Run:budget_left()
-  return self.budget.candidates - self.evaluated - (self.in_flight or 0)
+  return self.budget.candidates - self.evaluated - self.repeats - (self.in_flight or 0)
 end
 
 -- evaluate_now(proposal) -> result: one candidate through the whole loop at
@@ -106,6 +106,7 @@ function Run:count(res, by_tool)
   end
   self.timing_s = self.timing_s + (res.seconds.time or 0)
   self.funnel[res.outcome] = self.funnel[res.outcome] + 1
+  self.feedback[#self.feedback + 1] = res
   self.misses = 0
   self.report:candidate(self, res)
   self.best = self.session.best
@@ -116,7 +117,7 @@ end
 -- is done.
 function Run:next_candidate(in_flight)
   -- (the cost budget stops the asking, in the strategies: a reply paid for is still evaluated)
-  if self.evaluated + in_flight >= self.budget.candidates or core.now() >= self.deadline then return nil end
+  if self.evaluated + self.repeats + in_flight >= self.budget.candidates or core.now() >= self.deadline then return nil end
   self.in_flight = in_flight
   local prop, meta = self.strategy:propose(self)
   if prop == nil then self.exhausted = true; return nil end
@@ -146,6 +147,13 @@ function Run:loop()
       if not cand then stop = true; break end
       while flying[cand.id] do complete_oldest() end   -- proposed again while in flight: known once it lands
       local res = s:known(cand)
+      if res and cand.model then
+        -- a model that repeats a kernel spent a request on it: that counts
+        -- against the budget, and its next prompt says so
+        self.repeats = self.repeats + 1
+        self.feedback[#self.feedback + 1] = { short = cand.short, outcome = "repeat", origin = cand.origin,
+          reason = string.format("the same kernel as %s, evaluated before (%s)", res.short, res.outcome) }
+      end
       if res then
         self.skipped = self.skipped + 1
         self.misses = self.misses + 1
@@ -183,7 +191,8 @@ function M.run(recipe, opts)
   budget.cost = recipe.budget.cost
   local run = setmetatable({ session = s, recipe = recipe, space = recipe.space, seed = seed,
                              random = rng.new(seed), budget = budget, strategy = strat, strategy_name = sname,
-                             funnel = outcomes.counts(), results = {}, evaluated = 0, partial = 0, timing_s = 0,
+                             funnel = outcomes.counts(), results = {}, feedback = {}, repeats = 0,
+                             evaluated = 0, partial = 0, timing_s = 0,
                              skipped = 0, misses = 0, started = core.now(),
                              report = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
                            Run)
@@ -200,12 +209,17 @@ function M.run(recipe, opts)
   run.workers = s:workers() and s.pool.n or 0
   -- the model's requests move on while the workers measure
   if s.pool then s.pool.idle = function() if run.model then run.model:poll(0) end end end
-  if strat.init then strat:init(run) end
-  run:loop()
+  -- a failure of the strategy or the loop still closes the run's record
+  -- with what it counted (the model's usage too), then goes on up
+  local ok, err = pcall(function()
+    if strat.init then strat:init(run) end
+    run:loop()
+  end)
   s:close_workers()
   if run.model then run.model:close() end
   local sm = summary.summary(run)
   s.store:end_run(run.record, sm)
+  if not ok then error(err, 0) end
   run.report:summary(run, sm)
   return sm, run
 end

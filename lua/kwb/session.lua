@@ -77,7 +77,8 @@ function Session:workers()
     if not devices or devices < 1 then error("the cuda backend needs a GPU: the driver sees none", 0) end
     n = n or devices
   end
-  self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = n or 1, devices = devices }
+  self.pool = require("kwb.workers").pool { backend = self.recipe.backend, n = n or 1, devices = devices,
+                                            deny = self.recipe.model and require("kwb.agent").key_names(self.recipe.model) }
   -- every worker loads the recipe and builds the reference now, side by side
   local file = absolute(self.recipe.returned_by)
   for _ = 1, self.pool.n do

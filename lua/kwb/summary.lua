@@ -64,7 +64,7 @@ function M.summary(run)
   local model, proposals = model_part(run)
   return {
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
-    seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped,
+    seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped, repeats = run.repeats,
     partial_shapes = run.partial, timing_seconds = run.timing_s,
     exhausted = run.exhausted or false, seconds = elapsed,
     per_second = elapsed > 0 and run.evaluated / elapsed or 0,
@@ -75,6 +75,7 @@ function M.summary(run)
     -- absent when the pick is the fastest at every shape (an empty table would be a JSON object)
     elsewhere = #faster > 0 and faster or nil, shape_count = #run.recipe.shapes,
     model = model, proposals = proposals and #proposals > 0 and proposals or nil, stopped = run.stop_reason,
+    stopped_by = run.stopped_by,
   }
 end
 

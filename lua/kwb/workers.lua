@@ -61,12 +61,20 @@ local function absolute_path_list(v, cwd)
 end
 
 -- The environment of a worker: the allowed part of this process's, then the
--- pool's own settings (extra: more NAME=VALUE settings).
-function M.environment(extra)
+-- pool's own settings (extra: more NAME=VALUE settings). deny: names of
+-- secrets (a model's key_env): neither they nor any variable that holds one
+-- of their values reaches a worker, whatever its name.
+function M.environment(extra, deny)
   local env, cwd = {}, core.cwd()
+  local denied, secret = {}, {}
+  for _, name in ipairs(deny or {}) do
+    denied[name] = true
+    local v = os.getenv(name)
+    if v and #v >= 8 then secret[v] = true end
+  end
   for _, kv in ipairs(core.environ()) do
     local name, value = kv:match("^([^=]+)=(.*)$")
-    if name and allowed(name) then
+    if name and allowed(name) and not denied[name] and not secret[value] then
       if name == "KWB_LUA_PATH" and cwd then value = absolute_path_list(value, cwd) end
       env[#env + 1] = name .. "=" .. value
     end
@@ -114,7 +122,7 @@ end
 -- of each call's time is the exact one).
 -- pool { n =, backend = "host" | "cuda", devices =, grace =, slack =, limits = { cpu =,
 -- fsize =, nproc =, as =, output_cap = }, scratch_in =, isolate =, uid =, gid =,
--- recycle_cpu = } -> pool. Under root worker i runs as uid `uid + i - 1`
+-- recycle_cpu =, deny = { secret variable names } } -> pool. Under root worker i runs as uid `uid + i - 1`
 -- (default M.uid_base), with gid `gid` (default 65534, nogroup).
 M.uid_base = 65000   -- Debian policy leaves 65000-65533 unassigned ("reserved")
 M.uid_last = 65533
@@ -122,9 +130,9 @@ function M.pool(opts)
   opts = opts or {}
   for k in pairs(opts) do
     if not ({ n = 1, backend = 1, devices = 1, grace = 1, slack = 1, limits = 1, scratch_in = 1, isolate = 1,
-              uid = 1, gid = 1, recycle_cpu = 1 })[k] then
+              uid = 1, gid = 1, recycle_cpu = 1, deny = 1 })[k] then
       error(string.format("unknown pool option '%s' (known: n, backend, devices, grace, slack, limits, scratch_in, "
-                          .. "isolate, uid, gid, recycle_cpu)", k), 2)
+                          .. "isolate, uid, gid, recycle_cpu, deny)", k), 2)
     end
   end
   local backend = opts.backend or "host"
@@ -165,7 +173,7 @@ function M.pool(opts)
       extra[1] = "CUDA_VISIBLE_DEVICES=" .. dev
       lock = lockdir .. "/cuda" .. dev .. ".lock"
     end
-    pool.slots[i] = { index = i, env = M.environment(extra), lock = lock, uid = uid + i - 1 }
+    pool.slots[i] = { index = i, env = M.environment(extra, opts.deny), lock = lock, uid = uid + i - 1 }
   end
   return pool
 end

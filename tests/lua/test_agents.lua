@@ -6,7 +6,8 @@ local core = require "kwb.core"
 
 local canary = "sk-canary-7f3a9c1e5b"
 if os.getenv("KWB_TEST_MODEL_KEY") ~= canary then   -- run again with the key set
-  local ok, how, code = os.execute("KWB_TEST_MODEL_KEY=" .. canary .. " ./kwb tests/lua/test_agents.lua")
+  local ok, how, code = os.execute("KWB_TEST_MODEL_KEY=" .. canary .. " KWB_LLM=" .. canary
+                                   .. " ./kwb tests/lua/test_agents.lua")
   os.exit(ok and 0 or (how == "exit" and code or 1))
 end
 
@@ -14,6 +15,7 @@ local t = require "t"
 local agent = require "kwb.agent"
 local httpd = require "httpd"
 local http = require "kwb.http"
+local cjson = require "cjson"
 
 local J = httpd.entry
 
@@ -231,6 +233,70 @@ t.test("an_http_error_names_the_status_and_the_apis_message", function()
     t.eq(r.error, "openai:m: HTTP 401: invalid key")
     t.eq(r.code, "http-401")
   end)
+end)
+
+t.test("hostile_replies_fail_the_request_without_raising", function()
+  local calls = '{"choices": [{"message": {"content": "", "tool_calls": [{"id": "c1", "type": "function", '
+                .. '"function": {"name": "evaluate", "arguments": "{\\"source\\": 1e999}"}}]}}], '
+                .. '"usage": {"prompt_tokens": -5, "completion_tokens": 1e999}}'
+  with_server(J(400, '{"error": {"message": null}}') .. J(200, calls) .. J(200, '{"choices": [], "usage": '
+              .. '{"prompt_tokens": 70, "completion_tokens": 3}}') .. J(200, '{"usage": {"prompt_tokens": NaN}}'),
+    function(srv)
+      local a = agent.new { provider = "openai", model = "m", base_url = srv.url .. "/v1", price = { input = 1, output = 1 } }
+      t.eq(ask(a).error, "openai:m: HTTP 400", "a null error message")
+      local r = ask(a)
+      t.eq(r.tool_calls[1].raw_arguments, '{"source": 1e999}', "arguments kept as written")
+      t.eq(r.usage.input, 0, "a negative count counts nothing")
+      t.eq(r.usage.output, 0, "an infinite count counts nothing")
+      -- the conversation goes on with those arguments: it still encodes
+      local convo = { messages = { { role = "user", content = "go" },
+                                   { role = "assistant", content = "", tool_calls = r.tool_calls },
+                                   { role = "tool", tool_call_id = "c1", content = "error" } } }
+      t.eq(a:wait(a:ask(convo)).error, "openai:m: the reply has no choices[1].message", "the third reply")
+      t.eq(a.usage.input, 70, "a reply that does not parse was still paid for")
+      t.eq(ask(a).error, "openai:m: the reply has no choices[1].message", "a NaN count")
+      t.eq(a.usage.input, 70, "NaN counts nothing")
+      t.eq(a.usage.requests, 4)
+    end)
+end)
+
+t.test("the_key_is_scrubbed_from_errors_and_replies_in_any_spelling", function()
+  local escaped = canary:gsub("s", "\\u0073")
+  with_server(J(401, '{"error": {"message": "Incorrect API key provided: ' .. canary .. '"}}')
+              .. J(200, '{"choices": [{"message": {"content": "key ' .. canary .. ' and ' .. escaped .. '"}}]}'),
+    function(srv)
+      local recs, record = recorder()
+      local spec = { provider = "openai", model = "m", base_url = srv.url .. "/v1", key_env = "KWB_TEST_MODEL_KEY" }
+      local a = agent.new(spec, { record = record })
+      local r = ask(a)
+      t.eq(r.error, "openai:m: HTTP 401: Incorrect API key provided: [key]")
+      t.eq(recs[1].error, "HTTP 401: Incorrect API key provided: [key]")
+      r = ask(a)
+      t.eq(r.text, "key [key] and [key]", "the reply's text")
+      for i, tr in ipairs(recs) do
+        t.truthy(not tr.reply:find(canary, 1, true) and not tr.reply:find(escaped, 1, true), "transcript " .. i)
+        local ok, j = pcall(cjson.decode, tr.reply)
+        t.truthy(not (ok and cjson.encode(j):find(canary, 1, true)), "decoded transcript " .. i)
+      end
+    end)
+end)
+
+t.test("workers_get_no_variable_named_by_key_env_nor_one_holding_its_value", function()
+  local workers = require "kwb.workers"
+  local function holds(env)
+    for _, kv in ipairs(env) do
+      if kv:find(canary, 1, true) then return kv:match("^[^=]*") end
+    end
+    return nil
+  end
+  t.eq(holds(workers.environment()), "KWB_LLM", "an innocent name passes the allow-list")
+  t.eq(holds(workers.environment(nil, { "KWB_TEST_MODEL_KEY" })), nil, "the same value under another name")
+  t.eq(holds(workers.environment(nil, agent.key_names { provider = "openai", model = "m", key_env = "KWB_LLM" })), nil)
+  local pool = workers.pool { n = 1, deny = agent.key_names { provider = "openai", model = "m", key_env = "KWB_TEST_MODEL_KEY" } }
+  local r = pool:wait(pool:submit("kwb.core.environ", {}))
+  pool:close()
+  t.truthy(r.ok, tostring(r.reason))
+  t.eq(holds(r.value), nil, "a real worker's environment")
 end)
 
 t.test("a_missing_key_is_an_error_and_nothing_is_sent", function()

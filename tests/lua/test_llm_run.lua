@@ -235,7 +235,8 @@ end)
 
 local tools_script = table.concat {
   J(200, O("Let me measure the contiguous version first.", { 100, 10 },
-           { { id = "call_1", name = "evaluate", arguments = { source = ikj, shape = "n=64" } } })),
+           { { id = "call_1", name = "evaluate", arguments = { source = ikj, shape = "n=64" } },
+             { id = "call_1b", name = "evaluate", arguments = { source = ikj_unrolled } } })),
   J(200, O("And check this one builds.", { 200, 10 }, { { id = "call_2", name = "compile", arguments = { source = broken } } })),
   J(200, O("The measured kernel is the answer:\n\n" .. block(ikj_unrolled), { 300, 50 })),
 }
@@ -253,18 +254,34 @@ t.test("agent_run_tool_calls_evaluate_and_compile_then_answer", function()
   t.truthy(cands2[2].outcome == "slower" or cands2[2].outcome == "accepted", cands2[2].outcome)
   t.eq(#reqs2, 3)
   local second = reqs2[2].body.messages
-  local tool = second[#second]
+  local tool = second[#second - 1]
   t.eq(tool.role, "tool")
   t.eq(tool.tool_call_id, "call_1")
   t.truthy(tool.content:find(": accepted", 1, true), tool.content)
   t.truthy(tool.content:find("n=64: ", 1, true) and not tool.content:find("n=96: ", 1, true), "the shape asked for")
-  t.eq(second[#second - 1].tool_calls[1]["function"].name, "evaluate", "the assistant's call goes back")
+  t.eq(second[#second].content, "error: the run's candidate budget is spent; give your answer",
+       "the budget's last candidate is kept for the answer")
+  t.eq(second[#second - 2].tool_calls[1]["function"].name, "evaluate", "the assistant's calls go back")
   local third = reqs2[3].body.messages
   t.truthy(third[#third].content:find("^compile%-error: "), third[#third].content)
   t.eq(reqs2[1].body.tools[1]["function"].name, "compile", "the tools offered")
   local sm2 = by_event(events2, "summary")[1]
   t.eq(sm2.model.requests, 3)
   t.eq(sm2.model.input, 600)
+end)
+
+t.test("a_run_whose_model_keeps_failing_stops_and_exits_1", function()
+  local bad = J(400, '{"error": {"message": "no such model"}}')
+  local srv3 = httpd.start(bad .. bad .. bad)
+  local cache = tmp .. "/llm_fail.db"
+  local rc = os.execute(string.format("KWB_TEST_MODEL_URL=%s/v1 KWB_TEST_MODEL_KEY=%s KWB_CACHE=%s ./kwb "
+                                      .. "tests/recipes/llm_host.lua --quiet >%s/fail.out 2>&1", srv3.url, canary, cache, tmp))
+  srv3:stop()
+  t.eq(rc, nil, "a failed run's exit status is not 0")
+  local f = assert(io.open(tmp .. "/fail.out"))
+  local text = f:read("a")
+  f:close()
+  t.truthy(text:find("stopped: the model failed 3 times in a row: openai:test-model: HTTP 400: no such model", 1, true), text)
 end)
 
 -- ---- the CPU demo: the hand-written transcript, replayed ---------------------

@@ -148,6 +148,41 @@ t.test("replayed_run_uses_the_recipes_prompt_function_and_queued_ideas", functio
   t.truthy(tr.request:find("ONLY: Answer with a short explanation", 1, true), tr.request)
 end)
 
+t.test("replayed_run_counts_a_models_repeats_against_the_budget_and_tells_it", function()
+  local same = { text = "```c\n" .. ikj .. "```" }
+  local file = transcript { same, same, same, same, same, same }
+  local prompts = {}
+  local r = recipe { model = { provider = "replay", file = file }, budget = { candidates = 4, minutes = 1, timeout = 5 },
+                     prompt = function(parts) prompts[#prompts + 1] = parts.failures or ""; return "go" end }
+  local sm = r:run { mode = "quiet", store = require("kwb.store").open(dir .. "/repeats.db") }
+  t.eq(sm.candidates, 1, "one kernel evaluated")
+  t.eq(sm.repeats, 3, "three repeats spent the rest of the budget")
+  t.eq(sm.model.requests, 4, "four requests, not six")
+  -- the fourth prompt was built once the second reply had been found a repeat
+  -- (each request goes out while the reply before it is judged)
+  t.truthy(prompts[4]:find("repeat: the same kernel as", 1, true), "the fourth prompt says: " .. prompts[4])
+end)
+
+t.test("a_failing_strategy_still_closes_the_runs_record", function()
+  local r = recipe { strategy = { propose = function() error("strategy broke", 0) end } }
+  local st = require("kwb.store").open(dir .. "/broken.db")
+  t.raises(function() r:run { mode = "quiet", store = st } end, "strategy broke")
+  local runs = st:runs()
+  t.truthy(runs[#runs].ended, "the record is closed")
+  t.eq(runs[#runs].funnel.accepted, 0)
+end)
+
+t.test("a_spaces_restrict_calls_share_one_step_budget", function()
+  local old = reply.restrict_steps
+  reply.restrict_steps = 50000
+  local sp = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) while true do end end }"))
+  local core = require "kwb.core"
+  local t0 = core.now()
+  for _ = 1, 1000 do sp.restrict { BM = 1 } end
+  reply.restrict_steps = old
+  t.truthy(core.now() - t0 < 1, "1000 calls after the budget is spent cost nothing: " .. (core.now() - t0))
+end)
+
 t.test("recipe_model_fields_are_checked", function()
   t.raises(function() recipe { model = { provider = "opnai", model = "x" } } end,
            "recipe field 'model.provider': expected one of openai, anthropic, command, replay, got \"opnai\" (did you mean 'openai'?)")
@@ -157,6 +192,14 @@ t.test("recipe_model_fields_are_checked", function()
            "unknown recipe field 'model.price.inptu' (did you mean 'model.price.input'?)")
   t.raises(function() recipe { model = { provider = "openai", model = "m", fallback = { { provider = "anthropic" } } } } end,
            "recipe field 'model.fallback[1].model': expected a model name (required), got nothing")
+  t.raises(function() recipe { model = { provider = "command", command = { "no-such-agent-program" } } } end,
+           "recipe field 'model.command[1]': expected a program on PATH, got \"no-such-agent-program\"")
+  t.raises(function() recipe { model = { provider = "openai", model = "m", base_url = "ftp://x/v1" } } end,
+           "recipe field 'model.base_url': expected an http:// or https:// URL, got \"ftp://x/v1\"")
+  local bad = dir .. "/not_json.json"
+  local f = assert(io.open(bad, "w")); f:write("{ replies: "); f:close()
+  t.raises(function() recipe { model = { provider = "replay", file = bad } } end,
+           "recipe field 'model.file': replay transcript " .. bad .. ": not JSON")
   t.raises(function() recipe { strategy = "llm" } end,
            "recipe field 'model': expected a model (the llm strategy asks one for its proposals), got nothing")
   t.raises(function() recipe { model = { provider = "replay", file = "x.json" }, strategy = { "llm+tune", swep = 3 } } end,

@@ -2,6 +2,7 @@
 -- anthropic-version 2023-06-01). kwb.agent sends the request and reads the
 -- reply through these functions.
 local cjson = require "cjson"
+local wire = require "kwb.agents.wire"
 
 local M = { name = "anthropic", base_url = "https://api.anthropic.com", key_env = "ANTHROPIC_API_KEY",
             version = "2023-06-01", max_tokens = 8192 }
@@ -52,19 +53,17 @@ function M.parse(j)
     if type(b) == "table" and b.type == "text" and type(b.text) == "string" then texts[#texts + 1] = b.text
     elseif type(b) == "table" and b.type == "tool_use" then
       if type(b.name) ~= "string" then return nil, "a tool_use block without a name" end
-      reply.tool_calls[#reply.tool_calls + 1] = { id = b.id, name = b.name,
+      reply.tool_calls[#reply.tool_calls + 1] = { id = type(b.id) == "string" and b.id or nil, name = b.name,
                                                   arguments = type(b.input) == "table" and b.input or {} }
     end
   end
   reply.text = table.concat(texts, "\n")
-  local u = type(j.usage) == "table" and j.usage or {}
-  reply.usage = { input = tonumber(u.input_tokens) or 0, output = tonumber(u.output_tokens) or 0 }
+  reply.usage = M.usage(j)
   return reply
 end
 
-function M.error_text(j)
-  local e = type(j) == "table" and j.error
-  if type(e) == "table" then return e.message end
-end
+function M.usage(j) return wire.usage(j.usage, "input_tokens", "output_tokens") end
+
+M.error_text = wire.error_text
 
 return M

@@ -3,6 +3,7 @@
 -- and LiteLLM under their own base_url. kwb.agent sends the request and
 -- reads the reply through these two functions.
 local cjson = require "cjson"
+local wire = require "kwb.agents.wire"
 
 local M = { name = "openai", base_url = "https://api.openai.com/v1", key_env = "OPENAI_API_KEY" }
 
@@ -13,7 +14,7 @@ local function message(m)
     out.tool_calls = {}
     for i, c in ipairs(m.tool_calls) do
       out.tool_calls[i] = { id = c.id, type = "function",
-                            ["function"] = { name = c.name, arguments = cjson.encode(c.arguments or {}) } }
+                            ["function"] = { name = c.name, arguments = c.raw_arguments or cjson.encode(c.arguments or {}) } }
     end
   end
   return out
@@ -51,20 +52,19 @@ function M.parse(j)
       local f = type(c) == "table" and c["function"]
       if type(f) ~= "table" or type(f.name) ~= "string" then return nil, "a tool call without a function name" end
       local ok, args = pcall(cjson.decode, type(f.arguments) == "string" and f.arguments or "{}")
-      reply.tool_calls[#reply.tool_calls + 1] = { id = c.id, name = f.name, arguments = ok and args or nil,
-                                                  bad_arguments = not ok and f.arguments or nil }
+      -- the arguments go back in the conversation as the model wrote them
+      reply.tool_calls[#reply.tool_calls + 1] = { id = type(c.id) == "string" and c.id or nil, name = f.name,
+                                                  arguments = ok and type(args) == "table" and args or nil,
+                                                  raw_arguments = type(f.arguments) == "string" and f.arguments or "{}" }
     end
   end
-  local u = type(j.usage) == "table" and j.usage or {}
-  reply.usage = { input = tonumber(u.prompt_tokens) or 0, output = tonumber(u.completion_tokens) or 0 }
+  reply.usage = M.usage(j)
   return reply
 end
 
--- The error message in an error reply's body, if it has one.
-function M.error_text(j)
-  local e = type(j) == "table" and j.error
-  if type(e) == "table" then return e.message end
-  if type(e) == "string" then return e end
-end
+-- The token counts of a reply (also of one that does not parse: it was paid for).
+function M.usage(j) return wire.usage(j.usage, "prompt_tokens", "completion_tokens") end
+
+M.error_text = wire.error_text
 
 return M

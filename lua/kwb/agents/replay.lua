@@ -8,6 +8,7 @@
 -- (without "usage" the token counts are estimated from the texts' lengths).
 local cjson = require "cjson"
 local command = require "kwb.agents.command"
+local wire = require "kwb.agents.wire"
 
 local M = { name = "replay", tools = true }
 
@@ -46,7 +47,7 @@ function M.call(spec, convo, state)
   for i, c in ipairs(type(r.tool_calls) == "table" and r.tool_calls or {}) do
     calls[i] = { id = c.id or ("call_" .. i), name = c.name, arguments = type(c.arguments) == "table" and c.arguments or {} }
   end
-  return { text = r.text or "", tool_calls = calls, usage = { input = tonumber(u.input) or 0, output = tonumber(u.output) or 0,
+  return { text = r.text or "", tool_calls = calls, usage = { input = wire.count(u.input), output = wire.count(u.output),
                                                    estimated = u.estimated },
            raw = cjson.encode(r) }, nil, prompt
 end

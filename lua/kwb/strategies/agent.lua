@@ -10,8 +10,11 @@
 --   read_context { file }        one of the recipe's context documents
 --
 -- A reply with no tool calls ends the proposal: its code block is the
--- candidate (or no-code). After options.turns turns (6 by default) the model
--- is asked for its answer without tools.
+-- candidate (or no-code). After options.turns turns (6 by default), or once
+-- the run's time is up, the model is asked for its answer without tools; at
+-- most calls_per_turn calls are answered a turn, and evaluate leaves the
+-- budget's last candidate for the answer.
+local core = require "kwb.core"
 local llm = require "kwb.strategies.llm"
 local prompt = require "kwb.prompt"
 local report = require "kwb.report"
@@ -66,7 +69,8 @@ function S:call(run, c, parent)
     return run:compile { source = a.source, name = "agent.c" }
   elseif c.name == "evaluate" then
     if type(a.source) ~= "string" then return "error: evaluate needs 'source'" end
-    if run:budget_left() < 1 then return "error: the run's candidate budget is spent; give your answer" end
+    -- the last candidate of the budget is the answer's
+    if run:budget_left() < 2 then return "error: the run's candidate budget is spent; give your answer" end
     local res = run:evaluate_now { source = a.source, name = "agent.c", model = self.reply_model,
                                    transcript = self.reply_transcript, parent = parent, origin = "agent" }
     local shape = type(a.shape) == "string" and a.shape ~= "" and a.shape or nil
@@ -90,18 +94,23 @@ function S:call(run, c, parent)
   return "error: no tool named " .. tostring(c.name)
 end
 
+-- Tool calls answered per turn; more get an error each.
+S.calls_per_turn = 8
+
 function S:propose(run)
-  if run:spent() or run:budget_left() < 1 then return nil end
+  if run:spent() or run:budget_left() < 1 or core.now() >= run.deadline then return nil end
   local convo = prompt.build(run, { mode = "agent" })
   convo.tools = S.tools
   local parent = run.best and run.best.id
   for turn = 1, self.turns + 1 do
-    if turn > self.turns then convo.tools = nil end   -- the last turn: an answer, no more tools
+    -- the last turn, or the run's time is up: an answer, no more tools
+    if turn > self.turns or core.now() >= run.deadline then convo.tools = nil end
     local r = self.agent:wait(self.agent:ask(convo, "agent"))
     if r.error then
       self.failed = (self.failed or 0) + 1
       if r.code == "exhausted" or self.failed >= self.failures_in_a_row then
         run.stop_reason = r.error
+        run.stopped_by = r.code ~= "exhausted" and "model" or nil
         return nil
       end
       return self:propose(run)
@@ -120,8 +129,10 @@ function S:propose(run)
       return base
     end
     convo.messages[#convo.messages + 1] = { role = "assistant", content = r.text, tool_calls = r.tool_calls }
-    for _, c in ipairs(r.tool_calls) do
-      local ok, out = pcall(self.call, self, run, c, parent)
+    for i, c in ipairs(r.tool_calls) do
+      local ok, out = true, string.format("error: at most %d tool calls a turn", S.calls_per_turn)
+      if i <= S.calls_per_turn and core.now() < run.deadline then ok, out = pcall(self.call, self, run, c, parent)
+      elseif i <= S.calls_per_turn then out = "error: the run's time is up; give your answer" end
       if not ok then out = "error: " .. tostring(out) end
       convo.messages[#convo.messages + 1] = { role = "tool", tool_call_id = c.id, name = c.name, content = out }
     end

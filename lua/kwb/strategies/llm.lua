@@ -63,10 +63,12 @@ local function sweep(self, run, base)
     p.space, p.defines, p.params = nil, params, params
     return p
   end
+  local ids = {}
   local function next_prop(params)   -- the reply's cost is carried by the sweep's first candidate
     local p = as_prop(params)
     if not first then p.cost = 0 end
     first = false
+    ids[run:id(p)] = true
     return p
   end
   local view = setmetatable({ space = base.space, budget = { candidates = self.sweep } }, { __index = run })
@@ -74,7 +76,7 @@ local function sweep(self, run, base)
   function view.id(_, params) return run:id(as_prop(params)) end
   function view.valid(_, params) return not base.space.restrict or base.space.restrict(params) and true or false end
   tuner:init(view)
-  return { tuner = tuner, view = view, left = self.sweep, as_prop = next_prop }
+  return { tuner = tuner, view = view, left = self.sweep, as_prop = next_prop, ids = ids }
 end
 
 function S:propose(run)
@@ -97,6 +99,7 @@ function S:propose(run)
       self.stopped = true
       run.stop_reason = r.code == "exhausted" and r.error
                         or string.format("the model failed %d times in a row: %s", self.failed, r.error)
+      run.stopped_by = r.code ~= "exhausted" and "model" or nil
       return nil
     end
     return self:propose(run)
@@ -114,8 +117,8 @@ function S:propose(run)
 end
 
 function S:observe(run, res, fresh)
-  local sw = self.current
-  if sw and sw.tuner.observe then sw.tuner:observe(sw.view, res, fresh) end
+  local sw = self.current   -- the sweep's tuner sees the results of its own points only
+  if sw and sw.tuner.observe and sw.ids[res.id] then sw.tuner:observe(sw.view, res, fresh) end
 end
 
 return S

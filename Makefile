@@ -30,7 +30,9 @@ deps:
 	$(Q)tools/deps.sh
 
 # The main demo: the flagship GPU recipe where a CUDA device is present, the
-# host demo otherwise (kwb demo says which and why).
+# research loop on a host recipe otherwise, its model's replies replayed from
+# a hand-written transcript when no model is configured (kwb demo says which
+# and why).
 run: deps
 	$(Q)$(MAKE) --no-print-directory kwb
 	$(Q)./kwb demo

@@ -1,41 +1,111 @@
-/* buffer.c: typed host buffers, seeded fills, poison, checksums */
+/* buffer.c: typed host buffers between redzones and guard pages, seeded fills,
+ * poison, checksums */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "kwb.h"
 #include "rng.h"
 
+/* A buffer's memory: [guard page][redzone][data][redzone][guard page]. The
+ * redzones (one page before the data, at least one after its last byte) hold
+ * a pattern of the buffer's own, so a kernel's write just outside its buffer
+ * is found afterwards (kwb_buffer_redzone), and the guard pages (no access)
+ * stop one that goes further at once, as a fault in the kernel's process. */
 struct kwb_buffer {
     kwb_dtype dtype;
     uint64_t n;
     void *data;
+    unsigned char *map;   /* the whole mapping */
+    size_t map_bytes, after;   /* its size; the redzone bytes after the data */
+    uint64_t pattern;     /* seed of the redzones' bytes */
 };
+
+#define REDZONE 4096
+
+static size_t page_size(void) {
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+static unsigned char zone_byte(uint64_t pattern, size_t i) {
+    uint64_t x = pattern ^ (i * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ull;
+    return (unsigned char)(x >> 56);
+}
+
+static void zone_fill(const kwb_buffer *b) {
+    unsigned char *before = (unsigned char *)b->data - REDZONE, *after = (unsigned char *)b->data + kwb_buffer_bytes(b);
+    for (size_t i = 0; i < REDZONE; i++) before[i] = zone_byte(b->pattern, i);
+    for (size_t i = 0; i < b->after; i++) after[i] = zone_byte(b->pattern, REDZONE + i);
+}
 
 kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n) {
     if ((unsigned)t >= KWB_DTYPE_COUNT) { kwb_fail(KWB_EINVAL, "unknown dtype %d", (int)t); return NULL; }
-    size_t es = kwb_dtype_size(t);
-    if (n > SIZE_MAX / es) { kwb_fail(KWB_ENOMEM, "buffer of %llu elements is too large", (unsigned long long)n); return NULL; }
+    size_t es = kwb_dtype_size(t), page = page_size();
+    if (n > (SIZE_MAX - 8 * (size_t)REDZONE) / es / 2) {
+        kwb_fail(KWB_ENOMEM, "buffer of %llu elements is too large", (unsigned long long)n);
+        return NULL;
+    }
     kwb_buffer *b = calloc(1, sizeof *b);
     if (!b) { kwb_fail(KWB_ENOMEM, "out of memory"); return NULL; }
-    /* 64-byte alignment so vectorised kernels see aligned rows */
-    size_t bytes = n * es, padded = (bytes + 63) / 64 * 64;
-    b->data = aligned_alloc(64, padded ? padded : 64);
-    if (!b->data) {
+    size_t bytes = n * es;
+    /* the data starts a page after the first guard (page- hence 64-byte aligned) */
+    size_t body = (bytes + REDZONE + page - 1) / page * page;   /* data and at least REDZONE after it */
+    b->map_bytes = page + REDZONE + body + page;
+    void *m = mmap(NULL, b->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
         free(b);
         kwb_fail(KWB_ENOMEM, "out of memory allocating %zu bytes", bytes);
         return NULL;
     }
-    memset(b->data, 0, padded ? padded : 64);
+    b->map = m;
+    if (mprotect(b->map, page, PROT_NONE) != 0 || mprotect(b->map + b->map_bytes - page, page, PROT_NONE) != 0) {
+        munmap(b->map, b->map_bytes);
+        free(b);
+        kwb_fail(KWB_ENOMEM, "cannot protect a buffer's guard pages: %s", strerror(errno));
+        return NULL;
+    }
+    b->data = b->map + page + REDZONE;
+    b->after = body - bytes;
     b->dtype = t;
     b->n = n;
+    b->pattern = (uint64_t)(uintptr_t)b->data * 0x2545F4914F6CDD1Dull ^ n;
+    zone_fill(b);   /* the data is zero: fresh anonymous pages */
     return b;
+}
+
+int kwb_buffer_redzone(kwb_buffer *b, int64_t *first, int64_t *last) {
+    const unsigned char *before = (unsigned char *)b->data - REDZONE;
+    const unsigned char *after = (unsigned char *)b->data + kwb_buffer_bytes(b);
+    int64_t lo = 0, hi = 0;
+    int hit = 0;
+    for (size_t i = 0; i < REDZONE; i++)
+        if (before[i] != zone_byte(b->pattern, i)) {
+            int64_t off = (int64_t)i - REDZONE;
+            if (!hit) lo = off;
+            hi = off, hit = 1;
+        }
+    for (size_t i = 0; i < b->after; i++)
+        if (after[i] != zone_byte(b->pattern, REDZONE + i)) {
+            int64_t off = (int64_t)(kwb_buffer_bytes(b) + i);
+            if (!hit) lo = off;
+            hi = off, hit = 1;
+        }
+    if (hit) zone_fill(b);   /* intact again for the next check */
+    if (first) *first = lo;
+    if (last) *last = hi;
+    return hit;
 }
 
 void kwb_buffer_free(kwb_buffer *b) {
     if (!b) return;
-    free(b->data);
+    munmap(b->map, b->map_bytes);
     free(b);
 }
 

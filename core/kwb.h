@@ -55,6 +55,10 @@ typedef struct kwb_buffer kwb_buffer;
 
 kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n);   /* NULL on failure */
 void kwb_buffer_free(kwb_buffer *b);
+/* 1 when bytes just outside the buffer (its redzones) changed since the last
+ * check, with the first and last such offset in bytes from the data's start
+ * (negative: before it); the redzones are restored. 0 when intact. */
+int kwb_buffer_redzone(kwb_buffer *b, int64_t *first, int64_t *last);
 void *kwb_buffer_data(const kwb_buffer *b);
 uint64_t kwb_buffer_len(const kwb_buffer *b);
 kwb_dtype kwb_buffer_dtype(const kwb_buffer *b);

@@ -188,6 +188,21 @@ static int l_clone(lua_State *L) {
     return 1;
 }
 
+/* buf:redzone() -> nil when the bytes just outside it are intact, else the
+ * first and last changed offset in bytes from its start (negative: before);
+ * the redzones are restored. */
+static int l_redzone(lua_State *L) {
+    kwb_buffer *b = kwb_lua_checkbuffer(L, 1);
+    int64_t first, last;
+    if (!kwb_buffer_redzone(b, &first, &last)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushinteger(L, (lua_Integer)first);
+    lua_pushinteger(L, (lua_Integer)last);
+    return 2;
+}
+
 static int l_checksum(lua_State *L) {
     char hex[65];
     if (kwb_buffer_checksum(kwb_lua_checkbuffer(L, 1), hex)) return luaL_error(L, "%s", kwb_last_error());
@@ -240,7 +255,7 @@ void kwb_lua_open_buffer(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"fill_uniform", l_fill_uniform}, {"fill_normal", l_fill_normal}, {"fill", l_fill},
         {"poison", l_poison}, {"is_poison", l_is_poison}, {"totable", l_totable}, {"set", l_set},
-        {"copy", l_copy}, {"clone", l_clone}, {"checksum", l_checksum}, {"raw", l_raw},
+        {"copy", l_copy}, {"clone", l_clone}, {"checksum", l_checksum}, {"redzone", l_redzone}, {"raw", l_raw},
         {"set_raw", l_set_raw}, {"free", l_free}, {NULL, NULL},
     };
     if (luaL_newmetatable(L, BUFFER_MT)) {       // [core, mt]

@@ -21,6 +21,8 @@
 --   check_built(rules, module, cand, view) -> a rule's hit | nil (PTX, symbols)
 --   entry(module, cand, recipe, prototype) -> kernel | nil, message
 --   error_line                            a Lua pattern: the compile log's first error line
+--   redzones (optional)                   true when buffer(...) returns buffers with
+--                                         :redzone() (kwb.verify checks them after every call)
 local rules = require "kwb.rules"
 local core = require "kwb.core"
 

@@ -65,6 +65,11 @@ end
 -- the candidate on fresh inputs, checked.
 function Harness:round(fn, b, seed, round, timeout)
   inputs.prepare(self, b, seed, round)
+  if not b.sound then   -- once per shape: a problem a constant output passes is an error of the recipe
+    local why = verify.degenerate(self.problem, self.backend, b)
+    if why then error(string.format("recipe %s: %s", self.recipe.name, why), 0) end
+    b.sound = true
+  end
   if b.on_call then b.on_call() end   -- a worker arms the candidate's timeout here
   local clock = self.backend.clock
   local t0 = clock()

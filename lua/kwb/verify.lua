@@ -20,6 +20,17 @@ end
 -- check(problem, backend, b, when [, skip_inout]) -> nil, or "wrong", reason.
 -- Records each output's error in b.errors.
 function M.check(problem, backend, b, when, skip_inout)
+  -- a write just outside any buffer (host buffers lie between redzones)
+  for _, a in ipairs(problem.buffers) do
+    local buf = b.bufs[a.name]
+    local first, last
+    if backend.redzones then first, last = buf:redzone() end
+    if first then
+      return "wrong", string.format("the candidate wrote outside %s %s at %s (%s): byte offsets %d to %d of a "
+                                    .. "buffer of %d bytes", a.role == "in" and "input" or "output", a.name, b.key,
+                                    when, first, last, buf.bytes)
+    end
+  end
   for _, a in ipairs(problem.buffers) do
     if a.role == "in" and assert(b.bufs[a.name]:checksum()) ~= b.sums[a.name] then
       return "wrong", string.format("input %s changed by the candidate at %s (%s)", a.name, b.key, when)
@@ -39,6 +50,37 @@ function M.check(problem, backend, b, when, skip_inout)
       if not d.ok then return "wrong", describe(d, a.name, b.key, when) end
       b.errors = b.errors or {}
       b.errors[a.name] = { max_abs = d.max_abs, rel_l2 = d.rel_l2 }
+    end
+  end
+  return nil
+end
+
+-- degenerate(problem, backend, b) -> nil, or why the shape's outputs cannot
+-- tell a kernel that computes nothing from one that computes: an output of
+-- zeros, or of the reference's mean (host buffers), passes the tolerance.
+function M.degenerate(problem, backend, b)
+  for _, a in ipairs(problem.buffers) do
+    if a.role == "out" or a.role == "inout" then
+      local ref = b.refs[a.name]
+      local consts = { 0 }
+      if backend.redzones and ref.n > 0 then   -- host buffers: the mean as well
+        local sum = 0
+        for i = 1, ref.n do sum = sum + ref[i] end
+        consts[2] = sum / ref.n
+      end
+      local probe = backend.buffer(ref.dtype, ref.n)
+      for _, v in ipairs(consts) do
+        probe:fill(v)
+        local tol = problem.tolerance
+        local d = tol.rel_l2 and backend.compare(probe, ref, { atol = math.huge, rtol = 0 })
+                  or backend.compare(probe, ref, tol)
+        local pass = d.ok and (not tol.rel_l2 or d.rel_l2 <= tol.rel_l2)
+        if pass then
+          return string.format("at shape %s every element of output %s set to %.6g passes the tolerance: a kernel "
+                               .. "that computes nothing would be judged right (choose shapes, inputs or a tolerance "
+                               .. "under which the reference's output is not a constant)", b.key, a.name, v)
+        end
+      end
     end
   end
   return nil

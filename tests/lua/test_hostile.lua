@@ -29,6 +29,11 @@ local want = {
   { "hostile_calls.c", "forbidden", "global-state", 4, "calls at line 4" },
   { "hostile_dlsym.c", "forbidden", "escape", 7, "dlsym at line 7" },
   { "hostile_spin.c", "timeout", nil, nil, "(the timeout is 0.02 s)" },
+  { "hostile_overrun.c", "wrong", nil, nil,
+    "the candidate wrote outside output c at n=32 (the first run): byte offsets 4096 to 4099 of a buffer of 4096 bytes" },
+  { "hostile_underrun.c", "wrong", nil, nil,
+    "the candidate wrote outside output c at n=32 (the first run): byte offsets -64 to -1 of a buffer of 4096 bytes" },
+  { "hostile_far.c", "crashed", nil, nil, "SIGSEGV" },
 }
 
 t.test("hostile_set_has_every_candidate_once", function()
@@ -86,6 +91,36 @@ t.test("hostile_state_behind_pie_and_optimize_macros_is_forbidden", function()
   t.eq(opt.outcome, "forbidden", opt.reason)
   t.eq(opt.rule, "global-state"); t.eq(opt.line, 7)
   t.truthy(opt.reason:find("calls at line 7", 1, true), opt.reason)
+end)
+
+-- A recipe whose tolerance a constant output passes is refused before any
+-- candidate: it could not tell a kernel that computes nothing from one that does.
+t.test("hostile_a_problem_a_constant_output_passes_is_an_error_naming_the_shape", function()
+  local matmul = require "kwb.problems.matmul"
+  local loose = kwb.recipe { name = "loose", problem = matmul { tolerance = { atol = 1e6, rtol = 0 } },
+                             shapes = { n = { 8, 16 } }, start = "../../kernels/host/matmul_naive.c",
+                             budget = { candidates = 1, minutes = 1, timeout = 5 } }
+  t.raises(function() loose:run { mode = "quiet", store = fresh_store("loose") } end,
+           "recipe loose: at shape n=8 every element of output c set to 0 passes the tolerance")
+  -- c = a + 100: zeros fail by 100, but the reference's mean is within 5 of every element
+  local shift = kwb.problem.define {
+    name = "shift", vars = { "n" }, fn = "shift",
+    args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in", init = { "normal", 0, 1 } },
+             { "c", "f32", shape = "n", role = "out" } },
+    reference = { source = "void shift_ref(int n, const float *a, float *c) { for (int i = 0; i < n; i++) c[i] = a[i] + 100; }",
+                  fn = "shift_ref" },
+    tolerance = { atol = 5, rtol = 0 },
+  }
+  local start = tmp .. "/shift.c"
+  local f = assert(io.open(start, "w"))
+  f:write("void shift(int n, const float *a, float *c) { for (int i = 0; i < n; i++) c[i] = a[i] + 100; }\n")
+  f:close()
+  local mean = kwb.recipe { name = "mean", problem = shift, shapes = { n = { 64 } }, start = start,
+                            budget = { candidates = 1, minutes = 1, timeout = 5 } }
+  local ok, err = pcall(mean.run, mean, { mode = "quiet", store = fresh_store("mean") })
+  t.eq(ok, false, "zeros fail, the mean passes")
+  t.truthy(tostring(err):find("recipe mean: at shape n=64 every element of output c set to %d+%.%d+ passes"), tostring(err))
+  t.truthy(not tostring(err):find("set to 0 passes", 1, true), "the mean, not zeros")
 end)
 
 t.done()

@@ -11,6 +11,8 @@ local rules = require "kwb.rules"
 local B = { name = "host", error_line = "[^\n]*error:[^\n]*" }
 
 B.buffer = host.buffer
+-- host buffers lie between redzones: a write just outside one is found (kwb.verify)
+B.redzones = true
 B.compare = host.compare
 
 function B.device() return cache.host_kind() end

@@ -58,7 +58,7 @@ kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n) {
     /* the data starts a page after the first guard (page- hence 64-byte aligned) */
     size_t body = (bytes + REDZONE + page - 1) / page * page;   /* data and at least REDZONE after it */
     b->map_bytes = page + REDZONE + body + page;
-    void *m = mmap(NULL, b->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *m = mmap(NULL, b->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) {
         free(b);
         kwb_fail(KWB_ENOMEM, "out of memory allocating %zu bytes", bytes);

@@ -9,6 +9,16 @@ local rng = require "kwb.rng"
 
 local M = {}
 
+-- A buffer of the problem's argument a, or an error naming it, its size and the shape.
+local function buffer(h, a, n, key, what)
+  local buf, msg = h.backend.buffer(a.dtype, n)
+  if not buf then
+    error(string.format("%s: cannot allocate %s%s (%d x %s) at %s: %s", h.problem.name, what or "argument ", a.name, n,
+                        a.dtype, key, tostring(msg)), 0)
+  end
+  return buf
+end
+
 -- bench(h, sh) -> the buffers of shape sh, made on first use and kept across
 -- candidates (refilled for each). h: a harness (problem, backend, benches, fixed).
 function M.bench(h, sh)
@@ -29,19 +39,19 @@ function M.bench(h, sh)
         local fk = string.format("%s:%s:%d", a.name, a.dtype, n)
         buf = h.fixed[fk]
         if not buf then
-          buf = h.backend.buffer(a.dtype, n)
+          buf = buffer(h, a, n, sh.key)
           h.fixed[fk] = buf
         end
         b.fixed = b.fixed or {}
         b.fixed[a.name] = fk
       else
-        buf = h.backend.buffer(a.dtype, n)
+        buf = buffer(h, a, n, sh.key)
       end
       b.bufs[a.name], b.args[i], b.refargs[i] = buf, buf, buf
       if a.role ~= "in" then
-        b.refs[a.name] = h.backend.buffer(a.dtype, n)
+        b.refs[a.name] = buffer(h, a, n, sh.key, "the reference's copy of ")
         b.refargs[i] = b.refs[a.name]
-        if a.role == "inout" then b.init[a.name] = h.backend.buffer(a.dtype, n) end
+        if a.role == "inout" then b.init[a.name] = buffer(h, a, n, sh.key, "the initial copy of ") end
       end
     end
   end

@@ -64,7 +64,12 @@ function M.judge(recipe, res, j)
   else
     local best = j.best and M.view(recipe, j.best) or nil
     local ok
-    if recipe.accept then ok = recipe.accept(view, best)
+    if recipe.accept then
+      ok = recipe.accept(view, best)
+      if type(ok) ~= "boolean" then
+        error(string.format("recipe %s: accept(candidate, best) returned %s for %s, not true or false", recipe.name,
+                            type(ok) == "string" and string.format("%q", ok) or tostring(ok), res.short), 0)
+      end
     else ok = res.score > (best and best.score or 1) * 1.01 end
     res.outcome = ok and "accepted" or "slower"
   end

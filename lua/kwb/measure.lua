@@ -63,7 +63,7 @@ end
 
 -- round(fn, b, seed, round, timeout) -> nil, or outcome, reason: one call of
 -- the candidate on fresh inputs, checked.
-function Harness:round(fn, b, seed, round, timeout)
+function Harness:round(fn, b, seed, round, timeout, note)
   inputs.prepare(self, b, seed, round)
   if not b.sound then   -- once per shape: a problem a constant output passes is an error of the recipe
     local why = verify.degenerate(self.problem, self.backend, b)
@@ -79,7 +79,7 @@ function Harness:round(fn, b, seed, round, timeout)
   if timeout and dt > timeout then
     return "timeout", string.format("one call took %.2f s at %s (the timeout is %g s)", dt, b.key, timeout)
   end
-  return self:check(b, round == 1 and "the first run" or "the second run, other inputs in the same buffers")
+  return self:check(b, (round == 1 and "the first run" or "the second run, other inputs in the same buffers") .. (note or ""))
 end
 
 -- Time one shape: raced against the best time known there unless full. The
@@ -112,22 +112,31 @@ local function timing_limit(t, call_s)
   return (t.warmup or 0.05) + (t.cap or 1) + calls * math.max(call_s or 0, 1e-3) * 2 + 1
 end
 
--- Verify every shape, twice, on fresh inputs: nil, or outcome, reason; and
--- the longest call seen per shape.
+-- Verify every shape, twice, on fresh inputs, then the unannounced shapes
+-- (kwb.unannounced) the same way: nil, or outcome, reason; and the longest
+-- call seen per timed shape.
 local function verify_all(h, fn, res)
   local call_s = {}
-  for _, sh in ipairs(h.recipe.shapes) do
+  local function verify(sh, note)
     local b = h:bench(sh)
     for round = 1, 2 do
       local what = string.format("%s at %s", round == 1 and "the first run" or "the second run", sh.key)
       worker.deadline(M.harness_limit, "the harness's inputs for " .. what)
       b.on_call = function() worker.deadline(h.timeout, what) end
       local t0 = core.now()
-      local out, why = h:round(fn, b, res.seed, round, h.timeout)
-      call_s[sh.key] = math.max(call_s[sh.key] or 0, core.now() - t0)
+      local out, why = h:round(fn, b, res.seed, round, h.timeout, note)
+      if not note then call_s[sh.key] = math.max(call_s[sh.key] or 0, core.now() - t0) end
       b.on_call = nil
-      if out then return out, why, call_s end
+      if out then return out, why end
     end
+  end
+  for _, sh in ipairs(h.recipe.shapes) do
+    local out, why = verify(sh)
+    if out then return out, why, call_s end
+  end
+  for _, sh in ipairs(h.recipe.verify_shapes or {}) do
+    local out, why = verify(sh, "; a shape verified but not timed")
+    if out then return out, why, call_s end
   end
   return nil, nil, call_s
 end

@@ -31,6 +31,8 @@
 -- draw = "run": inputs come from the run's seed and the round, not from the
 -- candidate's, so the reference runs once per shape and round (an expensive
 -- reference); draw = "candidate" (the default) draws new inputs per candidate.
+-- vary = { "T" }: the variables an unannounced verification shape may change
+-- (kwb.unannounced; default: every variable that may not be 0).
 -- tolerance = { rel_l2 = 5e-3 }: the relative L2 error of the whole output
 -- instead of elementwise atol/rtol (NaN, Inf and unwritten elements still fail).
 --
@@ -78,7 +80,7 @@ end
 function M.define(spec)
   if type(spec) ~= "table" then error("problem.define expects a table", 2) end
   local known = { name = 1, vars = 1, args = 1, fn = 1, reference = 1, tolerance = 1,
-                  bytes = 1, flops = 1, launch = 1, options = 1, description = 1, draw = 1 }
+                  bytes = 1, flops = 1, launch = 1, options = 1, description = 1, draw = 1, vary = 1 }
   for k in pairs(spec) do
     if not known[k] then fail("'" .. tostring(spec.name) .. "'", "unknown field '" .. tostring(k) .. "'") end
   end
@@ -97,6 +99,14 @@ function M.define(spec)
     end
     if type(v) ~= "string" or not v:match("^[%a_][%w_]*$") then fail(name, "vars[" .. i .. "] must be an identifier") end
     p.vars[i], p.var_min[v] = v, min
+  end
+  -- vary: the variables an unannounced shape may change (kwb.unannounced)
+  if spec.vary ~= nil then
+    if type(spec.vary) ~= "table" then fail(name, "'vary' must list shape variables") end
+    for i, v in ipairs(spec.vary) do
+      if p.var_min[v] == nil then fail(name, "vary[" .. i .. "] is not a shape variable: " .. tostring(v)) end
+    end
+    p.vary = spec.vary
   end
   p.fn = spec.fn or name
   if type(p.fn) ~= "string" or not p.fn:match("^[%a_][%w_]*$") then fail(name, "'fn' must be a C identifier") end

@@ -64,7 +64,7 @@ end
 local fields = {
   "name", "description", "problem", "shapes", "start", "template", "space", "strategy", "model",
   "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing",
-  "race", "ceilings", "backend", "launch", "arch", "prompt",
+  "race", "ceilings", "backend", "launch", "arch", "prompt", "verify_shapes",
 }
 M.fields = fields
 
@@ -170,16 +170,17 @@ local ceilings_spec = { names = { "bandwidth", "flops" },
                         check = { bandwidth = positive_number, flops = positive_number } }
 
 
-function Checker:shapes(p, v)
+function Checker:shapes(p, v, field)
+  field = field or "shapes"
   local out = {}
   if type(v) ~= "table" or next(v) == nil then
-    self:fail("shapes", "a table of shape variables to value lists ({ n = { 64, 128 } }) or a list of shapes", v)
+    self:fail(field, "a table of shape variables to value lists ({ n = { 64, 128 } }) or a list of shapes", v)
   end
   if is_array(v) then
     for i, s in ipairs(v) do
-      if type(s) ~= "table" then self:fail("shapes[" .. i .. "]", "a shape table like { n = 64 }", s) end
+      if type(s) ~= "table" then self:fail(field .. "[" .. i .. "]", "a shape table like { n = 64 }", s) end
       local ok, err = p:check_shape(s)
-      if not ok then self:fail("shapes[" .. i .. "]", err, false) end
+      if not ok then self:fail(field .. "[" .. i .. "]", err, false) end
       out[#out + 1] = s
     end
   else
@@ -187,18 +188,18 @@ function Checker:shapes(p, v)
     for k, list in pairs(v) do
       local known = false
       for _, var in ipairs(p.vars) do known = known or var == k end
-      if not known then self:unknown(k, p.vars, "shapes.") end
-      if not is_array(list) or #list == 0 then self:fail("shapes." .. k, "a non-empty list of integers", list) end
+      if not known then self:unknown(k, p.vars, field .. ".") end
+      if not is_array(list) or #list == 0 then self:fail(field .. "." .. k, "a non-empty list of integers", list) end
       local min = p.var_min and p.var_min[k] or 1
       for i, x in ipairs(list) do
         if math.type(x) ~= "integer" or x < min then
-          self:fail("shapes." .. k .. "[" .. i .. "]", min == 0 and "a non-negative integer" or "a positive integer", x)
+          self:fail(field .. "." .. k .. "[" .. i .. "]", min == 0 and "a non-negative integer" or "a positive integer", x)
         end
       end
       lists[k] = list
     end
     for _, var in ipairs(p.vars) do
-      if not lists[var] then self:fail("shapes." .. var, "a list of values (every shape variable of " .. p.name .. " needs one)", nil) end
+      if not lists[var] then self:fail(field .. "." .. var, "a list of values (every shape variable of " .. p.name .. " needs one)", nil) end
     end
     -- the cartesian product, first variable slowest
     local function product(i, cur)
@@ -218,7 +219,7 @@ function Checker:shapes(p, v)
   local seen = {}
   for i, s in ipairs(out) do
     local key = p:shape_key(s)
-    if seen[key] then self:fail("shapes", "distinct shapes (" .. key .. " is listed twice)", false) end
+    if seen[key] then self:fail(field, "distinct shapes (" .. key .. " is listed twice)", false) end
     seen[key] = true
     out[i] = { shape = s, key = key }
   end
@@ -271,11 +272,30 @@ function Checker:space(v)
     for k in pairs(v.start) do
       if v[k] == nil or k == "restrict" or k == "start" then self:unknown(k, names, "space.start.") end
     end
-    if v.restrict and not v.restrict(v.start) then
-      self:fail("space.start", "is a point space.restrict excludes", false)
-    end
   end
-  return { dims = dims, restrict = v.restrict, start = v.start }
+  local restrict = v.restrict
+  if restrict then   -- true or false, nothing else; and not false everywhere
+    local site = self.site
+    restrict = function(p)
+      local ok = v.restrict(p)
+      if type(ok) ~= "boolean" then
+        raise(site, field_line(site, "space.restrict"), string.format("recipe field 'space.restrict': returned %s "
+              .. "for a point, not true or false", describe(ok)))
+      end
+      return ok
+    end
+    if v.start and not restrict(v.start) then self:fail("space.start", "is a point space.restrict excludes", false) end
+    local space = require "kwb.strategies.space"
+    local sp, any = { dims = dims }, false
+    local n = space.size(sp)
+    local step = math.max(1, n // 100000)   -- at most 100000 points looked at
+    for i = 1, n, step do
+      if restrict(space.params(sp, space.nth(sp, i))) then any = true; break end
+    end
+    if not any then self:fail("space.restrict", string.format("excludes every point of the space (%d looked at)",
+                                                                (n - 1) // step + 1), false) end
+  end
+  return { dims = dims, restrict = restrict, start = v.start }
 end
 
 function Checker:strategy(v, field)
@@ -368,6 +388,10 @@ function M.new(spec, level)
   end
   r.problem = p
   r.shapes = c:shapes(p, spec.shapes)
+  -- verified, never timed, never announced (kwb.unannounced): given, none (false), or derived
+  if spec.verify_shapes == false then r.verify_shapes = {}
+  elseif spec.verify_shapes ~= nil then r.verify_shapes = c:shapes(p, spec.verify_shapes, "verify_shapes")
+  else r.verify_shapes = require("kwb.unannounced").derive(p, r.shapes) end
 
   r.backend = spec.backend or "host"
   if r.backend ~= "host" and r.backend ~= "cuda" then c:fail("backend", "'host' or 'cuda'", spec.backend) end

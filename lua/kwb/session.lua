@@ -33,7 +33,8 @@ function M.new(recipe, opts)
   -- the evaluation context: what besides the candidate decides a result
   s.ctx = s.store:context { problem = recipe.problem:key(), shapes = shape_keys, flags = recipe.flags,
                             device = s.backend.device(),
-                            toolchain = recipe.cc or os.getenv("CC") or "cc" }
+                            toolchain = recipe.cc or os.getenv("CC") or "cc",
+                            verified_on = require("kwb.unannounced").keys(recipe.verify_shapes or {}) }
   s.template_source = recipe.template and assert(require("kwb.host").read_file(recipe.template))
   s.seq = #s.store:results(s.ctx)
   return s

@@ -29,7 +29,18 @@ end
 
 function Store:context(c)
   return { problem = c.problem, device = c.device or cache.host_kind(), shapes = c.shapes, flags = c.flags or {},
-           toolchain = c.toolchain or "cc" }
+           toolchain = c.toolchain or "cc", verified_on = c.verified_on or {} }
+end
+
+-- Was a stored result verified on every unannounced shape ctx asks for?
+local function covers(v, ctx)
+  if #ctx.verified_on == 0 then return true end
+  local had = {}
+  for _, k in ipairs(type(v.verified_on) == "table" and v.verified_on or {}) do had[k] = true end
+  for _, k in ipairs(ctx.verified_on) do
+    if not had[k] then return false end
+  end
+  return true
 end
 
 -- known(ctx, id) -> the result as the loop made it, or nil.
@@ -45,6 +56,9 @@ function Store:known(ctx, id)
   end
   local first = mine[ctx.shapes[1]]
   local v = first.verify
+  -- a verified result from before these unannounced shapes is evaluated again
+  -- (a failure stands: more shapes would not make it right)
+  if (v.outcome == "accepted" or v.outcome == "slower" or v.outcome == "start") and not covers(v, ctx) then return nil end
   local res = { id = id, short = id:sub(1, 8), outcome = v.outcome or first.outcome, reason = v.reason,
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
@@ -76,7 +90,7 @@ function Store:record(ctx, cand, res, run)
     local verify = { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
                      seed = res.seed, score = res.score, origin = res.origin, name = res.name,
                      params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
-                     transcript = res.transcript }
+                     transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil }
     for _, key in ipairs(ctx.shapes) do
       self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = res.outcome,
                               verify = verify, timing = res.shapes[key] or {}, run = run and run.id }

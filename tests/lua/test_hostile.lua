@@ -34,6 +34,7 @@ local want = {
   { "hostile_underrun.c", "wrong", nil, nil,
     "the candidate wrote outside output c at n=32 (the first run): byte offsets -64 to -1 of a buffer of 4096 bytes" },
   { "hostile_far.c", "crashed", nil, nil, "SIGSEGV" },
+  { "hostile_shapes.c", "wrong", nil, nil, "output c at n=31 (the first run; a shape verified but not timed): " },
 }
 
 t.test("hostile_set_has_every_candidate_once", function()
@@ -91,6 +92,42 @@ t.test("hostile_state_behind_pie_and_optimize_macros_is_forbidden", function()
   t.eq(opt.outcome, "forbidden", opt.reason)
   t.eq(opt.rule, "global-state"); t.eq(opt.line, 7)
   t.truthy(opt.reason:find("calls at line 7", 1, true), opt.reason)
+end)
+
+-- The unannounced shapes: derived from the timed ones, the same on every
+-- load, or the recipe's own, or none.
+t.test("hostile_unannounced_shapes_are_derived_given_or_none", function()
+  local keys = {}
+  for i, sh in ipairs(kwb.load("recipes/host_matmul.lua").verify_shapes) do keys[i] = sh.key end
+  t.eq(table.concat(keys, " "), "n=63 n=65 n=201 n=148", "n = 64, 128, 200: one off the first each way, odd past the last, one drawn")
+  local nv = {}
+  for i, sh in ipairs(kwb.load("recipes/nvfp4_moe.lua").verify_shapes) do nv[i] = sh.shape.T end
+  t.eq(table.concat(nv, " "), "2 4097 3648", "NVFP4 varies T only (its vary); T = 0 is no shape")
+  local matmul = require "kwb.problems.matmul"
+  local base = { name = "v", problem = matmul {}, shapes = { n = { 8 } }, start = "../../kernels/host/matmul_naive.c" }
+  local function with(v) local s = {}; for k, x in pairs(base) do s[k] = x end; s.verify_shapes = v; return kwb.recipe(s) end
+  t.eq(#with(false).verify_shapes, 0)
+  t.eq(with({ { n = 5 }, { n = 7 } }).verify_shapes[2].key, "n=7")
+  t.raises(function() with({ { n = 0 } }) end, "recipe field 'verify_shapes[1]': shape variable 'n' must be a positive integer")
+end)
+
+-- Functions a recipe gives answer true or false, and a restriction leaves
+-- something to search.
+t.test("hostile_restrict_and_accept_must_answer_true_or_false", function()
+  local matmul = require "kwb.problems.matmul"
+  local function mk(restrict, accept)
+    return kwb.recipe { name = "rs", problem = matmul {}, shapes = { n = { 8 } }, start = "../../kernels/host/matmul_naive.c",
+                        template = "../../kernels/host/matmul_tiled.c", accept = accept, verify_shapes = false,
+                        space = { BM = { 4, 8 }, BN = { 32 }, BK = { 8 }, UNROLL = { 1 }, restrict = restrict },
+                        budget = { candidates = 2, minutes = 1, timeout = 5 } }
+  end
+  t.raises(function() mk(function() return "yes" end) end,
+           "recipe field 'space.restrict': returned \"yes\" for a point, not true or false")
+  t.raises(function() mk(function() return false end) end,
+           "recipe field 'space.restrict': excludes every point of the space (2 looked at)")
+  local r = mk(function() return true end, function() return 1 end)
+  t.raises(function() r:run { mode = "quiet", store = fresh_store("accept1") } end,
+           "accept(candidate, best) returned 1 for ")
 end)
 
 -- A recipe whose tolerance a constant output passes is refused before any

@@ -90,8 +90,9 @@ end)
 
 t.test("steps_fixed_inputs_fill_once_and_the_reference_runs_once_per_shape_and_round", function()
   t.eq(fills, 1, "w (and w2 through it) filled once for both shapes and every candidate")
-  t.eq(runs.ref_up, 4, "2 shapes x 2 rounds, whatever the number of candidates")
-  t.eq(runs.ref_down, 4)
+  t.eq(#r.verify_shapes, 4, "unannounced shapes: n=99, n=101, n=301 and one drawn")
+  t.eq(runs.ref_up, 12, "(2 timed + 4 unannounced shapes) x 2 rounds, whatever the number of candidates")
+  t.eq(runs.ref_down, 12)
 end)
 
 t.test("steps_scratch_is_poisoned_before_timed_runs_with_the_outputs", function()

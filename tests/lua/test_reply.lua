@@ -71,8 +71,12 @@ t.test("reply_a_spaces_restrict_runs_confined_too", function()
   local sp = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) return p.BM > 1 end }"))
   t.eq(sp.restrict { BM = 1 }, false)
   t.eq(sp.restrict { BM = 2 }, true)
-  local spin = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) while true do end end }"))
+  local spin = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) if p.BM == 1 then while true do end end "
+                                  .. "return true end }"))
   t.eq(spin.restrict { BM = 1 }, false, "a restrict that runs too long excludes the point")
+  t.eq(spin.restrict { BM = 2 }, true)
+  t.eq(select(2, reply.space("return { BM = { 1, 2 }, restrict = function(p) while true do end end }")),
+       "its space: 'space.restrict': excludes every point of the space (2 looked at)")
 end)
 
 t.test("reply_rationale_drops_control_characters", function()
@@ -175,7 +179,8 @@ end)
 t.test("a_spaces_restrict_calls_share_one_step_budget", function()
   local old = reply.restrict_steps
   reply.restrict_steps = 50000
-  local sp = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) while true do end end }"))
+  local sp = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) if p.BM == 1 then while true do end end "
+                                .. "return true end }"))
   local core = require "kwb.core"
   local t0 = core.now()
   for _ = 1, 1000 do sp.restrict { BM = 1 } end

@@ -6,7 +6,7 @@ local hostile = {
   "hostile_partial.c", "hostile_stale.c", "hostile_mutate.c", "hostile_small_only.c",
   "hostile_precision.c", "hostile_clock.c", "hostile_rdtsc.c", "hostile_thread.c",
   "hostile_early_return.c", "hostile_calls.c", "hostile_dlsym.c", "hostile_spin.c",
-  "hostile_overrun.c", "hostile_underrun.c", "hostile_far.c",
+  "hostile_overrun.c", "hostile_underrun.c", "hostile_far.c", "hostile_shapes.c",
 }
 
 return kwb.recipe {

@@ -107,6 +107,7 @@ setmetatable(M, { __call = function(_, opts)
     name = "nvfp4_moe",
     description = "routed experts of an MoE layer, NVFP4 weights (W4A16), bf16 activations",
     vars = { "T", "H", "I", "E", "K", { "skew", min = 0 } },
+    vary = { "T" },   -- the model's dimensions are fixed; the token count is what a layer meets
     fn = "nvfp4_moe",
     draw = "run",
     args = {

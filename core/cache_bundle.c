@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -276,13 +277,40 @@ static char *dup_n(const unsigned char *p, size_t n) {
 }
 
 /* Decode every blob (bases first) and check its content hash and chain. */
+/* What a bundle may make kwb decode: each blob, and all of them together. */
+#define BLOB_MAX_RAW ((uint64_t)256 << 20)
+#define BUNDLE_MAX_RAW ((uint64_t)4 << 30)
+#define BUNDLE_MAX_FILE ((uint64_t)2 << 30)
+
 static int verify_blobs(const char *path, kwb_cache_bundle *b) {
     if (b->nblob == 0) return 0;
     idset ix;
     char **content = calloc(b->nblob, sizeof *content);
+    unsigned char *is_base = calloc(b->nblob, 1);   /* decoded content kept only for later deltas */
     ZSTD_DCtx *d = ZSTD_createDCtx();
     int rc = idset_init(&ix, b->nblob);
-    if (!rc && (!content || !d)) rc = kwb_fail(KWB_ENOMEM, "out of memory");
+    if (!rc && (!content || !d || !is_base)) rc = kwb_fail(KWB_ENOMEM, "out of memory");
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < b->nblob && !rc; i++) {
+        bundle_blob *x = &b->blobs[i];
+        if (x->raw > BLOB_MAX_RAW) {
+            rc = kwb_fail(KWB_CACHE_ECORRUPT, "bundle %s: blob %s would decode to %llu bytes, over the %llu MiB "
+                          "a blob may hold", path, x->id, (unsigned long long)x->raw,
+                          (unsigned long long)(BLOB_MAX_RAW >> 20));
+            break;
+        }
+        total += x->raw;
+        if (total > BUNDLE_MAX_RAW) {
+            rc = kwb_fail(KWB_CACHE_ECORRUPT, "bundle %s: its blobs would decode to more than %llu GiB", path,
+                          (unsigned long long)(BUNDLE_MAX_RAW >> 30));
+            break;
+        }
+    }
+    for (uint32_t i = 0; i < b->nblob && !rc; i++) {   /* which blobs are some later blob's base */
+        if (!b->blobs[i].base[0]) continue;
+        for (uint32_t j = 0; j < i; j++)
+            if (memcmp(b->blobs[j].id, b->blobs[i].base, 64) == 0) { is_base[j] = 1; break; }
+    }
     for (uint32_t i = 0; i < b->nblob && !rc; i++) {
         bundle_blob *x = &b->blobs[i];
         if (idset_find(&ix, x->id, &b->blobs[0].id, sizeof *x, (long)i) >= 0) {
@@ -320,10 +348,12 @@ static int verify_blobs(const char *path, kwb_cache_bundle *b) {
             snprintf(why, sizeof why, "%s", kwb_last_error());
             rc = kwb_fail(rc, "bundle %s is corrupt: %s", path, why);
         }
+        if (!is_base[i]) { free(content[i]); content[i] = NULL; }   /* checked, and no delta needs it */
     }
     if (content)
         for (uint32_t i = 0; i < b->nblob; i++) free(content[i]);
     free(content);
+    free(is_base);
     free(ix.slot);
     ZSTD_freeDCtx(d);
     return rc;
@@ -454,6 +484,12 @@ static int parse(const char *path, kwb_cache_bundle *b) {
 
 int kwb_cache_bundle_open(const char *path, kwb_cache_bundle **out) {
     *out = NULL;
+    struct stat st;   /* a regular file of sane size: no device, FIFO or endless stream */
+    if (stat(path, &st) != 0) return kwb_fail(KWB_EIO, "cannot read the bundle %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return kwb_fail(KWB_EIO, "the bundle %s is not a regular file", path);
+    if ((uint64_t)st.st_size > BUNDLE_MAX_FILE)
+        return kwb_fail(KWB_EIO, "the bundle %s is %llu bytes, over the %llu GiB a bundle may be", path,
+                        (unsigned long long)st.st_size, (unsigned long long)(BUNDLE_MAX_FILE >> 30));
     kwb_cache_bundle *b = calloc(1, sizeof *b);
     if (!b) return kwb_fail(KWB_ENOMEM, "out of memory");
     b->file = (unsigned char *)kwb_read_file(path, &b->len);

@@ -285,7 +285,7 @@ function Cache:best(problem, opts)
   check_string(problem, "problem")
   opts = check_table(opts, "options")
   local rows = self.db:exec(
-    "SELECT r.device, r.shape, r.candidate, r.median, r.outcome FROM result r "
+    "SELECT r.device, r.shape, r.candidate, r.median, r.outcome, r.verify FROM result r "
     .. "JOIN candidate c ON c.id = r.candidate "
     .. "WHERE c.problem = ?1 AND r.outcome IN ('accepted', 'slower', 'start') AND r.median IS NOT NULL "
     .. "AND (?2 IS NULL OR r.shape = ?2) AND (?3 IS NULL OR r.device = ?3) "
@@ -293,7 +293,11 @@ function Cache:best(problem, opts)
   local out, last = {}, nil
   for _, r in ipairs(rows) do
     local key = r.device .. "\0" .. r.shape
-    if key ~= last then out[#out + 1] = r end
+    if key ~= last then
+      local v = decode(r.verify, {})
+      r.verify, r.imported = nil, type(v) == "table" and v.imported or nil   -- the bundle it came in, if one
+      out[#out + 1] = r
+    end
     last = key
   end
   return out

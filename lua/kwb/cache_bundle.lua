@@ -114,6 +114,33 @@ function Cache:export(file, f)
   return counts
 end
 
+local outcomes = require "kwb.outcomes"
+
+local function finite_positive(x)
+  return type(x) == "number" and x == x and x > 0 and x < math.huge
+end
+
+-- Does an imported result row make sense? nil, or why not: a known outcome,
+-- its JSON readable, times finite and positive where there are any, and a
+-- verified outcome's median there and equal to the row's.
+local function result_sense(row)
+  if not outcomes.known(row.outcome) then return string.format("its outcome '%s' is not one kwb gives", tostring(row.outcome)) end
+  local timing, verify = decode(row.timing), decode(row.verify)
+  if type(timing) ~= "table" or type(verify) ~= "table" then return "its timing or verify is not a JSON object" end
+  for _, k in ipairs { "median", "min", "max", "mean", "p10", "p90" } do
+    if timing[k] ~= nil and not finite_positive(timing[k]) then
+      return string.format("its %s time %s is not a finite positive number of seconds", k, tostring(timing[k]))
+    end
+  end
+  if outcomes.verified[row.outcome] then
+    if not finite_positive(timing.median) then return "a " .. row.outcome .. " result needs a median time" end
+    if row.median ~= timing.median then return "its median column disagrees with its timing" end
+  elseif timing.median ~= nil or row.median ~= nil then
+    return string.format("a %s result has no times, but this one has a median", row.outcome)
+  end
+  return nil
+end
+
 local function bad_bundle(file, fmt, ...)
   return fail("corrupt-bundle", string.format("bundle %s is corrupt: " .. fmt, file, ...))
 end
@@ -169,6 +196,15 @@ function Cache:import(file)
       b:close()
       return bad_bundle(file, "record %d (%s) has id %s, but its content hashes to %s", i, rec.table,
                         tostring(row.id), want)
+    end
+    if rec.table == "result" then
+      local why = result_sense(row)
+      if why then b:close(); return bad_bundle(file, "record %d (result of %s at %s): %s", i, tostring(row.candidate),
+                                               tostring(row.shape), why) end
+      -- where an imported result came from: the bundle's file (kwb cache best shows it)
+      local v = decode(row.verify)
+      v.imported = v.imported or (file:match("[^/]+$") or file)
+      row.verify = canon(v)
     end
     rows[i] = { table = rec.table, row = row }
   end

@@ -197,10 +197,11 @@ function commands.best(c, words)
   end
   local rows = {}
   for _, r in ipairs(best) do
-    rows[#rows + 1] = { r.device, r.shape, short(r.candidate), fmt_time(r.median), r.outcome }
+    rows[#rows + 1] = { r.device, r.shape, short(r.candidate), fmt_time(r.median), r.outcome,
+                        r.imported and ("bundle " .. r.imported) or "here" }
   end
   report.print_table({ { "device", align = "left" }, { "shape", align = "left" }, { "candidate", align = "left" },
-                       "median", { "outcome", align = "left" } }, rows)
+                       "median", { "outcome", align = "left" }, { "measured", align = "left" } }, rows)
   return 0
 end
 

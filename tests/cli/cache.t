@@ -72,15 +72,15 @@ kwb cache: show takes one ID
 try 'kwb cache --help'
 [exit 2]
 $ ./kwb --cache build/test-cache/cli.db cache best axpy
-device           shape    candidate       median  outcome
-host:Test CPU:2  1000     b5013c3146fc    1.2 us  accepted
-host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted
+device           shape    candidate       median  outcome   measured
+host:Test CPU:2  1000     b5013c3146fc    1.2 us  accepted  here
+host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache best axpy --shape 1000
-device           shape  candidate     median  outcome
-host:Test CPU:2  1000   b5013c3146fc  1.2 us  accepted
+device           shape  candidate     median  outcome   measured
+host:Test CPU:2  1000   b5013c3146fc  1.2 us  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache best axpy --shape=1000000 --device 'host:Test CPU:2'
-device           shape    candidate       median  outcome
-host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted
+device           shape    candidate       median  outcome   measured
+host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache best dot
 no timed correct candidates for dot
 $ ./kwb --cache build/test-cache/cli.db cache best axpy --size 3
@@ -141,6 +141,9 @@ $ ./kwb --cache build/test-cache/two.db cache ls
 id            problem  parent        origin      outcome   created
 dd8d64fa1560  axpy     -             seed        accepted  2026-12-02 10:00:00
 b5013c3146fc  axpy     dd8d64fa1560  rewrite/m1  accepted  2026-12-02 10:01:00
+$ ./kwb --cache build/test-cache/two.db cache best axpy --shape 1000
+device           shape  candidate     median  outcome   measured
+host:Test CPU:2  1000   b5013c3146fc  1.2 us  accepted  bundle axpy.kwb
 $ head -c 700 build/test-cache/axpy.kwb >build/test-cache/cut.kwb && ./kwb --cache build/test-cache/three.db cache import build/test-cache/cut.kwb
 kwb cache: bundle build/test-cache/cut.kwb is truncated: entry 3 runs past the end of the file
 [exit 1]

@@ -521,6 +521,69 @@ t.test("cache_survives_kill_9_mid_write", function()
   end
 end)
 
+t.test("cache_import_rejects_results_that_make_no_sense", function()
+  local c = fresh()
+  local id = c:put_candidate { problem = "mm", source = src, created = 7 }
+  local cand = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
+  local file = dir .. "/senseless.kwb"
+  local function try(outcome, median, timing)
+    local row = { candidate = id, device = "d", shape = "s", outcome = outcome, median = median,
+                  verify = "{}", timing = cache_mod.json(timing), clocks = "{}", created = 1 }
+    assert(c.db:export(file, cache_mod.json { format = 1 }, { { table = "candidate", json = cache_mod.json(cand) },
+                                                             { table = "result", json = cache_mod.json(row) } },
+                       { cand.source }))
+    local d = fresh()
+    local ok, msg = d:import(file)
+    local n = d:stats().results
+    d:close()
+    return ok and "imported" or msg:match("^bundle [^ ]+ is corrupt: record 2 %(result of %x+ at s%): (.*)$") or msg, n
+  end
+  t.eq(try("accepted", -1, { median = -1 }), "its median time -1 is not a finite positive number of seconds")
+  t.eq(try("accepted", 0, { median = 0 }), "its median time 0 is not a finite positive number of seconds")
+  t.eq(try("slower", 1e300, { median = 1e300, min = -2 }), "its min time -2 is not a finite positive number of seconds")
+  t.eq(try("accepted", nil, {}), "a accepted result needs a median time")
+  t.eq(try("accepted", 2e-3, { median = 1e-3 }), "its median column disagrees with its timing")
+  t.eq(try("crashed", 1e-3, { median = 1e-3 }), "a crashed result has no times, but this one has a median")
+  t.eq(try("great", nil, {}), "its outcome 'great' is not one kwb gives")
+  local got, n = try("slower", 1e-3, { median = 1e-3, n = 5 })
+  t.eq(got, "imported", "a sane row")
+  t.eq(n, 1)
+  local d = fresh()
+  assert(d:import(file))
+  local v = require("cjson").decode(d:exec("SELECT verify FROM result")[1].verify)
+  t.eq(v.imported, "senseless.kwb", "an imported result says where it came from")
+  d:close(); c:close()
+end)
+
+t.test("cache_import_refuses_a_blob_that_would_decode_past_256_mib", function()
+  local c = fresh()
+  local big = string.rep("\0", (256 << 20) + 1)   -- compresses to a few kilobytes
+  local id = c:put_candidate { problem = "mm", source = big, created = 7 }
+  big = nil
+  local cand = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
+  local file = dir .. "/big.kwb"
+  assert(c.db:export(file, cache_mod.json { format = 1 }, { { table = "candidate", json = cache_mod.json(cand) } },
+                     { cand.source }))
+  local f = assert(io.open(file, "rb"))
+  local size = f:seek("end")
+  f:close()
+  t.truthy(size < 1 << 20, "the bundle is small: " .. size)
+  local d = fresh()
+  local ok, msg = d:import(file)
+  t.eq(ok, nil)
+  t.eq(msg, string.format("bundle %s: blob %s would decode to 268435457 bytes, over the 256 MiB a blob may hold",
+                          file, cand.source))
+  d:close(); c:close()
+end)
+
+t.test("cache_import_refuses_what_is_not_a_regular_file", function()
+  local d = fresh()
+  local ok, msg = d:import("/dev/zero")
+  t.eq(ok, nil)
+  t.eq(msg, "the bundle /dev/zero is not a regular file")
+  d:close()
+end)
+
 t.test("cache_import_rejects_records_whose_ids_do_not_match", function()
   local c = fresh()
   local id = c:put_candidate { problem = "mm", source = src, created = 7 }
@@ -537,7 +600,7 @@ t.test("cache_import_rejects_records_whose_ids_do_not_match", function()
                           file, id, cache_mod.candidate_id("renamed", src, {}, {})), "message")
   assert(c.db:export(file, cache_mod.json { format = 1 },
                      { { table = "result", json = cache_mod.json { candidate = id, device = "d", shape = "s",
-                         outcome = "accepted", verify = "{}", timing = "{}", clocks = "{}", created = 1 } } }, {}))
+                         outcome = "wrong", verify = "{}", timing = "{}", clocks = "{}", created = 1 } } }, {}))
   ok, msg = d:import(file)
   t.eq(msg, string.format("bundle %s is corrupt: record 1 (result) belongs to candidate %s, which is in neither "
                           .. "the bundle nor the cache", file, id), "orphan result")

@@ -3,7 +3,8 @@
 -- its bandwidth, rate and speedup over the start kernel; the recipe's score
 -- (the geometric mean of the speedups by default) and accept rule (1% over
 -- the best by default) then make it "accepted" or "slower"; the start kernel
--- itself ends in "start".
+-- itself ends in "start". The default rule also wants the gain beyond the
+-- noise of both measurements (honest()).
 local ceilings = require "kwb.ceilings"
 local report = require "kwb.report"
 
@@ -45,6 +46,37 @@ local function floors(recipe, c, res, start)
   end
 end
 
+-- The score's bounds from each shape's confidence interval of its median
+-- (kwb_stats' ci_lo, ci_hi): the geometric mean of the start kernel's median
+-- over the slow end (lo) and over the fast end (hi) of the interval. A shape
+-- without one (an old result) counts at its median.
+local function score_bounds(recipe, res, start)
+  local lo, hi = {}, {}
+  for i, sh in ipairs(recipe.shapes) do
+    local r, s = res.shapes[sh.key], start and start.shapes[sh.key]
+    local base = s and s.median or r.median
+    lo[i] = base / (r.ci_hi or r.median)
+    hi[i] = base / (r.ci_lo or r.median)
+  end
+  return geomean(lo), geomean(hi)
+end
+M.score_bounds = score_bounds
+
+-- The default accept rule: 1% over the best's score, and beyond the noise of
+-- both measurements: the candidate's score at the slow end of its intervals
+-- over the best's at the fast end of its own. -> ok, why (when the score
+-- alone would have passed but the noise does not let it).
+local function honest(recipe, res, best, start)
+  local need = (best and best.score or 1) * 1.01
+  if res.score <= need then return false end
+  local lo = score_bounds(recipe, res, start)
+  local best_hi = best and select(2, score_bounds(recipe, best, start)) or 1
+  res.score_lo = lo
+  if lo > best_hi then return true end
+  return false, string.format("%.2fx is within the noise: at the slow end of its 95%% intervals it is %.2fx, the "
+                              .. "best at the fast end of its own %.2fx", res.score, lo, best_hi)
+end
+
 -- judge(recipe, res, { ceilings =, start =, best =, is_start = }) -> res: a
 -- measured result judged (one that already has an outcome is left as it is).
 function M.judge(recipe, res, j)
@@ -70,7 +102,11 @@ function M.judge(recipe, res, j)
         error(string.format("recipe %s: accept(candidate, best) returned %s for %s, not true or false", recipe.name,
                             type(ok) == "string" and string.format("%q", ok) or tostring(ok), res.short), 0)
       end
-    else ok = res.score > (best and best.score or 1) * 1.01 end
+    else
+      local why
+      ok, why = honest(recipe, res, j.best, j.start)
+      res.reason = why
+    end
     res.outcome = ok and "accepted" or "slower"
   end
   return res

@@ -112,6 +112,17 @@ local function timing_limit(t, call_s)
   return (t.warmup or 0.05) + (t.cap or 1) + calls * math.max(call_s or 0, 1e-3) * 2 + 1
 end
 
+-- The start kernel's checks count against the run's budget.minutes
+-- (h.deadline, on the machine's monotonic clock): past it, the next shape is
+-- not begun.
+local function past_deadline(h, sh)
+  if h.deadline and core.now() > h.deadline then
+    return "timeout", string.format("the run's budget.minutes ran out before %s (%d timed and %d unannounced shapes "
+                                    .. "to check): give fewer or smaller shapes, or more minutes", sh.key,
+                                    #h.recipe.shapes, #(h.recipe.verify_shapes or {}))
+  end
+end
+
 -- Verify every shape, twice, on fresh inputs, then the unannounced shapes
 -- (kwb.unannounced) the same way: nil, or outcome, reason; and the longest
 -- call seen per timed shape.
@@ -131,11 +142,13 @@ local function verify_all(h, fn, res)
     end
   end
   for _, sh in ipairs(h.recipe.shapes) do
-    local out, why = verify(sh)
+    local out, why = past_deadline(h, sh)
+    if not out then out, why = verify(sh) end
     if out then return out, why, call_s end
   end
   for _, sh in ipairs(h.recipe.verify_shapes or {}) do
-    local out, why = verify(sh, "; a shape verified but not timed")
+    local out, why = past_deadline(h, sh)
+    if not out then out, why = verify(sh, "; a shape verified but not timed") end
     if out then return out, why, call_s end
   end
   return nil, nil, call_s
@@ -160,6 +173,8 @@ function Harness:measure(cand, res, opts)
   if out then res.outcome, res.reason = out, why; return res end
   local tt = core.now()
   for _, sh in ipairs(self.recipe.shapes) do
+    out, why = past_deadline(self, sh)
+    if out then res.outcome, res.reason = out, why; break end
     local b = self:bench(sh)
     worker.deadline(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
     local st, terr = self:time_shape(fn, b, opts.start)
@@ -168,7 +183,7 @@ function Harness:measure(cand, res, opts)
     out, why = self:check(b, "after the timed runs", true)
     if out then res.outcome, res.reason = out, why; break end
     res.shapes[sh.key] = { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, spread = st.spread, n = st.n,
-                           capped = st.capped, partial = st.partial or false }
+                           ci_lo = st.ci_lo, ci_hi = st.ci_hi, capped = st.capped, partial = st.partial or false }
     for _, e in pairs(b.errors or {}) do   -- the error of the timed runs' output (one output: its own)
       res.shapes[sh.key].max_abs, res.shapes[sh.key].rel_l2 = e.max_abs, e.rel_l2
     end

@@ -44,6 +44,7 @@ function M.measure(args)
   h.timeout = args.timeout or h.recipe.budget.timeout
   h.best_time = args.best_time or {}
   h.run_seed = math.tointeger(tonumber(args.run_seed))
+  h.deadline = args.deadline   -- the start kernel's: the run's end
   local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
                 seed = math.tointeger(tonumber(args.seed)) }
   h:measure(args.cand, res, { start = args.start })

@@ -91,7 +91,8 @@ function Reporter:candidate(run, res)
            reason = res.reason, rule = res.rule, line = res.line, params = res.params, origin = res.origin,
            speedup = next(speedup) and speedup or nil, seconds = res.seconds.total }
   elseif self.mode == "plain" then
-    local what = res.score and string.format("%.2fx", res.score) or (res.reason or "")
+    local what = res.score and string.format("%.2fx%s", res.score, res.reason and " (within the noise)" or "")
+                 or (res.reason or "")
     print(string.format("[%" .. #tostring(total) .. "d/%d] %s %-13s %s%s", n, total, res.short, res.outcome, what,
       res.params and ("  " .. candidate.params_text(res.params)) or ""))
   elseif self.mode == "tty" then

@@ -197,13 +197,16 @@ function M.run(recipe, opts)
                              report = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
                            Run)
   run.deadline = run.started + budget.minutes * 60
+  s.deadline = run.deadline
   run.record = s.store:begin_run {
     recipe = recipe.file or recipe.name, source = not recipe.file and recipe.name or nil,
     settings = { strategy = sname, seed = seed, budget = budget, device = s.ctx.device, shapes = s.ctx.shapes },
   }
   s.run_record = run.record
   run.report:begin(run)
-  local start, fresh = s:ensure_start()
+  local ok_start, start, fresh = pcall(s.ensure_start, s)
+  s.deadline = nil
+  if not ok_start then error(start, 0) end
   if fresh ~= nil then run.report:start_kernel(s, start, fresh) end
   run.best = s.best
   run.workers = s:workers() and s.pool.n or 0

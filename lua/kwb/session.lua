@@ -138,6 +138,7 @@ function Session:submit(cand, opts)
     local h = self.harness
     h.best_time, h.run_seed = self.best_time, self.run_seed
     h.timing, h.race, h.timeout = recipe.timing, recipe.race, recipe.budget.timeout
+    h.deadline = opts.start and self.deadline or nil   -- the start kernel's checks count against the run's minutes
     h:measure(cand, res, opts)
     return pending
   end
@@ -149,6 +150,7 @@ function Session:submit(cand, opts)
              params = cand.params, id = cand.id, short = cand.short },
     seed = tostring(res.seed), run_seed = tostring(self.run_seed or recipe.seed or 0), best_time = best_time,
     start = opts.start or false, timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
+    deadline = opts.start and self.deadline or nil,
   } }, { deadline = measure.build_limit, what = "the worker's start" })
   return pending
 end

@@ -130,6 +130,41 @@ t.test("hostile_restrict_and_accept_must_answer_true_or_false", function()
            "accept(candidate, best) returned 1 for ")
 end)
 
+-- Honest acceptance: faster beyond the noise of both measurements.
+t.test("hostile_a_gain_inside_the_noise_is_not_accepted", function()
+  local judge = require "kwb.judge"
+  local matmul = require "kwb.problems.matmul"
+  local r = kwb.recipe { name = "noise", problem = matmul {}, shapes = { n = { 8 } }, start = "../../kernels/host/matmul_naive.c" }
+  local c = { bandwidth = 1e15, flops = 1e18 }
+  local start = { outcome = "start", score = 1, shapes = { ["n=8"] = { median = 1.0, ci_lo = 0.9, ci_hi = 1.1 } } }
+  local function judged(median, lo, hi)
+    local res = { short = "x", shapes = { ["n=8"] = { median = median, ci_lo = lo, ci_hi = hi } } }
+    return judge.judge(r, res, { ceilings = c, start = start, best = start })
+  end
+  local noisy = judged(0.97, 0.9, 1.05)
+  t.eq(noisy.outcome, "slower", "3% faster, inside both intervals")
+  t.eq(noisy.reason, "1.03x is within the noise: at the slow end of its 95% intervals it is 0.95x, the best at the "
+                     .. "fast end of its own 1.11x")
+  local clear = judged(0.5, 0.49, 0.51)
+  t.eq(clear.outcome, "accepted", "twice as fast, intervals apart")
+  t.eq(clear.reason, nil)
+  t.near(clear.score_lo, 1 / 0.51, 1e-12, "its pessimistic score")
+  t.eq(judged(0.995, 0.99, 1.0).outcome, "slower", "under the 1% margin: slower, no noise to speak of")
+end)
+
+-- The start kernel's checks count against budget.minutes.
+t.test("hostile_the_start_kernels_checks_stop_at_budget_minutes", function()
+  local matmul = require "kwb.problems.matmul"
+  local sizes = {}
+  for i = 1, 400 do sizes[i] = 40 + i end
+  local r = kwb.recipe { name = "many", problem = matmul {}, shapes = { n = sizes }, start = "../../kernels/host/matmul_naive.c",
+                         verify_shapes = false, budget = { candidates = 1, minutes = 0.002, timeout = 5 } }
+  local core = require "kwb.core"
+  local t0 = core.now()
+  t.raises(function() r:run { mode = "quiet", store = fresh_store("many") } end, "fails: timeout: the run's budget.minutes ran out before n=")
+  t.truthy(core.now() - t0 < 5, "stopped near the budget: " .. (core.now() - t0))
+end)
+
 -- A recipe whose tolerance a constant output passes is refused before any
 -- candidate: it could not tell a kernel that computes nothing from one that does.
 t.test("hostile_a_problem_a_constant_output_passes_is_an_error_naming_the_shape", function()

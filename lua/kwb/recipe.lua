@@ -64,7 +64,7 @@ end
 local fields = {
   "name", "description", "problem", "shapes", "start", "template", "space", "strategy", "model",
   "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing",
-  "race", "ceilings", "backend", "launch", "arch", "prompt", "verify_shapes",
+  "race", "ceilings", "backend", "launch", "arch", "prompt", "verify_shapes", "allow",
 }
 M.fields = fields
 
@@ -426,6 +426,7 @@ function M.new(spec, level)
     c:fail(where or "forbid", why or tostring(rs), false)
   end
   r.forbid, r.rules = spec.forbid or { "default" }, rs
+  if spec.allow ~= nil then rs:allow(c:string_list("allow", spec.allow, true)) end   -- more symbols a host kernel may call
   if spec.accept ~= nil and type(spec.accept) ~= "function" then c:fail("accept", "a function(candidate, best) -> boolean", spec.accept) end
   r.accept = spec.accept
   if spec.score ~= nil and type(spec.score) ~= "function" then c:fail("score", "a function(candidate) -> number", spec.score) end

@@ -93,10 +93,43 @@ M.catalogue = {
     why = "inline assembly can do anything the other rules forbid",
     words = { "asm", "__asm__", "__asm" },
   },
+  -- not a list of what is forbidden but of what is allowed: a host module may
+  -- call these and nothing else (the deny rules above come first, for their
+  -- messages); a recipe's `allow` adds names
+  ["allow-list"] = {
+    why = "a host candidate may call libm, the mem* and str* functions and malloc/free, and what the recipe's "
+          .. "'allow' adds, nothing else",
+    allow = true,
+  },
 }
 
 M.default = { "other-streams", "sync", "timer", "printf", "sleep", "l2-persistence",
-              "global-state", "exit", "escape" }
+              "global-state", "exit", "escape", "allow-list" }
+
+-- What a host module may leave undefined: the toolchain's own references, the
+-- memory and string functions, the allocator, and libm (with its f and l
+-- forms; libmvec's vector forms are _ZGV...).
+local allowed = {}
+for _, n in ipairs { "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable", "__cxa_finalize", "__gmon_start__",
+                     "__stack_chk_fail", "__stack_chk_guard", "memcpy", "memmove", "memset", "memcmp", "memchr",
+                     "strlen", "strcmp", "strncmp", "strchr", "__memcpy_chk", "__memmove_chk", "__memset_chk",
+                     "malloc", "calloc", "realloc", "free", "aligned_alloc", "posix_memalign", "abs", "labs", "llabs" } do
+  allowed[n] = true
+end
+for _, f in ipairs { "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh",
+                     "atanh", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "logb", "pow", "sqrt", "cbrt",
+                     "hypot", "fabs", "floor", "ceil", "round", "trunc", "rint", "nearbyint", "lround", "llround",
+                     "lrint", "llrint", "fmod", "remainder", "remquo", "fma", "fmin", "fmax", "fdim", "copysign",
+                     "frexp", "ldexp", "modf", "scalbn", "scalbln", "ilogb", "erf", "erfc", "tgamma", "lgamma",
+                     "nextafter", "nexttoward", "sincos", "nan" } do
+  allowed[f], allowed[f .. "f"], allowed[f .. "l"] = true, true, true
+end
+M.allowed_symbols = allowed
+
+local function is_allowed(sym, extra)
+  local name = sym:match("^([^@]+)") or sym
+  return allowed[name] or extra[name] or name:match("^_ZGV") ~= nil
+end
 
 -- ---- lexing with LPeg ---------------------------------------------------
 
@@ -154,7 +187,7 @@ local function words_pattern(words)
 end
 
 local function compile_rule(name, spec)
-  local r = { name = name, why = spec.why or ("forbidden by rule '" .. name .. "'"), data = spec.data,
+  local r = { name = name, why = spec.why or ("forbidden by rule '" .. name .. "'"), data = spec.data, allow = spec.allow,
               words = spec.words or {}, symbols = spec.symbols or {}, asm = spec.asm or {} }
   -- Scan: at every token start try the rule's words; skip whole identifiers
   -- and numbers otherwise, so a word never matches inside a longer name.
@@ -218,7 +251,7 @@ function M.set(spec)
       error(string.format("forbid[%d]: expected a rule name or a rule table, got %s", i, type(item)), 2)
     end
   end
-  local rs = setmetatable({ rules = {} }, RuleSet)
+  local rs = setmetatable({ rules = {}, extra_allowed = {} }, RuleSet)
   for _, n in ipairs(order) do
     if chosen[n] then rs.rules[#rs.rules + 1] = compile_rule(n, chosen[n]) end
   end
@@ -291,6 +324,11 @@ end
 -- check_symbols(syms, pp): syms from M.symbols (undefined, data); pp gives
 -- lines. Data symbols count when the candidate's own code names them (the
 -- toolchain's own objects never appear in its source).
+-- allow(names): more symbols a host module may call (a recipe's `allow`).
+function RuleSet:allow(names)
+  for _, n in ipairs(names) do self.extra_allowed[n] = true end
+end
+
 function RuleSet:check_symbols(syms, pp)
   for _, r in ipairs(self.rules) do
     for _, s in ipairs(syms.undefined) do
@@ -304,6 +342,19 @@ function RuleSet:check_symbols(syms, pp)
         if line and (not first_line or line < first_line) then first, first_line = base, line end
       end
       if first then return rejection(r, first, first_line, "module's writable data") end
+    end
+  end
+  for _, r in ipairs(self.rules) do   -- what no deny rule named, the allow-list may still refuse
+    if r.allow then   -- the one the source names first
+      local first, first_line
+      for _, s in ipairs(syms.undefined) do
+        if not is_allowed(s, self.extra_allowed) then
+          local name = s:match("^([^@]+)") or s
+          local line = find_line(name, pp)
+          if not first or (line and (not first_line or line < first_line)) then first, first_line = name, line end
+        end
+      end
+      if first then return rejection(r, first, first_line, "module's undefined symbols") end
     end
   end
   return nil

@@ -35,11 +35,19 @@ local want = {
     "the candidate wrote outside output c at n=32 (the first run): byte offsets -64 to -1 of a buffer of 4096 bytes" },
   { "hostile_far.c", "crashed", nil, nil, "SIGSEGV" },
   { "hostile_shapes.c", "wrong", nil, nil, "output c at n=31 (the first run; a shape verified but not timed): " },
+  { "hostile_env.c", "forbidden", "allow-list", 8, "rule 'allow-list': getenv at line 8" },
+  { "hostile_maps.c", "forbidden", "allow-list", 7, "rule 'allow-list': fopen at line 7" },
+  { "hostile_fork.c", "forbidden", "allow-list", 3, "rule 'allow-list': _Fork at line 3" },
 }
 
 t.test("hostile_set_has_every_candidate_once", function()
-  t.eq(#run.results, #want)
-  t.eq(summary.funnel.accepted + summary.funnel.slower, 0, "none gets through")
+  t.eq(#run.results, #want + 1, "the hostile ones and one honest control")
+  t.eq(summary.funnel.accepted + summary.funnel.slower, 1, "none gets through but the control")
+end)
+
+t.test("hostile_control_using_malloc_memcpy_and_libm_is_verified", function()
+  local res = t.truthy(by_name["honest_libm.c"], "honest_libm.c")
+  t.truthy(res.outcome == "slower" or res.outcome == "accepted", tostring(res.outcome) .. ": " .. tostring(res.reason))
 end)
 
 for _, w in ipairs(want) do
@@ -109,6 +117,18 @@ t.test("hostile_unannounced_shapes_are_derived_given_or_none", function()
   t.eq(#with(false).verify_shapes, 0)
   t.eq(with({ { n = 5 }, { n = 7 } }).verify_shapes[2].key, "n=7")
   t.raises(function() with({ { n = 0 } }) end, "recipe field 'verify_shapes[1]': shape variable 'n' must be a positive integer")
+end)
+
+-- A recipe's allow adds names to the allow-list.
+t.test("hostile_a_recipes_allow_adds_symbols", function()
+  local matmul = require "kwb.problems.matmul"
+  local r = kwb.recipe { name = "allowed", problem = matmul {}, shapes = { n = { 16 } }, verify_shapes = false,
+                         start = "../../kernels/host/matmul_naive.c", allow = { "getenv", "setenv" },
+                         strategy = require("kwb.strategies.list")({ { file = "../candidates/hostile_env.c" } }),
+                         budget = { candidates = 1, minutes = 1, timeout = 5 } }
+  local _, arun = r:run { mode = "quiet", store = fresh_store("allowed") }
+  local o = arun.results[1].outcome
+  t.truthy(o == "slower" or o == "accepted", "allowed, then judged on its results: " .. tostring(arun.results[1].reason))
 end)
 
 -- Functions a recipe gives answer true or false, and a restriction leaves

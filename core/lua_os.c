@@ -11,18 +11,26 @@
 #include "os.h"
 #include "proc.h"
 
-/* core.flock(path) -> lock (held until lock:unlock(), close or gc) | nil, msg, info:
- * the device lock from the main process (the workers take it on fd 5). */
+/* core.flock(path [, { wait = false }]) -> lock (held until lock:unlock(),
+ * close or gc) | nil, msg, info: the device lock from the main process (the
+ * workers take it on fd 5); with wait = false a lock held elsewhere fails at
+ * once (info.code "no-lock"). */
 #define LOCK_MT "kwb.flock"
 typedef struct { int fd; } lflock;
 
 static int l_flock(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
+    int wait = 1;
+    if (lua_istable(L, 2)) {
+        lua_getfield(L, 2, "wait");
+        wait = lua_isnil(L, -1) || lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
     lflock *u = lua_newuserdatauv(L, sizeof *u, 0);   /* closed until locked */
     u->fd = -1;
     luaL_setmetatable(L, LOCK_MT);
-    int fd = kwb_os_flock(path);
-    if (fd < 0) return kwb_lua_fail(L, "device-lock", kwb_last_error());
+    int fd = kwb_os_flock_try(path, wait);
+    if (fd < 0) return kwb_lua_fail(L, wait ? "device-lock" : "no-lock", kwb_last_error());
     u->fd = fd;
     return 1;
 }

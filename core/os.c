@@ -16,11 +16,17 @@
 
 extern char **environ;
 
-int kwb_os_flock(const char *path) {
+int kwb_os_flock(const char *path) { return kwb_os_flock_try(path, 1); }
+
+int kwb_os_flock_try(const char *path, int wait) {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return kwb_fail(KWB_EIO, "cannot open the lock %s: %s", path, strerror(errno));
-    while (flock(fd, LOCK_EX) != 0) {
+    while (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
         if (errno == EINTR) continue;
+        if (errno == EWOULDBLOCK && !wait) {
+            close(fd);
+            return kwb_fail(KWB_EIO, "%s is held", path);
+        }
         int e = kwb_fail(KWB_EIO, "cannot lock %s: %s", path, strerror(errno));
         close(fd);
         return e;

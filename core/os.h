@@ -6,6 +6,8 @@
 /* Open (creating it) and lock the file at path exclusively, waiting for the
  * lock: the descriptor, whose close releases it, or a negative kwb_status. */
 int kwb_os_flock(const char *path);
+/* The same without waiting when wait is 0: held elsewhere, it fails at once. */
+int kwb_os_flock_try(const char *path, int wait);
 /* This process's environment, NULL-terminated ("NAME=VALUE"). */
 char **kwb_os_environ(void);
 /* The working directory into buf: 0, or a negative kwb_status. */

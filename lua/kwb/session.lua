@@ -144,14 +144,18 @@ function Session:submit(cand, opts)
   end
   local best_time = {}
   for k, v in pairs(self.best_time) do best_time[k] = v end
-  pending.task = pool:submit("kwb.measure_task.measure", { {
+  local args = { {
     recipe = absolute(recipe.returned_by),
     cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
              params = cand.params, id = cand.id, short = cand.short },
     seed = tostring(res.seed), run_seed = tostring(self.run_seed or recipe.seed or 0), best_time = best_time,
     start = opts.start or false, timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
     deadline = opts.start and self.deadline or nil,
-  } }, { deadline = measure.build_limit, what = "the worker's start" })
+  } }
+  pending.send = function()
+    return pool:submit("kwb.measure_task.measure", args, { deadline = measure.build_limit, what = "the worker's start" })
+  end
+  pending.task = pending.send()
   return pending
 end
 
@@ -193,7 +197,16 @@ end
 -- recorded in the cache and noted (per-shape bests, the best).
 function Session:complete(pending)
   local res = pending.res
-  if pending.task then merge(res, self.pool:wait(pending.task)) end
+  if pending.task then
+    local answer = self.pool:wait(pending.task)
+    -- SIGKILL from outside (kwb's own kills are timeouts; the rules leave a
+    -- candidate no way to send one): not the candidate's doing, so once more
+    if not answer.ok and answer.code == "crashed" and answer.signal == "SIGKILL" then
+      res.again = answer.reason
+      answer = self.pool:wait(pending.send())
+    end
+    merge(res, answer)
+  end
   local start = pending.opts.start
   judge.judge(self.recipe, res, { ceilings = not res.outcome and self:ceilings() or nil, start = self.start,
                                   best = self.best, is_start = start })

@@ -90,7 +90,8 @@ function Store:record(ctx, cand, res, run)
     local verify = { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
                      seed = res.seed, score = res.score, origin = res.origin, name = res.name,
                      params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
-                     transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil }
+                     transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil,
+                     again = res.again }
     for _, key in ipairs(ctx.shapes) do
       self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = res.outcome,
                               verify = verify, timing = res.shapes[key] or {}, run = run and run.id }

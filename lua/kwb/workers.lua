@@ -11,8 +11,9 @@
 -- Each worker gets an environment built from an allow-list (no API keys or
 -- tokens), a fresh scratch directory as its home, cwd and TMPDIR, resource
 -- limits, and its output captured and capped; under root it runs as an
--- unprivileged uid of its own (RLIMIT_NPROC counts a uid's processes, so a
--- fork bomb in one worker would otherwise starve the others) in private mount
+-- unprivileged uid of its own, claimed machine-wide so no two runs share one
+-- (RLIMIT_NPROC counts a uid's processes, so a fork bomb in one worker would
+-- otherwise starve the others) in private mount
 -- and network namespaces (kwb.core's worker_start does that part). A worker
 -- that dies is restarted at its next task; one that overruns its deadline is
 -- killed. Tasks are dispatched to idle workers as they free up; wait()
@@ -164,7 +165,8 @@ function M.pool(opts)
                               scratch_in = opts.scratch_in or M.scratch_in(),
                               isolate = opts.isolate ~= false, gid = opts.gid,
                               recycle_cpu = opts.recycle_cpu or limits.cpu / 2,
-                              slots = {}, queue = {}, next_id = 0, started = 0 }, Pool)
+                              slots = {}, queue = {}, next_id = 0, started = 0, claimed = {},
+                              claim_uids = opts.uid == nil and core.uid() == 0 }, Pool)
   local devices = opts.devices or n
   for i = 1, n do
     local extra, lock = {}, lockdir .. "/host.lock"
@@ -178,7 +180,29 @@ function M.pool(opts)
   return pool
 end
 
+-- Under root, worker uids are claimed machine-wide (a lock file each, held
+-- while the pool lives), so the workers of two runs never share a uid: a
+-- leftover process of one run's candidate cannot signal the other's.
+M.uid_locks = "/tmp/kwb-worker-uids"
+
+local function claim_uid(pool, slot)
+  if slot.uid_lock or not pool.claim_uids then return end
+  mkdirs(M.uid_locks)
+  for u = M.uid_base, M.uid_last do
+    if not pool.claimed[u] then
+      local lock = core.flock(string.format("%s/%d.lock", M.uid_locks, u), { wait = false })
+      if lock then
+        slot.uid, slot.uid_lock, pool.claimed[u] = u, lock, true
+        return
+      end
+    end
+  end
+  error(string.format("no worker uid is free: every one of %d..%d is held by another kwb's workers",
+                      M.uid_base, M.uid_last), 0)
+end
+
 function Pool:start_worker(slot)
+  claim_uid(self, slot)
   local w, msg = core.worker_start {
     argv = { "kwb", "worker" }, env = slot.env, scratch_in = self.scratch_in, lock = slot.lock,
     cpu = self.limits.cpu, fsize = self.limits.fsize, nproc = self.limits.nproc, as = self.limits.as,
@@ -343,6 +367,11 @@ end
 function Pool:close()
   for _, slot in ipairs(self.slots) do
     if slot.worker then slot.worker:close(); slot.worker = nil end
+    if slot.uid_lock then
+      self.claimed[slot.uid] = nil
+      slot.uid_lock:unlock()
+      slot.uid_lock = nil
+    end
   end
 end
 

@@ -84,6 +84,13 @@ t.test("test_each_worker_of_a_pool_has_its_own_uid", function()
   local b = pool:submit("worker_probe.identity", {})
   local ua, ub = pool:wait(a).value.uid, pool:wait(b).value.uid
   t.eq(math.min(ua, ub) .. " " .. math.max(ua, ub), "65000 65001")
+  -- another pool while this one lives (another run, in this process or any other) gets other uids
+  local other = workers.pool { n = 1 }
+  t.eq(other:call("worker_probe.identity", {}).value.uid, 65002, "uids are claimed machine-wide")
+  other:close()
+  local again = workers.pool { n = 1 }
+  t.eq(again:call("worker_probe.identity", {}).value.uid, 65002, "a closed pool gave its uid back")
+  again:close()
   t.raises(function() workers.pool { n = 535 } end,
            "a pool of 535 workers needs uids 65000..65534, past the last unassigned one (65533)")
   t.raises(function() workers.pool { uid = -1 } end, "a pool's uid must be an integer >= 0, got -1")
@@ -281,6 +288,22 @@ t.test("test_loop_survives_to_measure_after_the_hostile_candidates", function()
   t.eq(summary.funnel.crashed, 3)
   t.eq(summary.funnel.timeout, 1)
   t.eq(summary.funnel.slower + summary.funnel.accepted, 3)
+end)
+
+t.test("test_a_worker_killed_from_outside_is_not_the_candidates_outcome", function()
+  local r = kwb.load "tests/recipes/killed.lua"
+  local s = r:session { store = fresh_store("killed") }
+  s:ensure_start()
+  local killed, t0 = false, core.now()
+  s.pool.idle = function()   -- someone else's SIGKILL, 0.1 s into the evaluation
+    local slot = s.pool.slots[1]
+    if not killed and slot.task and core.now() - t0 > 0.1 then os.execute("kill -9 " .. slot.worker.pid); killed = true end
+  end
+  local res = s:evaluate(s:candidate({ file = "../../kernels/host/matmul_naive.c", defines = { AGAIN = 1 } }, "test"))
+  s:close_workers()
+  t.truthy(killed, "the worker was killed")
+  t.truthy(res.outcome == "slower" or res.outcome == "accepted", tostring(res.outcome) .. ": " .. tostring(res.reason))
+  t.truthy(res.again and res.again:find("SIGKILL", 1, true), "the first death is kept: " .. tostring(res.again))
 end)
 
 t.test("test_pool_wait_moves_model_requests_on_through_its_idle_hook", function()

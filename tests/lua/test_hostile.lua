@@ -102,6 +102,19 @@ t.test("hostile_state_behind_pie_and_optimize_macros_is_forbidden", function()
   t.truthy(opt.reason:find("calls at line 7", 1, true), opt.reason)
 end)
 
+-- A hostile run beside an honest one, each with its own cache: the honest
+-- run's candidates all end verified.
+t.test("hostile_run_beside_an_honest_run_leaves_it_unchanged", function()
+  local hostile = io.popen(string.format("KWB_CACHE=%s/beside_hostile.db ./kwb tests/recipes/hostile.lua --quiet "
+                                         .. ">/dev/null 2>&1; echo done", tmp))
+  local honest = kwb.load "recipes/host_matmul.lua"
+  local sm = honest:run { mode = "quiet", store = fresh_store("beside_honest"), strategy = "grid", candidates = 12, seed = 3 }
+  hostile:read("a")
+  hostile:close()
+  t.eq(sm.candidates, 12)
+  t.eq(sm.funnel.accepted + sm.funnel.slower, 12, "every honest candidate verified")
+end)
+
 -- The unannounced shapes: derived from the timed ones, the same on every
 -- load, or the recipe's own, or none.
 t.test("hostile_unannounced_shapes_are_derived_given_or_none", function()

@@ -112,7 +112,13 @@ static const char *const migrations[] = {
     "  attempts INTEGER NOT NULL, error TEXT) WITHOUT ROWID;"
     "CREATE INDEX transcript_run ON transcript(run, seq);"
     "ALTER TABLE candidate ADD COLUMN transcript TEXT;"
-    "ALTER TABLE run ADD COLUMN usage TEXT;",   /* JSON: the model's requests, retries, tokens, cost */
+    "ALTER TABLE run ADD COLUMN usage TEXT;"   /* JSON: the model's requests, retries, tokens, cost */
+    /* every measurement ever made, oldest first: a result row holds the latest */
+    "CREATE TABLE measurement("
+    "  candidate TEXT NOT NULL, device TEXT NOT NULL, shape TEXT NOT NULL,"
+    "  outcome TEXT NOT NULL, median REAL, timing TEXT NOT NULL,"   /* JSON */
+    "  run TEXT, created REAL NOT NULL);"
+    "CREATE INDEX measurement_candidate ON measurement(candidate, device, shape);",
 };
 enum { SCHEMA_VERSION = sizeof migrations / sizeof migrations[0] };
 

@@ -244,7 +244,8 @@ end
 -- ---- results ----------------------------------------------------------------
 
 -- add_result{candidate, device, shape, outcome, verify, timing, clocks, run, created}
--- One result per candidate, device kind and shape; a new measurement replaces the old.
+-- One result per candidate, device kind and shape holds the latest
+-- measurement; every measurement is also kept, with its time (measurements()).
 function Cache:add_result(r)
   check_table(r, "result")
   local device = check_string(r.device, "result.device")
@@ -259,7 +260,19 @@ function Cache:add_result(r)
                .. "clocks, run, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                cand, device, shape, r.outcome, median, canon(check_table(r.verify, "result.verify")),
                canon(timing), canon(check_table(r.clocks, "result.clocks")), r.run, r.created or os.time())
+  self.db:exec("INSERT INTO measurement(candidate, device, shape, outcome, median, timing, run, created) "
+               .. "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", cand, device, shape, r.outcome, median, canon(timing),
+               r.run, r.created or os.time())
   return true
+end
+
+-- measurements(id) -> every measurement of the candidate, oldest first
+function Cache:measurements(prefix)
+  local cand, msg, info = self:resolve(prefix)
+  if not cand then return nil, msg, info end
+  local rows = self.db:exec("SELECT * FROM measurement WHERE candidate = ?1 ORDER BY created, rowid", cand)
+  for _, r in ipairs(rows) do r.timing = decode(r.timing, {}) end
+  return rows
 end
 
 local function row_to_result(r)

@@ -149,6 +149,19 @@ function commands.show(c, pos)
       print("  " .. l)
     end
   end
+  local ms = c:measurements(cand.id)
+  if #ms > #results then   -- measured more than once: every time, oldest first
+    print("measurements")
+    local rows = {}
+    for _, m in ipairs(ms) do
+      rows[#rows + 1] = { when(m.created), m.device, m.shape, m.outcome, fmt_time(m.median), short(m.run) }
+    end
+    for _, l in ipairs(report.table({ { "when", align = "left" }, { "device", align = "left" },
+                                      { "shape", align = "left" }, { "outcome", align = "left" }, "median",
+                                      { "run", align = "left" } }, rows)) do
+      print("  " .. l)
+    end
+  end
   print("source")
   for _, l in ipairs(linediff.lines(cand.source)) do print("  " .. l) end
   if cand.transcript then   -- the request that produced it

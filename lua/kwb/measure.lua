@@ -18,6 +18,10 @@ local worker = require "kwb.worker"
 
 local M = {}
 
+-- A fully timed shape whose samples spread more than this (their standard
+-- deviation over their mean) is timed again; still over it, it is `noisy`.
+M.noisy_spread = 0.10
+
 -- How long a build (rules, preprocessor, compiler) may take in a worker.
 M.build_limit = 120
 -- How long the harness's own work between two candidate calls may take.
@@ -178,12 +182,21 @@ function Harness:measure(cand, res, opts)
     local b = self:bench(sh)
     worker.deadline(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
     local st, terr = self:time_shape(fn, b, opts.start)
+    if st and not st.partial and st.spread > M.noisy_spread then   -- timed again; still noisy, it says so
+      local again
+      worker.deadline(timing_limit(self.timing, call_s[sh.key]), "timing again at " .. sh.key)
+      again, terr = self:time_shape(fn, b, true)
+      if again and again.spread < st.spread then st = again end
+      if not again then st = nil end
+      if st then st.noisy = st.spread > M.noisy_spread end
+    end
     if not st then res.outcome, res.reason = "crashed", string.format("timing failed at %s: %s", sh.key, tostring(terr)); break end
     worker.deadline(M.harness_limit, "checking the timed outputs at " .. sh.key)
     out, why = self:check(b, "after the timed runs", true)
     if out then res.outcome, res.reason = out, why; break end
     res.shapes[sh.key] = { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, spread = st.spread, n = st.n,
-                           ci_lo = st.ci_lo, ci_hi = st.ci_hi, capped = st.capped, partial = st.partial or false }
+                           ci_lo = st.ci_lo, ci_hi = st.ci_hi, capped = st.capped, partial = st.partial or false,
+                           noisy = st.noisy or nil }
     for _, e in pairs(b.errors or {}) do   -- the error of the timed runs' output (one output: its own)
       res.shapes[sh.key].max_abs, res.shapes[sh.key].rel_l2 = e.max_abs, e.rel_l2
     end

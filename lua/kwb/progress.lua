@@ -123,7 +123,7 @@ function Reporter:table(s, res)
       rows[#rows + 1] = { sh.key, report.time(st.median), report.time(r.median), string.format("%.2fx", r.speedup),
         r.gbs and string.format("%.1f", r.gbs) or "-", r.gflops and string.format("%.1f", r.gflops) or "-",
         r.floor_frac and string.format("%.0f%%", 100 * r.floor_frac) or "-",
-        string.format("%.1f%%", 100 * r.spread), r.partial and "partial" or "full" }
+        string.format("%.1f%%", 100 * r.spread), r.partial and "partial" or r.noisy and "noisy" or "full" }
     end
   end
   print(string.format("%s %s: %s%s%s", res.short, res.origin or "", res.outcome,

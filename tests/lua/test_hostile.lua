@@ -163,6 +163,57 @@ t.test("hostile_restrict_and_accept_must_answer_true_or_false", function()
            "accept(candidate, best) returned 1 for ")
 end)
 
+-- A shape whose timing spreads too much is timed again, and said to be noisy
+-- when it still does.
+t.test("hostile_a_noisy_shape_is_timed_again_then_marked", function()
+  local measure = require "kwb.measure"
+  local matmul = require "kwb.problems.matmul"
+  local r = kwb.recipe { name = "noisy", problem = matmul {}, shapes = { n = { 8 } }, verify_shapes = false,
+                         start = "../../kernels/host/matmul_naive.c" }
+  local function measured(spreads)
+    local h = measure.harness(r)
+    local real, calls = h.backend, 0
+    h.backend = setmetatable({ time = function()
+      calls = calls + 1
+      return { median = 1e-6, min = 1e-6, p10 = 1e-6, p90 = 1e-6, spread = spreads[calls], n = 5, ci_lo = 1e-6, ci_hi = 1e-6 }
+    end }, { __index = real })
+    local res = { seconds = {}, shapes = {}, seed = 1 }
+    h:measure({ source = assert(kwb.host.read_file(r.start.file)), name = "k.c", defines = {}, define_list = {} }, res,
+              { start = true })
+    return res.shapes["n=8"], calls
+  end
+  local sh, calls = measured { 0.3, 0.2 }
+  t.eq(calls, 2, "timed again")
+  t.eq(sh.noisy, true)
+  t.eq(sh.spread, 0.2, "the quieter of the two")
+  sh, calls = measured { 0.3, 0.04 }
+  t.eq(sh.noisy, nil, "quiet the second time")
+  t.eq(sh.spread, 0.04)
+  sh, calls = measured { 0.02 }
+  t.eq(calls, 1, "a quiet shape is timed once")
+  t.eq(sh.noisy, nil)
+end)
+
+-- A candidate measured twice keeps both measurements.
+t.test("hostile_a_second_measurement_does_not_erase_the_first", function()
+  local matmul = require "kwb.problems.matmul"
+  local st = fresh_store("twice")
+  local r = kwb.recipe { name = "twice", problem = matmul {}, shapes = { n = { 8, 16 } }, verify_shapes = false,
+                         start = "../../kernels/host/matmul_naive.c",
+                         timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.05 } }
+  r:session { store = st }
+  local prop = { file = "../../kernels/host/matmul_tiled.c" }
+  local first = r:try(prop)
+  local second = r:try(prop)
+  local ms = st.cache:measurements(first.id)
+  t.eq(#ms, 4, "two shapes, twice")
+  t.eq(ms[1].median, first.shapes["n=8"].median, "the first measurement is kept")
+  t.eq(ms[3].median, second.shapes["n=8"].median)
+  local latest
+  for _, row in ipairs(st.cache:results(first.id)) do if row.shape == "n=8" then latest = row.median end end
+  t.eq(latest, second.shapes["n=8"].median, "the result row holds the latest")
+end)
+
 -- Honest acceptance: faster beyond the noise of both measurements.
 t.test("hostile_a_gain_inside_the_noise_is_not_accepted", function()
   local judge = require "kwb.judge"

@@ -26,6 +26,7 @@ M.run_options = {
   { "--strategy S", table.concat(strategy.builtin, ", ") .. " or a .lua file" },
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
+  { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
 }
 
 local function usage(msg)
@@ -54,6 +55,7 @@ function M.parse_run_options(...)
     elseif w == "--minutes" then opts.minutes, err = value(w, pos_num, "a positive number")
     elseif w == "--workers" then opts.workers, err = value(w, pos_int, "a positive integer")
     elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
+    elseif w == "--retime" then opts.retime, err = value(w, function(v) return v:match("^%x+$") and v end, "a candidate id")
     elseif w == "--strategy" then
       opts.strategy, err = value(w, function(v) return v end, "a strategy name")
       if opts.strategy and not strategy.known(opts.strategy) then err = strategy.unknown_message(opts.strategy) end
@@ -64,10 +66,35 @@ function M.parse_run_options(...)
   return opts
 end
 
+-- retime(recipe, id) -> exit status: a cached candidate of the recipe's
+-- problem measured again, its table printed; the cache keeps every
+-- measurement (kwb cache show lists them).
+function M.retime(recipe, id)
+  local ok, err = pcall(function()
+    local s = recipe:session()
+    local got, msg = s.store.cache:get(id)
+    if not got then error(msg, 0) end
+    if got.problem ~= recipe.problem:key() then
+      error(string.format("candidate %s is of problem %s, not this recipe's %s", id, got.problem, recipe.problem:key()), 0)
+    end
+    local res = recipe:try { source = got.source, defines = got.params, params = got.params, name = "retimed " .. id }
+    if res.id ~= got.id then
+      error(string.format("candidate %s was built with other flags than this recipe's, so it measured %s instead",
+                          got.id:sub(1, 12), res.short), 0)
+    end
+  end)
+  if not ok then
+    io.stderr:write("kwb: ", recipe.name, ": ", tostring(err), "\n")
+    return 1
+  end
+  return 0
+end
+
 -- run_recipe(recipe, words...) -> exit status: the loop on a recipe a file returned.
 function M.run_recipe(recipe, ...)
   local opts, err = M.parse_run_options(...)
   if not opts then return usage(err) end
+  if opts.retime then return M.retime(recipe, opts.retime) end
   local ok, e = pcall(require("kwb.run").run, recipe, opts)
   if not ok then
     io.stderr:write("kwb: ", recipe.name, ": ", tostring(e), "\n")

@@ -208,8 +208,11 @@ function Session:complete(pending)
     merge(res, answer)
   end
   local start = pending.opts.start
+  -- a candidate measured again (try, --retime) that is the best is judged against the start kernel
+  local best = self.best
+  if best and best.id == res.id then best = self.start end
   judge.judge(self.recipe, res, { ceilings = not res.outcome and self:ceilings() or nil, start = self.start,
-                                  best = self.best, is_start = start })
+                                  best = best, is_start = start })
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
   self:note_times(res)

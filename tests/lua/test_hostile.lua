@@ -214,6 +214,28 @@ t.test("hostile_a_second_measurement_does_not_erase_the_first", function()
   t.eq(latest, second.shapes["n=8"].median, "the result row holds the latest")
 end)
 
+t.test("hostile_retime_measures_a_cached_candidate_again_and_keeps_both", function()
+  local db = tmp .. "/retime.db"
+  local function sh(cmd)
+    local p = io.popen("KWB_CACHE=" .. db .. " " .. cmd .. " 2>&1; echo \"[exit $?]\"")
+    local out = p:read("a")
+    p:close()
+    return out
+  end
+  sh("./kwb recipes/host_matmul.lua --quiet --budget 2 --strategy grid --seed 1")
+  local cache = assert(require("kwb.cache").open(db))
+  local best = cache:best("matmul", { shape = "n=64" })[1].candidate
+  local before = #cache:measurements(best)
+  cache:close()
+  local out = sh("./kwb recipes/host_matmul.lua --retime " .. best:sub(1, 12))
+  t.truthy(out:find(best:sub(1, 8) .. " try: accepted", 1, true) or out:find(best:sub(1, 8) .. " try: slower", 1, true), out)
+  t.truthy(out:find("[exit 0]", 1, true), out)
+  cache = assert(require("kwb.cache").open(db))
+  t.eq(#cache:measurements(best), before + 3, "three shapes measured again, the earlier ones kept")
+  cache:close()
+  t.truthy(sh("./kwb recipes/host_matmul.lua --retime ffff"):find("kwb: host_matmul: no candidate ffff in the cache", 1, true))
+end)
+
 -- Honest acceptance: faster beyond the noise of both measurements.
 t.test("hostile_a_gain_inside_the_noise_is_not_accepted", function()
   local judge = require "kwb.judge"

@@ -181,10 +181,12 @@ function commands.transcripts(c, pos)
   if #pos > 1 then return usage_error("transcripts takes at most one RUN") end
   local run
   if pos[1] then
+    local n = 0
     for _, r in ipairs(c:runs()) do
-      if r.id:sub(1, #pos[1]) == pos[1] then run = r.id end
+      if r.id:sub(1, #pos[1]) == pos[1] then run, n = r.id, n + 1 end
     end
-    if not run then return run_error("no run " .. pos[1] .. " in the cache") end
+    if n == 0 then return run_error("no run " .. pos[1] .. " in the cache") end
+    if n > 1 then return run_error(string.format("run prefix %s is ambiguous (%d runs)", pos[1], n)) end
   end
   local rows = {}
   for _, t in ipairs(c:transcripts(run)) do

@@ -18,7 +18,6 @@
 -- { system =, user = }; info holds the raw material (recipe, best, failures).
 local candidate = require "kwb.candidate"
 local ceilings = require "kwb.ceilings"
-local problem = require "kwb.problem"
 local report = require "kwb.report"
 
 local M = {}
@@ -38,22 +37,6 @@ end
 
 -- ---- the problem ----------------------------------------------------------
 
-local buffer_ctype = { f32 = "float", f64 = "double", f16 = "uint16_t", bf16 = "uint16_t", i8 = "int8_t",
-                       i32 = "int32_t", i64 = "int64_t", u8 = "uint8_t", u32 = "uint32_t", u64 = "uint64_t" }
-
--- signature(problem) -> "void matmul(int n, const float *a, const float *b, float *c)"
-function M.signature(p)
-  local args = {}
-  for i, a in ipairs(p.args) do
-    if a.kind == "buffer" then
-      args[i] = string.format("%s%s *%s", a.role == "in" and "const " or "", buffer_ctype[a.dtype] or "void", a.name)
-    else
-      args[i] = string.format("%s %s", problem.scalar_ctype[a.dtype] or a.dtype, a.name)
-    end
-  end
-  return string.format("void %s(%s)", p.fn, table.concat(args, ", "))
-end
-
 local function tolerance_text(t)
   local parts = {}
   for _, k in ipairs { "atol", "rtol", "rel_l2" } do
@@ -65,7 +48,7 @@ end
 local function problem_part(info)
   local r, p, c = info.recipe, info.recipe.problem, info.ceilings
   local lines = { string.format("Problem %s: %s.", p.name, p.description or p.name),
-                  string.format("Every candidate exports `%s`%s.", M.signature(p),
+                  string.format("Every candidate exports `%s`%s.", p:prototype(),
                                 r.backend == "cuda" and " (CUDA kernels the recipe's launch plan calls)" or ""),
                   string.format("Outputs are compared with a trusted reference (tolerance: %s) on fresh random "
                                 .. "inputs, twice per shape, every shape below.", tolerance_text(p.tolerance)),

@@ -118,6 +118,12 @@ end
 
 -- ---- evaluation ---------------------------------------------------------
 
+-- What of a candidate a worker's task needs (plain data).
+local function for_worker(cand)
+  return { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
+           params = cand.params, id = cand.id, short = cand.short }
+end
+
 -- submit(cand [, { start = true }]) -> pending: the candidate handed to a
 -- worker, or measured here when the session has no pool.
 function Session:submit(cand, opts)
@@ -146,8 +152,7 @@ function Session:submit(cand, opts)
   for k, v in pairs(self.best_time) do best_time[k] = v end
   local args = { {
     recipe = absolute(recipe.returned_by),
-    cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
-             params = cand.params, id = cand.id, short = cand.short },
+    cand = for_worker(cand),
     seed = tostring(res.seed), run_seed = tostring(self.run_seed or recipe.seed or 0), best_time = best_time,
     start = opts.start or false, timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
     deadline = opts.start and self.deadline or nil,
@@ -171,8 +176,7 @@ function Session:build(cand)
   end
   local answer = pool:wait(pool:submit("kwb.measure_task.build", { {
     recipe = absolute(self.recipe.returned_by),
-    cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
-             params = cand.params, id = cand.id, short = cand.short },
+    cand = for_worker(cand),
   } }, { deadline = measure.build_limit, what = "building a draft" }))
   if answer.ok then return answer.value end
   return { outcome = answer.code == "timeout" and "timeout" or "crashed", reason = answer.reason }

@@ -164,6 +164,8 @@ t.test("llm_run_prompts_hold_the_best_the_failures_the_ideas_and_the_relevant_co
   t.truthy(user1:find("## Matmul on the host", 1, true), "the relevant section")
   t.truthy(not user1:find("Warp shuffles", 1, true), "the irrelevant section left out (context_bytes 200)")
   t.truthy(user1:find("| n=96 |", 1, true), "the shape table")
+  t.truthy(user1:find("Every candidate exports `void matmul(int n, const float *a, const float *b, float *c)`", 1, true),
+           "the prototype")
   t.truthy(first.messages[1].content:find("- global-state: state kept across calls", 1, true), "the rules")
   local user4 = fourth.messages[2].content
   t.truthy(user4:find("The current best (" .. cands[1].id:sub(1, 8), 1, true), "the new best")

@@ -96,9 +96,9 @@ t.test("prompt_documents_rank_sections_by_the_terms_they_use", function()
   t.eq(table.concat(few, "; "), "b.md: More tiles", "the budget keeps the most relevant")
 end)
 
-t.test("prompt_signature_of_the_problem", function()
+t.test("prompt_names_the_problems_prototype", function()
   local matmul = require "kwb.problems.matmul"
-  t.eq(prompt.signature(matmul {}), "void matmul(int n, const float *a, const float *b, float *c)")
+  t.eq(matmul {}:prototype(), "void matmul(int n, const float *a, const float *b, float *c)", "what the prompt says a candidate exports")
 end)
 
 -- ---- a replayed run in this process ---------------------------------------

@@ -107,26 +107,15 @@ function S:propose(run)
     if turn > self.turns or core.now() >= run.deadline then convo.tools = nil end
     local r = self.agent:wait(self.agent:ask(convo, "agent"))
     if r.error then
-      self.failed = (self.failed or 0) + 1
-      if r.code == "exhausted" or self.failed >= self.failures_in_a_row then
-        run.stop_reason = r.error
-        run.stopped_by = r.code ~= "exhausted" and "model" or nil
-        return nil
-      end
+      if self:gives_up(run, r) then return nil end
       return self:propose(run)
     end
     self.failed = 0
     self.reply_model, self.reply_transcript = r.model, r.transcript
     if #r.tool_calls == 0 or not convo.tools then
-      local prop = require("kwb.reply").proposal(r.text, run.recipe)
-      local base = { model = r.model, transcript = r.transcript, cost = r.cost, rationale = prop.rationale,
-                     parent = parent, note = prop.note }
-      if prop.no_code then
-        base.source, base.name, base.no_code = r.text, "reply.md", prop.no_code
-      else
-        base.source, base.name = prop.source, "agent.c"
-      end
-      return base
+      local prop = llm.proposal(run, r, parent, "agent")
+      prop.space = nil   -- the answer is a kernel; a space goes with llm+tune
+      return prop
     end
     convo.messages[#convo.messages + 1] = { role = "assistant", content = r.text, tool_calls = r.tool_calls }
     for i, c in ipairs(r.tool_calls) do

@@ -38,17 +38,32 @@ function S:fill(run, reserve)
   end
 end
 
--- The candidate a reply proposes (no_code when it has none).
-local function proposal(run, item, r)
+-- proposal(run, reply, parent id, name) -> the candidate a reply proposes
+-- (no_code when it has none; space when it declares one), its file called
+-- name.c (name.cu for CUDA). The agent strategy's answers too.
+function S.proposal(run, r, parent, name)
   local p = reply.proposal(r.text, run.recipe)
   local base = { model = r.model, transcript = r.transcript, cost = r.cost, rationale = p.rationale,
-                 parent = item.parent and item.parent.id, note = p.note }
+                 parent = parent, note = p.note }
   if p.no_code then
     base.source, base.name, base.no_code = r.text, "reply.md", p.no_code
     return base
   end
-  base.source, base.name, base.space = p.source, run.recipe.backend == "cuda" and "llm.cu" or "llm.c", p.space
+  base.source, base.name, base.space = p.source, name .. (run.recipe.backend == "cuda" and ".cu" or ".c"), p.space
   return base
+end
+
+-- A failed request: true when the strategy stops here (a replayed transcript
+-- at its end, or failures_in_a_row failures in a row), with the run's
+-- stop_reason set; false when the next request may go.
+function S:gives_up(run, r)
+  self.failed = (self.failed or 0) + 1
+  if r.code ~= "exhausted" and self.failed < self.failures_in_a_row then return false end
+  self.stopped = true
+  run.stop_reason = r.code == "exhausted" and r.error
+                    or string.format("the model failed %d times in a row: %s", self.failed, r.error)
+  run.stopped_by = r.code ~= "exhausted" and "model" or nil
+  return true
 end
 
 -- A sweep of a proposed template: a tuner over its space, proposing points
@@ -94,18 +109,11 @@ function S:propose(run)
   if not item then return nil end
   local r = self.agent:wait(item.ticket)
   if r.error then
-    self.failed = self.failed + 1
-    if r.code == "exhausted" or self.failed >= self.failures_in_a_row then
-      self.stopped = true
-      run.stop_reason = r.code == "exhausted" and r.error
-                        or string.format("the model failed %d times in a row: %s", self.failed, r.error)
-      run.stopped_by = r.code ~= "exhausted" and "model" or nil
-      return nil
-    end
+    if self:gives_up(run, r) then return nil end
     return self:propose(run)
   end
   self.failed = 0
-  local prop = proposal(run, item, r)
+  local prop = S.proposal(run, r, item.parent and item.parent.id, "llm")
   if prop.space and self.mode == "template" then
     self.current = sweep(self, run, prop)
     self:fill(run, self.sweep)   -- the next request runs while the sweep is evaluated

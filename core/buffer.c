@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -45,6 +46,27 @@ static void zone_fill(const kwb_buffer *b) {
     for (size_t i = 0; i < b->after; i++) after[i] = zone_byte(b->pattern, REDZONE + i);
 }
 
+/* A mapping at a random address where one is free, so no buffer's place
+ * follows from another's: a kernel cannot reach the judge's copies by an
+ * offset from its own arguments (a wrong guess faults). The range lies above
+ * what AddressSanitizer reserves on x86-64. Else wherever the kernel puts it. */
+static void *map_somewhere(size_t bytes, size_t page) {
+    const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#ifdef MAP_FIXED_NOREPLACE
+    for (int tries = 0; tries < 8; tries++) {
+        uint64_t r;
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) break;
+        uintptr_t lo = (uintptr_t)0x200000000000ull, span = (uintptr_t)0x400000000000ull;
+        void *hint = (void *)((lo + (uintptr_t)(r % span)) & ~(uintptr_t)(page - 1));
+        void *m = mmap(hint, bytes, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
+        if (m == hint) return m;
+        if (m != MAP_FAILED) munmap(m, bytes);   /* an old kernel took it as a hint */
+        if (errno == ENOMEM && m == MAP_FAILED && tries > 2) break;
+    }
+#endif
+    return mmap(NULL, bytes, prot, flags, -1, 0);
+}
+
 kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n) {
     if ((unsigned)t >= KWB_DTYPE_COUNT) { kwb_fail(KWB_EINVAL, "unknown dtype %d", (int)t); return NULL; }
     size_t es = kwb_dtype_size(t), page = page_size();
@@ -58,7 +80,7 @@ kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n) {
     /* the data starts a page after the first guard (page- hence 64-byte aligned) */
     size_t body = (bytes + REDZONE + page - 1) / page * page;   /* data and at least REDZONE after it */
     b->map_bytes = page + REDZONE + body + page;
-    void *m = mmap(NULL, b->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *m = map_somewhere(b->map_bytes, page);
     if (m == MAP_FAILED) {
         free(b);
         kwb_fail(KWB_ENOMEM, "out of memory allocating %zu bytes", bytes);

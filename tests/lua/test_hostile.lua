@@ -38,6 +38,7 @@ local want = {
   { "hostile_env.c", "forbidden", "allow-list", 8, "rule 'allow-list': getenv at line 8" },
   { "hostile_maps.c", "forbidden", "allow-list", 7, "rule 'allow-list': fopen at line 7" },
   { "hostile_fork.c", "forbidden", "allow-list", 3, "rule 'allow-list': _Fork at line 3" },
+  { "hostile_neighbour.c", "crashed", nil, nil, "SIGSEGV" },
 }
 
 t.test("hostile_set_has_every_candidate_once", function()

@@ -7,7 +7,7 @@ local hostile = {
   "hostile_precision.c", "hostile_clock.c", "hostile_rdtsc.c", "hostile_thread.c",
   "hostile_early_return.c", "hostile_calls.c", "hostile_dlsym.c", "hostile_spin.c",
   "hostile_overrun.c", "hostile_underrun.c", "hostile_far.c", "hostile_shapes.c",
-  "hostile_env.c", "hostile_maps.c", "hostile_fork.c", "honest_libm.c",
+  "hostile_env.c", "hostile_maps.c", "hostile_fork.c", "hostile_neighbour.c", "honest_libm.c",
 }
 
 return kwb.recipe {

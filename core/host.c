@@ -83,15 +83,15 @@ static size_t strv_len(const char *const *v) {
     return n;
 }
 
-static int module_open(const char *path, const char *hash, int cached, char *log,
+static int module_open(const char *path, const char *hash, int cached, char *log, int load,
                        kwb_host_module **out) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
+    void *h = load ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (load && !h) {
         free(log);
         return kwb_fail(KWB_EIO, "cannot load %s: %s", path, dlerror());
     }
     kwb_host_module *m = calloc(1, sizeof *m);
-    if (!m) { dlclose(h); free(log); return kwb_fail(KWB_ENOMEM, "out of memory"); }
+    if (!m) { if (h) dlclose(h); free(log); return kwb_fail(KWB_ENOMEM, "out of memory"); }
     m->handle = h;
     memcpy(m->hash, hash, 65);
     m->path = strdup(path);
@@ -207,7 +207,7 @@ int kwb_host_compile(const kwb_host_build *b, kwb_host_module **out, char **log)
 
     char so[4096], tmp_so[4096];
     snprintf(so, sizeof so, "%s/%s.so", dir, hash);
-    if (access(so, R_OK) == 0) return module_open(so, hash, 1, NULL, out);
+    if (access(so, R_OK) == 0) return module_open(so, hash, 1, NULL, !b->no_load, out);
 
     if (kwb_mkdirs(dir) != 0) return kwb_fail(KWB_EIO, "cannot create %s: %s", dir, strerror(errno));
     /* Private temporary names, then an atomic rename: concurrent builders of
@@ -221,7 +221,7 @@ int kwb_host_compile(const kwb_host_build *b, kwb_host_module **out, char **log)
         free(output);
         return kwb_fail(KWB_EIO, "cannot rename into %s: %s", so, strerror(errno));
     }
-    return module_open(so, hash, 0, output, out);
+    return module_open(so, hash, 0, output, !b->no_load, out);
 }
 
 int kwb_host_preprocess(const kwb_host_build *b, char **text, char **log) {
@@ -289,6 +289,7 @@ static ffi_type *ffi_of(kwb_ctype t) {
 
 kwb_host_fn *kwb_host_fn_new(kwb_host_module *m, const char *name, kwb_ctype ret,
                              const kwb_ctype *args, uint32_t nargs) {
+    if (!m->handle) { kwb_fail(KWB_EINVAL, "module %.12s was built to run in a sandbox, not here", m->hash); return NULL; }
     dlerror();
     void *sym = dlsym(m->handle, name);
     if (!sym) { kwb_fail(KWB_ENOSYM, "no function %s in module %.12s", name, m->hash); return NULL; }

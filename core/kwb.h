@@ -59,6 +59,15 @@ void kwb_buffer_free(kwb_buffer *b);
  * check, with the first and last such offset in bytes from the data's start
  * (negative: before it); the redzones are restored. 0 when intact. */
 int kwb_buffer_redzone(kwb_buffer *b, int64_t *first, int64_t *last);
+/* The shared part of a buffer (its redzones and data, a memfd): what a
+ * sandbox maps between guard pages of its own. */
+typedef struct kwb_buffer_shared {
+    int fd;                 /* owned by the buffer */
+    size_t bytes;           /* the memfd's size: a whole number of pages */
+    size_t data_offset;     /* where the data starts in it */
+    uint64_t serial;        /* unique among this process's buffers */
+} kwb_buffer_shared;
+int kwb_buffer_share(const kwb_buffer *b, kwb_buffer_shared *s);
 void *kwb_buffer_data(const kwb_buffer *b);
 uint64_t kwb_buffer_len(const kwb_buffer *b);
 kwb_dtype kwb_buffer_dtype(const kwb_buffer *b);
@@ -70,6 +79,8 @@ void kwb_buffer_set(kwb_buffer *b, uint64_t i, double v);
  * integers in [lo, hi]. */
 int kwb_buffer_fill_uniform(kwb_buffer *b, uint64_t seed, double lo, double hi);
 int kwb_buffer_fill_normal(kwb_buffer *b, uint64_t seed, double mean, double stdev);
+/* The same distribution from a sequential stream: faster, other values. */
+int kwb_buffer_fill_normal_stream(kwb_buffer *b, uint64_t seed, double mean, double stdev);
 void kwb_buffer_fill_value(kwb_buffer *b, double v);
 /* Poison: every element set to the dtype's poison bit pattern (a signalling
  * NaN for floats, 0xA5 bytes for integers). */
@@ -156,6 +167,7 @@ typedef struct kwb_host_build {
     const char *const *flags;    /* NULL-terminated extra flags, or NULL */
     const char *const *defines;  /* NULL-terminated "NAME=VALUE" strings, or NULL */
     const char *build_dir;  /* where shared objects are kept */
+    int no_load;            /* 1: build only; never load it into this process (a sandbox will) */
 } kwb_host_build;
 
 /* Compile (or find in build_dir) a shared object. On KWB_ECOMPILE *log holds
@@ -183,6 +195,52 @@ kwb_ctype kwb_host_fn_ret(const kwb_host_fn *f);
 int kwb_host_fn_call(kwb_host_fn *f, const kwb_value *args, kwb_value *ret);
 int kwb_host_fn_time(kwb_host_fn *f, const kwb_value *args, const kwb_time_opts *o,
                      kwb_stats *st);
+
+/* ---- sandboxes ---------------------------------------------------------- */
+
+/* A sandbox is a process of its own that runs one candidate's host kernel:
+ * kwb itself started afresh (nothing of the caller's memory), with an empty
+ * environment, as an unprivileged uid when the caller is root, dying with
+ * its parent, under a seccomp filter that allows the system calls a kernel
+ * and the dynamic loader need and no others (no processes, threads, signals,
+ * files or sockets once the module is loaded). It sees only the buffers
+ * passed to it, mapped from their memfds between guard pages of its own.
+ * Each call is timed by the caller on the sandbox's CPU clock, read when the
+ * sandbox sleeps waiting for its next call, so a kernel cannot shorten its
+ * time by answering early or by doing its work between calls. */
+typedef struct kwb_sandbox kwb_sandbox;
+
+typedef enum kwb_sandbox_outcome {
+    KWB_SANDBOX_OK,          /* the call returned */
+    KWB_SANDBOX_CRASHED,     /* the process died (signal or exit): detail says how */
+    KWB_SANDBOX_FORBIDDEN,   /* a system call outside the filter: detail names it */
+    KWB_SANDBOX_TIMEOUT,     /* past the call's limit: killed */
+} kwb_sandbox_outcome;
+
+typedef struct kwb_sandbox_result {
+    kwb_sandbox_outcome outcome;
+    double cpu_s;            /* the call's time on the sandbox's CPU clock */
+    double wall_s;           /* from the request to the sandbox asleep again */
+    double between_s;        /* CPU time it used since the previous call ended (0 for an honest one) */
+    kwb_value ret;
+    char detail[256];
+} kwb_sandbox_result;
+
+/* Start a sandbox that loads the shared object at path and resolves symbol
+ * with the given prototype. KWB_ENOSYM (no such function), KWB_EIO (the
+ * module does not load, the process cannot start). */
+int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const kwb_ctype *args,
+                      uint32_t nargs, kwb_sandbox **out);
+/* One call; bufs[i] is the buffer behind pointer argument i (NULL for a
+ * scalar; args[i].ptr is then ignored). The limit is CPU seconds. A result
+ * other than OK ends the sandbox. Returns 0 with r filled, or a status when
+ * the call could not be made (KWB_EINVAL). */
+int kwb_sandbox_call(kwb_sandbox *s, const kwb_value *args, kwb_buffer *const *bufs, double limit_s,
+                     kwb_sandbox_result *r);
+int kwb_sandbox_pid(const kwb_sandbox *s);
+void kwb_sandbox_free(kwb_sandbox *s);   /* kills the process and reaps it */
+/* The sandbox's own side: main() runs it for `kwb --sandbox-child ...`. */
+int kwb_sandbox_main(int argc, char **argv);
 
 /* ---- workers ------------------------------------------------------------ */
 

@@ -114,6 +114,14 @@ static int l_fill_uniform(lua_State *L) {
     return 1;
 }
 
+static int l_fill_normal_stream(lua_State *L) {
+    kwb_buffer *b = kwb_lua_checkbuffer(L, 1);
+    if (kwb_buffer_fill_normal_stream(b, check_seed(L, 2), luaL_optnumber(L, 3, 0), luaL_optnumber(L, 4, 1)))
+        return luaL_error(L, "%s", kwb_last_error());
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int l_fill_normal(lua_State *L) {
     kwb_buffer *b = kwb_lua_checkbuffer(L, 1);
     if (kwb_buffer_fill_normal(b, check_seed(L, 2), luaL_optnumber(L, 3, 0), luaL_optnumber(L, 4, 1)))
@@ -253,7 +261,8 @@ void kwb_lua_open_buffer(lua_State *L) {
         {"__tostring", l_tostring}, {"__gc", l_free}, {"__close", l_free}, {NULL, NULL},
     };
     static const luaL_Reg methods[] = {
-        {"fill_uniform", l_fill_uniform}, {"fill_normal", l_fill_normal}, {"fill", l_fill},
+        {"fill_uniform", l_fill_uniform}, {"fill_normal", l_fill_normal},
+        {"fill_normal_stream", l_fill_normal_stream}, {"fill", l_fill},
         {"poison", l_poison}, {"is_poison", l_is_poison}, {"totable", l_totable}, {"set", l_set},
         {"copy", l_copy}, {"clone", l_clone}, {"checksum", l_checksum}, {"redzone", l_redzone}, {"raw", l_raw},
         {"set_raw", l_set_raw}, {"free", l_free}, {NULL, NULL},

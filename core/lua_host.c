@@ -10,6 +10,7 @@
 
 #define MODULE_MT "kwb.host.module"
 #define FN_MT "kwb.host.fn"
+#define SANDBOX_MT "kwb.host.sandbox"
 
 typedef struct { kwb_host_module *m; } lmodule;
 typedef struct { kwb_host_fn *f; } lfn;
@@ -42,6 +43,7 @@ static void check_build(lua_State *L, kwb_host_build *b) {
     b->flags = check_strv(L, 4, "flags");
     b->defines = check_strv(L, 5, "defines");
     b->build_dir = luaL_checkstring(L, 6);
+    b->no_load = lua_toboolean(L, 7);
 }
 
 /* nil, msg, { code = "compile-error", log = } or { code = "build-failed" }; frees log. */
@@ -253,6 +255,94 @@ static int l_fn_tostring(lua_State *L) {
     return 1;
 }
 
+/* ---- sandboxes ---------------------------------------------------------- */
+
+typedef struct { kwb_sandbox *s; uint32_t nargs; kwb_ctype args[64]; } lsandbox;
+
+/* core.host_sandbox(path, symbol, ret, {args}) -> a sandbox running that
+ * function of the shared object at path | nil, message, { code = "no-symbol"
+ * | "sandbox-failed" } */
+static int l_sandbox(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1), *name = luaL_checkstring(L, 2);
+    kwb_ctype ret = (kwb_ctype)luaL_checkoption(L, 3, NULL, ctype_names);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 4);
+    if (n > 64) return luaL_error(L, "%s: more than 64 arguments", name);
+    lsandbox *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->s = NULL;
+    u->nargs = (uint32_t)n;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 4, i);
+        u->args[i - 1] = (kwb_ctype)luaL_checkoption(L, -1, NULL, ctype_names);
+        lua_pop(L, 1);
+    }
+    luaL_setmetatable(L, SANDBOX_MT);
+    int rc = kwb_sandbox_start(path, name, ret, u->args, u->nargs, &u->s);
+    if (rc) return kwb_lua_fail(L, rc == KWB_ENOSYM ? "no-symbol" : "sandbox-failed", kwb_last_error());
+    return 1;
+}
+
+static const char *const sandbox_codes[] = {"ok", "crashed", "forbidden", "timeout"};
+
+/* sb:call(limit, args...) -> { cpu =, wall =, between = } | nil, why,
+ * { code = "crashed" | "forbidden" | "timeout" }: buffers as pointers (nil
+ * for NULL), numbers as scalars; the limit in CPU seconds. */
+static int l_sandbox_call(lua_State *L) {
+    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    if (!u->s) return luaL_error(L, "the sandbox is closed");
+    double limit = luaL_checknumber(L, 2);
+    int given = lua_gettop(L) - 2;
+    if (given != (int)u->nargs) return luaL_error(L, "kernel takes %d arguments, got %d", (int)u->nargs, given);
+    kwb_value v[64];
+    kwb_buffer *bufs[64];
+    for (uint32_t i = 0; i < u->nargs; i++) {
+        int idx = 3 + (int)i;
+        bufs[i] = NULL;
+        switch (u->args[i]) {
+        case KWB_C_I32: v[i].i32 = (int32_t)luaL_checkinteger(L, idx); break;
+        case KWB_C_U32: v[i].u32 = (uint32_t)luaL_checkinteger(L, idx); break;
+        case KWB_C_I64: v[i].i64 = (int64_t)luaL_checkinteger(L, idx); break;
+        case KWB_C_U64: v[i].u64 = (uint64_t)luaL_checkinteger(L, idx); break;
+        case KWB_C_F32: v[i].f32 = (float)luaL_checknumber(L, idx); break;
+        case KWB_C_F64: v[i].f64 = luaL_checknumber(L, idx); break;
+        case KWB_C_PTR:
+            v[i].ptr = NULL;
+            if (!lua_isnil(L, idx)) bufs[i] = kwb_lua_checkbuffer(L, idx);
+            break;
+        case KWB_C_VOID: break;
+        }
+    }
+    kwb_sandbox_result r;
+    if (kwb_sandbox_call(u->s, v, bufs, limit, &r)) return luaL_error(L, "%s", kwb_last_error());
+    if (r.outcome != KWB_SANDBOX_OK) {
+        kwb_lua_fail(L, sandbox_codes[r.outcome], r.detail);
+        lua_pushnumber(L, r.wall_s);
+        lua_setfield(L, -2, "wall");
+        return 3;
+    }
+    lua_createtable(L, 0, 3);
+    lua_pushnumber(L, r.cpu_s);
+    lua_setfield(L, -2, "cpu");
+    lua_pushnumber(L, r.wall_s);
+    lua_setfield(L, -2, "wall");
+    lua_pushnumber(L, r.between_s);
+    lua_setfield(L, -2, "between");
+    return 1;
+}
+
+static int l_sandbox_pid(lua_State *L) {
+    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    lua_pushinteger(L, u->s ? kwb_sandbox_pid(u->s) : 0);
+    return 1;
+}
+
+static int l_sandbox_gc(lua_State *L) {
+    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    kwb_sandbox_free(u->s);
+    u->s = NULL;
+    return 0;
+}
+
 void kwb_lua_open_host(lua_State *L) {
     static const luaL_Reg module_meta[] = {
         {"__index", l_module_index}, {"__gc", l_module_gc}, {"__close", l_module_gc},
@@ -278,4 +368,18 @@ void kwb_lua_open_host(lua_State *L) {
     lua_setfield(L, -2, "host_preprocess");
     lua_pushcfunction(L, l_symbols);
     lua_setfield(L, -2, "host_symbols");
+    static const luaL_Reg sandbox_meta[] = {
+        {"__gc", l_sandbox_gc}, {"__close", l_sandbox_gc}, {NULL, NULL},
+    };
+    static const luaL_Reg sandbox_methods[] = {
+        {"call", l_sandbox_call}, {"pid", l_sandbox_pid}, {"close", l_sandbox_gc}, {NULL, NULL},
+    };
+    if (luaL_newmetatable(L, SANDBOX_MT)) {
+        luaL_setfuncs(L, sandbox_meta, 0);
+        luaL_newlib(L, sandbox_methods);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_sandbox);
+    lua_setfield(L, -2, "host_sandbox");
 }

@@ -151,6 +151,8 @@ static int pmain(lua_State *L) {
 }
 
 int main(int argc, char **argv) {
+    /* a sandbox (core/sandbox.c): no Lua, nothing of the judge's */
+    if (argc > 1 && strcmp(argv[1], "--sandbox-child") == 0) return kwb_sandbox_main(argc, argv);
     cli c = {.argc = argc, .argv = argv};
     int rc = parse_options(&c);
     if (rc) return rc;

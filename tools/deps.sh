@@ -3,7 +3,7 @@
 # installs (nothing when all are present).
 set -e
 pkgs="build-essential pkg-config liblua5.4-dev lua-lpeg-dev lua-cjson-dev libzstd-dev
-libcurl4-openssl-dev libsqlite3-dev libedit-dev libffi-dev libssl-dev"
+libcurl4-openssl-dev libsqlite3-dev libedit-dev libffi-dev libssl-dev libseccomp-dev"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

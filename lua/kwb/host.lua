@@ -140,14 +140,16 @@ end
 local Module = {}
 Module.__index = Module
 
--- spec: a source string, or { source = | file =, name, defines, flags, cc }.
+-- spec: a source string, or { source = | file =, name, defines, flags, cc,
+-- no_load } (no_load: built only, never loaded into this process: what a
+-- sandbox runs, kwb.host.sandbox).
 -- Returns a module, or nil, message, { code = "compile-error", log = ... }.
 function M.compile(spec)
-  local source, name, failed = M.read_spec(spec, { "source", "file", "name", "defines", "flags", "cc" }, 3)
+  local source, name, failed = M.read_spec(spec, { "source", "file", "name", "defines", "flags", "cc", "no_load" }, 3)
   if not source then return nil, name, failed end
   if type(spec) == "string" then spec = { source = spec } end
   local ud, msg, info = core.host_compile(source, name or "kernel.c", spec.cc, spec.flags,
-                                          define_list(spec.defines), M.build_dir())
+                                          define_list(spec.defines), M.build_dir(), spec.no_load)
   if not ud then return nil, msg, info end
   return setmetatable({ ud = ud, hash = ud.hash, path = ud.path, log = ud.log,
                         cached = ud.cached, name = name or "kernel.c" }, Module)
@@ -179,6 +181,16 @@ function Module:fn(name, sig)
   else ret, args, pname = M.parse_signature(name); name = pname end
   if not name then error("the prototype needs a function name", 2) end
   return core.host_fn(self.ud, name, ret, args)
+end
+
+-- mod:sandbox "void f(int n, float *x)" -> the function in a process of its
+-- own (core/sandbox.c): sb:call(limit_s, args...) -> { cpu =, wall =,
+-- between = } | nil, why, { code = "crashed" | "forbidden" | "timeout" };
+-- sb:close(). Or nil, message, { code = "no-symbol" | "sandbox-failed" }.
+function Module:sandbox(proto)
+  local ret, args, name = M.parse_signature(proto)
+  if not name then error("the prototype needs a function name", 2) end
+  return core.host_sandbox(self.path, name, ret, args)
 end
 
 function Module:__tostring()

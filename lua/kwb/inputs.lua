@@ -60,10 +60,11 @@ function M.bench(h, sh)
   return b
 end
 
-local function fill(buf, init, seed, shape, bufs)
+local function fill(buf, init, seed, shape, bufs, stream)
   if type(init) == "function" then return init(buf, seed, shape, bufs) end
   local kind = init[1]
-  if kind == "normal" then buf:fill_normal(seed, init[2] or 0, init[3] or 1)
+  if kind == "normal" and stream then buf:fill_normal_stream(seed, init[2] or 0, init[3] or 1)
+  elseif kind == "normal" then buf:fill_normal(seed, init[2] or 0, init[3] or 1)
   elseif kind == "uniform" then buf:fill_uniform(seed, init[2] or 0, init[3] or 1)
   else buf:fill(init[2] or 0) end
 end
@@ -107,6 +108,37 @@ local function expected(h, b, round, draw_run)
       b.kept[round][name] = copy
     end
   end
+end
+
+-- fresh(h, b, seed, tag): the inputs of one timed run (kwb.timed), drawn
+-- from the candidate's seed, the shape and the run's tag whatever the
+-- problem's draw (normal ones from a faster stream of the same
+-- distribution); checksummed; outputs poisoned. The expected outputs are
+-- not computed (expect() does that, after the call, for the runs checked).
+function M.fresh(h, b, seed, tag)
+  local p = h.problem
+  fill_fixed(h, b)
+  b.sums = {}
+  for _, a in ipairs(p.buffers) do
+    if a.role ~= "out" and not a.fixed and a.init ~= false then
+      fill(b.bufs[a.name], a.init, rng.seed_of(seed, b.key, tag, a.name), b.shape, b.bufs, true)
+    end
+  end
+  for _, a in ipairs(p.buffers) do
+    if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
+    if a.role == "in" then b.sums[a.name] = assert(b.bufs[a.name]:checksum()) end
+    if a.role == "out" then b.bufs[a.name]:poison() end
+  end
+end
+
+-- expect(h, b): the reference's outputs for the inputs fresh() drew (the
+-- inputs as they were: a candidate that changed one is wrong for that).
+function M.expect(h, b)
+  for _, a in ipairs(h.problem.buffers) do
+    if a.role == "out" then b.refs[a.name]:poison()
+    elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
+  end
+  expected(h, b, nil, false)
 end
 
 -- prepare(h, b, seed, round): fresh inputs for round `round` (from the

@@ -13,14 +13,22 @@
 local core = require "kwb.core"
 local backend = require "kwb.backend"
 local inputs = require "kwb.inputs"
+local timed = require "kwb.timed"
 local verify = require "kwb.verify"
 local worker = require "kwb.worker"
 
 local M = {}
 
--- A fully timed shape whose samples spread more than this (their standard
--- deviation over their mean) is timed again; still over it, it is `noisy`.
+-- A fully timed shape whose samples spread more than this is timed again;
+-- still over it, it is `noisy`. The spread here is the robust one, p10 to p90
+-- over 2.563 medians (the standard deviation over the mean for normal
+-- samples), so a few preempted runs do not make a steady shape noisy.
 M.noisy_spread = 0.10
+
+local function robust_spread(st)
+  return st.median > 0 and (st.p90 - st.p10) / (2.563 * st.median) or 0
+end
+M.robust_spread = robust_spread
 
 -- How long a build (rules, preprocessor, compiler) may take in a worker.
 M.build_limit = 120
@@ -77,9 +85,13 @@ function Harness:round(fn, b, seed, round, timeout, note)
   if b.on_call then b.on_call() end   -- a worker arms the candidate's timeout here
   local clock = self.backend.clock
   local t0 = clock()
-  local ok, err = self.backend.call(fn, b, b.args)
-  local dt = clock() - t0
-  if not ok then return "crashed", string.format("the call failed at %s: %s", b.key, tostring(err)) end
+  local ok, secs, outcome = self.backend.call(fn, b, b.args, timeout)
+  local dt = type(secs) == "number" and secs or clock() - t0
+  if not ok then
+    if not outcome then return "crashed", string.format("the call failed at %s: %s", b.key, tostring(secs)) end
+    local what = (round == 1 and "the first run" or "the second run") .. (note or "")
+    return outcome, timed.failure(secs, outcome, what, b.key, timeout)
+  end
   if timeout and dt > timeout then
     return "timeout", string.format("one call took %.2f s at %s (the timeout is %g s)", dt, b.key, timeout)
   end
@@ -96,17 +108,21 @@ function Harness:time_shape(fn, b, full)
     if a.role == "out" then outs[#outs + 1] = b.bufs[a.name] end
   end
   local best = self.best_time[b.key]
+  local time = self.backend.time
+  if self.backend.fresh_timing then   -- one call at a time, fresh inputs each (kwb.timed)
+    time = function(k, bench, opts) return timed.shape(self, k, bench, opts, self.seed or 0) end
+  end
   if self.race and not full and best then
     local few = { warmup = t.warmup, warmup_min = t.warmup_min, min_samples = t.min_samples,
                   max_samples = t.min_samples, cap = t.cap, min_sample = t.min_sample }
-    local st, err = self.backend.time(fn, b, few, outs)
-    if not st then return nil, err end
+    local st, err, out = time(fn, b, few, outs)
+    if not st then return nil, err, out end
     if st.min > best * (1 + self.race) then
       st.partial = true
       return st
     end
   end
-  return self.backend.time(fn, b, t, outs)
+  return time(fn, b, t, outs)
 end
 
 -- The timed phase of one shape may take its warm-up, its cap and a few calls
@@ -166,6 +182,9 @@ function Harness:measure(cand, res, opts)
   worker.deadline(M.build_limit, "the build")
   local fn = self:build(cand, res)
   if not fn then return res end
+  local mt = getmetatable(fn)   -- a sandbox ends with the measurement
+  local _k <close> = type(mt) == "table" and mt.__close and fn or nil
+  self.seed = res.seed
   -- the candidate runs on the device only while no other worker does: the
   -- next candidates build meanwhile, and no run disturbs another's timing
   worker.deadline(nil, "waiting for the device")
@@ -174,22 +193,27 @@ function Harness:measure(cand, res, opts)
   local tv = core.now()
   local out, why, call_s = verify_all(self, fn, res)
   res.seconds.verify = core.now() - tv
-  if out then res.outcome, res.reason = out, why; return res end
+  if out then
+    res.outcome, res.reason = out, why
+    if out == "crashed" then res.signal = (why or ""):match("died of (SIG%u+)") end
+    return res
+  end
   local tt = core.now()
   for _, sh in ipairs(self.recipe.shapes) do
     out, why = past_deadline(self, sh)
     if out then res.outcome, res.reason = out, why; break end
     local b = self:bench(sh)
     worker.deadline(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
-    local st, terr = self:time_shape(fn, b, opts.start)
-    if st and not st.partial and st.spread > M.noisy_spread then   -- timed again; still noisy, it says so
+    local st, terr, tout = self:time_shape(fn, b, opts.start)
+    if st and not st.partial and robust_spread(st) > M.noisy_spread then   -- timed again; still noisy, it says so
       local again
       worker.deadline(timing_limit(self.timing, call_s[sh.key]), "timing again at " .. sh.key)
-      again, terr = self:time_shape(fn, b, true)
-      if again and again.spread < st.spread then st = again end
+      again, terr, tout = self:time_shape(fn, b, true)
+      if again and robust_spread(again) < robust_spread(st) then st = again end
       if not again then st = nil end
-      if st then st.noisy = st.spread > M.noisy_spread end
+      if st then st.noisy = robust_spread(st) > M.noisy_spread end
     end
+    if not st and tout then res.outcome, res.reason = tout, terr; break end
     if not st then res.outcome, res.reason = "crashed", string.format("timing failed at %s: %s", sh.key, tostring(terr)); break end
     worker.deadline(M.harness_limit, "checking the timed outputs at " .. sh.key)
     out, why = self:check(b, "after the timed runs", true)
@@ -202,6 +226,7 @@ function Harness:measure(cand, res, opts)
     end
   end
   res.seconds.time = core.now() - tt
+  if res.outcome == "crashed" then res.signal = res.signal or (res.reason or ""):match("died of (SIG%u+)") end
   return res
 end
 

@@ -51,7 +51,7 @@ function M.measure(args)
   -- a failed call or timing (a CUDA error) may leave the process spoiled
   if res.outcome == "crashed" then worker.retire() end
   return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line, log = res.log,
-           shapes = res.shapes, seconds = res.seconds }
+           shapes = res.shapes, seconds = res.seconds, signal = res.signal }
 end
 
 -- build(args) -> the build's verdict alone (the agent strategy's compile

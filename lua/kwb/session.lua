@@ -100,7 +100,7 @@ local function merge(res, answer)
   res.output, res.output_bytes = answer.output ~= "" and answer.output or nil, answer.output_bytes
   if answer.ok then
     local v = answer.value
-    for _, k in ipairs { "outcome", "reason", "rule", "line", "log" } do res[k] = v[k] end
+    for _, k in ipairs { "outcome", "reason", "rule", "line", "log", "signal" } do res[k] = v[k] end
     res.shapes = v.shapes or {}
     for k, x in pairs(v.seconds or {}) do res.seconds[k] = x end
     return res

@@ -228,7 +228,7 @@ t.test("test_segfault_is_crashed_with_sigsegv", function()
   local res = by["iso_segv.c"]
   t.eq(res.outcome, "crashed")
   t.eq(res.signal, "SIGSEGV")
-  t.truthy(res.reason:find("its worker died of SIGSEGV (Segmentation fault) during the first run at n=32", 1, true), res.reason)
+  t.truthy(res.reason:find("its sandbox died of SIGSEGV (Segmentation fault) during the first run at n=32", 1, true), res.reason)
 end)
 
 t.test("test_division_by_zero_is_crashed_with_sigfpe", function()
@@ -240,7 +240,8 @@ end)
 t.test("test_endless_loop_is_timeout", function()
   local res = by["iso_spin.c"]
   t.eq(res.outcome, "timeout")
-  t.truthy(res.reason:find("into the first run at n=32 (the limit is 2 s; 5 s of wall time allowed); its worker was killed", 1, true), res.reason)
+  t.eq(res.reason, "one call ran past the timeout during the first run at n=32 (the timeout is 2 s of CPU time); its "
+                   .. "sandbox was killed")
 end)
 
 t.test("test_100_gb_allocation_is_crashed_by_the_memory_limit", function()
@@ -257,37 +258,30 @@ t.test("test_1_gib_of_output_is_capped_and_the_candidate_judged_on_its_results",
   t.eq(res.output:match("^x+$") ~= nil, true)
 end)
 
-t.test("test_fork_bomb_forks_fail_and_the_candidate_is_judged_on_its_results", function()
+-- The candidate's process may start no process: its first fork is the end of it.
+t.test("test_fork_bomb_is_stopped_at_its_first_fork", function()
   local res = by["iso_fork.c"]
-  t.truthy(res.outcome == "slower" or res.outcome == "accepted", res.outcome .. ": " .. tostring(res.reason))
-  local made, why = (res.output or ""):match("fork failed after (%d+): ([^\n]+)")
-  t.truthy(made, res.output)
-  t.truthy(tonumber(made) < 300, made .. " forks: the process limit is 256 more than the uid had")
-  t.eq(why, "Resource temporarily unavailable")
+  t.eq(res.outcome, "forbidden")
+  t.eq(res.reason, "during the first run at n=32 the candidate made a system call clone (number 56), which the "
+                   .. "sandbox does not allow")
 end)
 
-t.test("test_snooping_candidate_finds_no_secret_and_cannot_escape", function()
+-- Asking for its uid is already a system call the sandbox refuses; the
+-- worker's own confinement (read-only tree, no network) stays behind it.
+t.test("test_snooping_candidate_is_stopped_at_its_first_look", function()
   local res = by["iso_snoop.c"]
-  t.truthy(res.outcome == "slower" or res.outcome == "accepted", res.outcome .. ": " .. tostring(res.reason))
-  local out = res.output or ""
-  t.truthy(out:find("uid 6500[01]\n"), out)
-  t.truthy(out:find("OPENAI_API_KEY: (none)\n", 1, true), out)
-  t.eq(out:find("found ", 1, true), nil, out)
-  t.truthy(out:find("write scratch-file: ok\n", 1, true), out)
-  local target = os.getenv("KWB_ESCAPE_TARGET")
-  t.truthy(out:find("write " .. target .. ": Read-only file system\n", 1, true), out)
-  t.truthy(out:find("write /var/tmp/kwb-escape: Read-only file system\n", 1, true), out)
-  t.truthy(out:find("write /etc/kwb-escape: Read-only file system\n", 1, true), out)
-  t.eq(exists(target), false)
-  t.eq(exists("/var/tmp/kwb-escape"), false)
-  t.truthy(out:find("connect 1.1.1.1: Network is unreachable\n", 1, true), out)
-  t.truthy(out:find("connect 127.0.0.1: Network is unreachable\n", 1, true), out)
+  t.eq(res.outcome, "forbidden")
+  t.truthy(res.reason:find("the candidate made a system call getuid (number 102), which the sandbox does not allow", 1,
+                           true), res.reason)
+  t.eq(res.output, nil, "it printed nothing")
+  t.eq(exists(os.getenv("KWB_ESCAPE_TARGET")), false)
 end)
 
 t.test("test_loop_survives_to_measure_after_the_hostile_candidates", function()
   t.eq(summary.funnel.crashed, 3)
   t.eq(summary.funnel.timeout, 1)
-  t.eq(summary.funnel.slower + summary.funnel.accepted, 3)
+  t.eq(summary.funnel.forbidden, 2)
+  t.eq(summary.funnel.slower + summary.funnel.accepted, 1)
 end)
 
 t.test("test_a_worker_killed_from_outside_is_not_the_candidates_outcome", function()

@@ -5,6 +5,7 @@
 -- with exactly the build's own compiler command (kwb.host).
 local cache = require "kwb.cache"
 local ceilings = require "kwb.ceilings"
+local core = require "kwb.core"
 local host = require "kwb.host"
 local rules = require "kwb.rules"
 
@@ -18,18 +19,43 @@ B.compare = host.compare
 function B.device() return cache.host_kind() end
 
 -- The clock of the timeout: processor time, so a loaded machine that
--- preempts kwb does not turn a quick candidate into a timeout.
+-- preempts kwb does not turn a quick candidate into a timeout (a sandbox's
+-- own CPU clock for candidates; this process's for the reference).
 B.clock = os.clock
 
--- call(kernel, bench, args) -> true: one call with the bench's arguments, in
--- this process (a worker's: a fault there costs only the worker).
-function B.call(kernel, b, args)
+-- A candidate's kernel: its module's function in a sandbox of its own
+-- (core/sandbox.c). Nothing of the judge's is in that process: it gets the
+-- buffers it is passed, mapped from their shared memory, and its time is the
+-- sandbox's CPU clock read by this process while it sleeps between calls.
+local Sandboxed = {}
+Sandboxed.__index = Sandboxed
+B.Sandboxed = Sandboxed
+
+function Sandboxed:close()
+  if self.sb then self.sb:close(); self.sb = nil end
+end
+Sandboxed.__close = Sandboxed.close
+
+-- call(kernel, bench, args [, limit]) -> true, seconds | nil, message,
+-- outcome ("crashed", "forbidden", "timeout"): one call with the bench's
+-- arguments; seconds: the candidate's CPU time (a sandbox's) or this
+-- process's (the reference).
+function B.call(kernel, b, args, limit)
+  if getmetatable(kernel) == Sandboxed then
+    local r, why, info = kernel.sb:call(limit or 3600, table.unpack(args, 1, b.n))
+    if not r then return nil, why, info.code end
+    return true, r.cpu, r
+  end
+  local t0 = os.clock()
   kernel(table.unpack(args, 1, b.n))
-  return true
+  return true, os.clock() - t0
 end
 
--- time(kernel, bench, opts, outs) -> stats (seconds per call); the host's
--- timed runs are checked afterwards as they are (outs is not poisoned).
+-- Every timed run of a sandboxed kernel gets fresh inputs and poisoned
+-- outputs, one call at a time (kwb.timed), which time() cannot give.
+B.fresh_timing = true
+
+-- time(kernel, bench, opts, outs) -> stats: the reference's, in this process.
 function B.time(kernel, b, opts) return host.time(kernel, b.args, opts) end
 
 -- The measured ceilings of the host (once per process), combined with the
@@ -65,7 +91,12 @@ end
 
 function B.check_view(rs, pp) return rs:check_preprocessed(pp) end
 
-function B.compile(cand, recipe) return host.compile(build_spec(cand, recipe)) end
+-- Built, never loaded here: the sandbox loads it (its constructors run there).
+function B.compile(cand, recipe)
+  local spec = build_spec(cand, recipe)
+  spec.no_load = true
+  return host.compile(spec)
+end
 
 -- The shared object's undefined symbols (what it calls) and writable data.
 function B.check_built(rs, mod, _, pp)
@@ -75,9 +106,10 @@ function B.check_built(rs, mod, _, pp)
 end
 
 function B.entry(mod, _, _, prototype)
-  local fn, fmsg = mod:fn(prototype)
-  if not fn then return nil, fmsg .. " (candidates export " .. prototype .. ")" end
-  return fn
+  local ret, args, name = host.parse_signature(prototype)
+  local sb, msg = core.host_sandbox(mod.path, name, ret, args)
+  if not sb then return nil, msg .. " (candidates export " .. prototype .. ")" end
+  return setmetatable({ sb = sb }, Sandboxed)
 end
 
 return B

@@ -227,8 +227,9 @@ typedef struct kwb_sandbox_result {
 } kwb_sandbox_result;
 
 /* Start a sandbox that loads the shared object at path and resolves symbol
- * with the given prototype. KWB_ENOSYM (no such function), KWB_EIO (the
- * module does not load, the process cannot start). */
+ * with the given prototype. KWB_ENOSYM (no such function), KWB_ERUN (a
+ * constructor of the module made a system call the filter refuses), KWB_EIO
+ * (the module does not load, the process cannot start). */
 int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const kwb_ctype *args,
                       uint32_t nargs, kwb_sandbox **out);
 /* One call; bufs[i] is the buffer behind pointer argument i (NULL for a

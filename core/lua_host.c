@@ -261,7 +261,7 @@ typedef struct { kwb_sandbox *s; uint32_t nargs; kwb_ctype args[64]; } lsandbox;
 
 /* core.host_sandbox(path, symbol, ret, {args}) -> a sandbox running that
  * function of the shared object at path | nil, message, { code = "no-symbol"
- * | "sandbox-failed" } */
+ * | "forbidden" (its constructors) | "sandbox-failed" } */
 static int l_sandbox(lua_State *L) {
     const char *path = luaL_checkstring(L, 1), *name = luaL_checkstring(L, 2);
     kwb_ctype ret = (kwb_ctype)luaL_checkoption(L, 3, NULL, ctype_names);
@@ -278,7 +278,9 @@ static int l_sandbox(lua_State *L) {
     }
     luaL_setmetatable(L, SANDBOX_MT);
     int rc = kwb_sandbox_start(path, name, ret, u->args, u->nargs, &u->s);
-    if (rc) return kwb_lua_fail(L, rc == KWB_ENOSYM ? "no-symbol" : "sandbox-failed", kwb_last_error());
+    if (rc)
+        return kwb_lua_fail(L, rc == KWB_ENOSYM ? "no-symbol" : rc == KWB_ERUN ? "forbidden" : "sandbox-failed",
+                            kwb_last_error());
     return 1;
 }
 

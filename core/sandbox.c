@@ -68,8 +68,8 @@ static int send_msg(int fd, const sb_msg *m, int pass_fd) {
     return n == (ssize_t)sizeof *m ? 0 : -1;
 }
 
-/* 1 with a message (and *got_fd when one came with it), 0 at the end, -1 on
- * error; a record of another size is an error. */
+/* 1 with a message (and *got_fd when one came with it), 2 for a record of
+ * another size (not one of ours), 0 at the end, -1 on error. */
 static int recv_msg(int fd, sb_msg *m, int *got_fd, int flags) {
     struct iovec iov = {m, sizeof *m};
     union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u;
@@ -86,8 +86,8 @@ static int recv_msg(int fd, sb_msg *m, int *got_fd, int flags) {
             else close(f);
         }
     if (n == 0) return 0;
-    if (n != (ssize_t)sizeof *m) return -1;
-    return 1;
+    if (n < 0) return -1;
+    return n == (ssize_t)sizeof *m ? 1 : 2;   /* 2: a record of another size, ignored */
 }
 
 static ffi_type *ffi_of(kwb_ctype t) {
@@ -469,9 +469,11 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
     int ended = await(s, 0, OP_READY, 0, 60, &m, &r, NULL);
     prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
     if (ended) {
-        int status = m.op == OP_FAIL && m.status ? m.status : KWB_EIO;
-        int rc = status == KWB_ENOSYM ? kwb_fail(KWB_ENOSYM, "%s", r.detail)
-                                       : kwb_fail(status, "the sandbox did not start: %s", r.detail);
+        int status = m.op == OP_FAIL && m.status ? m.status : KWB_EIO, rc;
+        if (r.outcome == KWB_SANDBOX_FORBIDDEN)   /* a constructor of the module's */
+            rc = kwb_fail(KWB_ERUN, "while its module loaded, the candidate made a %s", r.detail);
+        else if (status == KWB_ENOSYM) rc = kwb_fail(KWB_ENOSYM, "%s", r.detail);
+        else rc = kwb_fail(status, "the sandbox did not start: %s", r.detail);
         kwb_sandbox_free(s);
         return rc;
     }

@@ -19,7 +19,9 @@
 --   check_view(rules, view)            -> a rule's hit | nil
 --   compile(cand, recipe)              -> module | nil, message, { log = }
 --   check_built(rules, module, cand, view) -> a rule's hit | nil (PTX, symbols)
---   entry(module, cand, recipe, prototype) -> kernel | nil, message
+--   entry(module, cand, recipe, prototype) -> kernel | nil, message [, outcome]
+--                                         (compile-error unless it says: the host's
+--                                         sandbox, forbidden by a module's constructor)
 --   error_line                            a Lua pattern: the compile log's first error line
 --   redzones (optional)                   true when buffer(...) returns buffers with
 --                                         :redzone() (kwb.verify checks them after every call)
@@ -81,8 +83,8 @@ function M.build(adapter, cand, recipe, prototype, res)
   if not mod then compile_error(res, msg, info, adapter.error_line); return nil end
   hit = adapter.check_built(rs, mod, cand, view)
   if hit then rules.forbid(res, hit); return nil end
-  local kernel, why = adapter.entry(mod, cand, recipe, prototype)
-  if not kernel then res.outcome, res.reason = "compile-error", why; return nil end
+  local kernel, why, outcome = adapter.entry(mod, cand, recipe, prototype)
+  if not kernel then res.outcome, res.reason = outcome or "compile-error", why; return nil end
   return kernel
 end
 

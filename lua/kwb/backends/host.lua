@@ -107,7 +107,8 @@ end
 
 function B.entry(mod, _, _, prototype)
   local ret, args, name = host.parse_signature(prototype)
-  local sb, msg = core.host_sandbox(mod.path, name, ret, args)
+  local sb, msg, info = core.host_sandbox(mod.path, name, ret, args)
+  if not sb and info.code == "forbidden" then return nil, msg, "forbidden" end
   if not sb then return nil, msg .. " (candidates export " .. prototype .. ")" end
   return setmetatable({ sb = sb }, Sandboxed)
 end

@@ -1,0 +1,127 @@
+-- tests/lua/test_sandbox.lua: a host candidate's own process (core/sandbox.c):
+-- what it may do, what it may not, and what the judge's clock sees.
+local t = require "t"
+local core = require "kwb.core"
+local host = require "kwb.host"
+
+local proto = "void add(int n, const float *a, float *c)"
+
+local function sandbox(file)
+  local mod = assert(host.compile { file = "tests/sandbox/" .. file, flags = { "-O1" }, no_load = true })
+  return mod:sandbox(proto)
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local a, c = core.buffer("f32", 1000), core.buffer("f32", 1000)
+a:fill_uniform(1, 0, 1)
+
+t.test("sandbox_runs_the_kernel_on_the_judges_buffers", function()
+  local sb = assert(sandbox "add.c")
+  c:poison()
+  local r = assert(sb:call(1, 1000, a, c))
+  local function f32(x) return (string.unpack("f", string.pack("f", x))) end
+  t.eq(c[1], f32(a[1] + 1))
+  t.eq(c[1000], f32(a[1000] + 1))
+  t.truthy(r.cpu > 0 and r.cpu < 0.01, "cpu " .. r.cpu)
+  t.eq(r.between, 0, "asleep between calls")
+  sb:close()
+end)
+
+t.test("sandbox_process_has_an_empty_environment_and_no_privileges", function()
+  local sb = assert(sandbox "add.c")
+  local pid = sb:pid()
+  t.truthy(pid > 0)
+  t.eq(read("/proc/" .. pid .. "/environ"), "")
+  local status = assert(read("/proc/" .. pid .. "/status"))
+  t.truthy(status:find("\nSeccomp:\t2\n", 1, true), "under a seccomp filter")
+  t.truthy(status:find("\nNoNewPrivs:\t1\n", 1, true))
+  if core.uid() == 0 then t.truthy(status:find("\nUid:\t65534\t65534\t65534\t65534\n", 1, true), status) end
+  sb:close()
+  t.eq(read("/proc/" .. pid .. "/status"), nil, "gone once closed")
+end)
+
+t.test("sandbox_refuses_a_signal_to_the_judge_and_names_the_call", function()
+  local sb = assert(sandbox "kill_parent.c")
+  local me = tonumber(read("/proc/self/stat"):match("^(%d+)"))
+  local r, why, info = sb:call(1, me, a, c)
+  t.eq(r, nil)
+  t.eq(info.code, "forbidden")
+  t.eq(why, "system call kill (number 62), which the sandbox does not allow")
+end)
+
+t.test("sandbox_refuses_opening_a_file", function()
+  local _, why, info = assert(sandbox "open_maps.c"):call(1, 10, a, c)
+  t.eq(info.code, "forbidden")
+  t.eq(why, "system call openat (number 257), which the sandbox does not allow")
+end)
+
+t.test("sandbox_refuses_a_thread", function()
+  local _, why, info = assert(sandbox "thread.c"):call(1, 10, a, c)
+  t.eq(info.code, "forbidden")
+  t.eq(why, "system call rt_sigaction (number 13), which the sandbox does not allow", "pthread_create's first")
+end)
+
+t.test("sandbox_refuses_a_constructor_that_forks", function()
+  local sb, why, info = sandbox "constructor.c"
+  t.eq(sb, nil)
+  t.eq(info.code, "forbidden")
+  t.eq(why, "while its module loaded, the candidate made a system call clone (number 56), which the sandbox does not "
+            .. "allow")
+end)
+
+t.test("sandbox_crash_names_the_signal", function()
+  local _, why, info = assert(sandbox "segv.c"):call(1, 10, a, c)
+  t.eq(info.code, "crashed")
+  t.eq(why, "died of SIGSEGV (Segmentation fault)")
+end)
+
+t.test("sandbox_past_its_limit_is_killed", function()
+  local t0 = core.now()
+  local _, why, info = assert(sandbox "spin.c"):call(0.2, 10, a, c)
+  t.eq(info.code, "timeout")
+  t.eq(why, "past its limit of 0.2 s")
+  t.truthy(core.now() - t0 < 2, "killed soon after")
+end)
+
+t.test("sandbox_time_is_its_own_processor_time", function()
+  local sb = assert(sandbox "burn.c")
+  local r = assert(sb:call(1, 10, a, c))
+  t.truthy(r.cpu >= 0.02 and r.cpu < 0.04, "20 ms of work measured as " .. r.cpu)
+  sb:close()
+end)
+
+-- The judge ends a call's time when the sandbox sleeps again, not when a
+-- "done" arrives: one the kernel sends itself before working saves it nothing.
+t.test("sandbox_answering_early_does_not_shorten_the_time", function()
+  local sb = assert(sandbox "early_done.c")
+  for i = 1, 3 do
+    local r = assert(sb:call(1, 0, nil, nil))
+    t.truthy(r.cpu >= 0.02, string.format("call %d: 20 ms of work measured as %.4f s", i, r.cpu))
+    t.truthy(r.between < 1e-3, "no work between calls")
+  end
+  sb:close()
+end)
+
+t.test("sandbox_a_missing_function_is_no_symbol", function()
+  local mod = assert(host.compile { file = "tests/sandbox/add.c", no_load = true })
+  local sb, why, info = mod:sandbox "void mul(int n, const float *a, float *c)"
+  t.eq(sb, nil)
+  t.eq(info.code, "no-symbol")
+  t.eq(why, "no function mul in the module")
+end)
+
+t.test("sandbox_module_built_for_a_sandbox_does_not_load_here", function()
+  local mod = assert(host.compile { file = "tests/sandbox/add.c", no_load = true })
+  local fn, why = mod:fn(proto)
+  t.eq(fn, nil)
+  t.truthy(why:find("was built to run in a sandbox, not here", 1, true), why)
+end)
+
+t.done()

@@ -269,6 +269,8 @@ struct kwb_sandbox {
     struct { uint64_t serial; uint32_t slot; } *mapped;
     uint32_t nmapped;
     char forbidden[120];             /* the system call it was stopped at, when one */
+    cpu_set_t judge_cpus;            /* the caller's processors before the sandbox */
+    int pinned;
 };
 
 static double cpu_now(const kwb_sandbox *s) {
@@ -333,11 +335,8 @@ static int await(kwb_sandbox *s, uint32_t seq, uint32_t want, double c0, double 
                  kwb_sandbox_result *r, int *got_fd) {
     double t0 = kwb_now(), wall_limit = 3 * limit_s + 5;
     for (;;) {
-        /* the first millisecond spinning: a reply to a waiting (not sleeping)
-         * judge wakes nobody, which would cost the sandbox's clock more */
-        struct pollfd p = {s->chan, POLLIN, 0};
-        int n = poll(&p, 1, kwb_now() - t0 < 1e-3 ? 0 : 20);
-        if (n == 0 && kwb_now() - t0 < 1e-3) continue;
+        struct pollfd p = {s->chan, POLLIN, 0};   /* asleep: the sandbox runs on this processor */
+        int n = poll(&p, 1, 20);
         if (n > 0 && (p.revents & POLLIN)) {
             int got = recv_msg(s->chan, m, got_fd, MSG_DONTWAIT);
             if (got == 1 && m->op == OP_SYSCALL) note_syscall(s, m->slot);
@@ -424,6 +423,17 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
      * one of them (/proc/PID/mem needs ptrace access) */
     int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    /* The sandbox and its caller share one processor (the caller's now) for
+     * the sandbox's life: the inputs the caller draws before each call are
+     * in that processor's caches when the kernel runs, every call alike, and
+     * no run depends on which processor the scheduler picked. */
+    int cpu = sched_getcpu();
+    if (cpu >= 0 && sched_getaffinity(0, sizeof s->judge_cpus, &s->judge_cpus) == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        s->pinned = sched_setaffinity(0, sizeof one, &one) == 0;
+    }
     pid_t pid = fork();
     if (pid == 0) {   /* only async-signal-safe calls until exec */
         int c = fcntl(sv[1], F_DUPFD, 10), m = fcntl(mod, F_DUPFD, 10);   /* out of the way first */
@@ -446,6 +456,7 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
     close(mod);
     if (pid < 0) {
         prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+        if (s->pinned) sched_setaffinity(0, sizeof s->judge_cpus, &s->judge_cpus);
         close(sv[0]);
         free(s->mapped);
         free(s);
@@ -477,12 +488,12 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
         kwb_sandbox_free(s);
         return rc;
     }
-    double cpu;
-    if (settle(s, 0, 60, &cpu, &r)) {
+    double asleep;
+    if (settle(s, 0, 60, &asleep, &r)) {
         kwb_sandbox_free(s);
         return kwb_fail(KWB_EIO, "the sandbox did not start: %s", r.detail);
     }
-    s->cpu_end = cpu;
+    s->cpu_end = asleep;
     *out = s;
     return 0;
 }
@@ -559,6 +570,7 @@ int kwb_sandbox_pid(const kwb_sandbox *s) { return s->alive ? (int)s->pid : 0; }
 void kwb_sandbox_free(kwb_sandbox *s) {
     if (!s) return;
     end(s, NULL);
+    if (s->pinned) sched_setaffinity(0, sizeof s->judge_cpus, &s->judge_cpus);
     if (s->chan >= 0) close(s->chan);
     if (s->status_fd >= 0) close(s->status_fd);
     free(s->mapped);

@@ -162,10 +162,11 @@ local budget_spec = { names = { "candidates", "minutes", "timeout", "cost" },
 -- model = { ... } is checked in kwb/recipe_model.lua
 local model_check = require("kwb.recipe_model")({ positive_integer = positive_integer, positive_number = positive_number,
                                                   nonneg_number = nonneg_number, a_string = a_string, is_array = is_array })
-local timing_spec = { names = { "warmup", "warmup_min", "min_samples", "max_samples", "cap", "target", "min_sample" },
+local timing_spec = { names = { "warmup", "warmup_min", "min_samples", "max_samples", "cap", "target", "min_sample",
+                                "verify_runs" },
                       check = { warmup = nonneg_number, warmup_min = positive_integer, min_samples = positive_integer,
                                 max_samples = positive_integer, cap = positive_number, target = positive_number,
-                                min_sample = nonneg_number } }
+                                min_sample = nonneg_number, verify_runs = positive_integer } }
 local ceilings_spec = { names = { "bandwidth", "flops" },
                         check = { bandwidth = positive_number, flops = positive_number } }
 

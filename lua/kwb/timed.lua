@@ -3,8 +3,8 @@
 -- afresh and the outputs poisoned, outside the timed region, so no run can
 -- reuse an earlier one's work; after every run the buffers' redzones are
 -- checked; `verify_runs` runs at places drawn when the warm-up ends (the
--- kernel cannot see which), and the run after the last sample, are verified
--- against the reference for their own inputs. A run's time is the sandbox's
+-- kernel cannot see which), those the samples ended before run after them,
+-- and one run more, are verified against the reference for their own inputs. A run's time is the sandbox's
 -- CPU time for that call, its waking and answering included (docs/perf.md
 -- gives that cost: what it adds to every kernel's time, never takes away).
 local core = require "kwb.core"
@@ -68,10 +68,11 @@ function M.shape(h, kernel, b, t, seed)
   local draw = rng.new(rng.seed_of(seed, b.key, "which timed runs are verified"))
   local checked = {}
   for _ = 1, math.min(t.verify_runs or M.verify_runs, expect_n) do checked[draw(expect_n)] = true end
-  local samples, capped = {}, false
+  local samples, capped, verified = {}, false, 0
   local start, next_check = core.now(), min_n
   while true do
     local n = #samples + 1
+    if checked[n] then verified = verified + 1 end
     local s, why, out = run(checked[n], "timed run " .. n)
     if not s then return nil, why, out end
     samples[n] = s
@@ -82,8 +83,12 @@ function M.shape(h, kernel, b, t, seed)
       next_check = n + math.max(n // 10, 1)
     end
   end
-  local last, why, out = run(true, "the run after the timed runs")
-  if not last then return nil, why, out end
+  -- the verified runs the samples ended before, and the one after them: the
+  -- kernel cannot tell these from the timed runs either
+  for _ = verified, math.min(t.verify_runs or M.verify_runs, expect_n) do
+    local last, why, out = run(true, "a run after the timed runs")
+    if not last then return nil, why, out end
+  end
   local st = core.stats(samples, target)
   st.capped, st.warmup, st.batch, st.converged = capped, warm, 1, nil
   return st

@@ -61,6 +61,27 @@ for _, w in ipairs(want) do
   end)
 end
 
+-- A kernel right while it is verified and idle once it is timed: the timed
+-- runs it cannot tell from the verified ones catch it.
+t.test("hostile_skipping_work_in_the_timed_runs_is_wrong", function()
+  local loose = kwb.recipe {
+    name = "hostile_skip", problem = require("kwb.problems.matmul") {}, shapes = { n = { 32 } }, verify_shapes = false,
+    start = "../../kernels/host/matmul_naive.c", forbid = { "default", "-global-state" },
+    strategy = { propose = function(self)
+      if self.done then return nil end
+      self.done = true
+      return { file = "../candidates/hostile_timed_skip.c" }
+    end },
+    flags = { "-O2" }, timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+  }
+  local _, lrun = loose:run { mode = "quiet", store = fresh_store("skip") }
+  local res = lrun.results[1]
+  t.eq(res.outcome, "wrong")
+  t.truthy(res.reason:find("^output c at n=32 %(a warm%-up run%)") == nil, "warm-up runs are not verified")
+  t.truthy(res.reason:find("^output c at n=32 %(timed run %d+%): %d+ elements off") or
+           res.reason:find("^output c at n=32 %(a run after the timed runs%): %d+ elements off"), res.reason)
+end)
+
 t.test("hostile_stale_results_are_wrong_once_the_global_state_rule_is_dropped", function()
   local loose = kwb.recipe {
     name = "hostile_loose", problem = require("kwb.problems.matmul") {}, shapes = { n = { 32 } },

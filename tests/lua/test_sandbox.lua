@@ -47,6 +47,22 @@ t.test("sandbox_process_has_an_empty_environment_and_no_privileges", function()
   t.eq(read("/proc/" .. pid .. "/status"), nil, "gone once closed")
 end)
 
+-- The judge's other buffers (its expected outputs among them) are not in the
+-- sandbox: it maps the ones it is passed, and only those.
+t.test("sandbox_maps_only_the_buffers_it_is_passed", function()
+  local others = {}
+  for i = 1, 5 do others[i] = core.buffer("f32", 100) end
+  local sb = assert(sandbox "add.c")
+  assert(sb:call(1, 1000, a, c))
+  local maps = assert(read("/proc/" .. sb:pid() .. "/maps"))
+  local shared = 0
+  for line in maps:gmatch("[^\n]+") do
+    if line:find("/memfd:kwb-buffer", 1, true) then shared = shared + 1 end
+  end
+  t.eq(shared, 2, "a and c")
+  sb:close()
+end)
+
 t.test("sandbox_refuses_a_signal_to_the_judge_and_names_the_call", function()
   local sb = assert(sandbox "kill_parent.c")
   local me = tonumber(read("/proc/self/stat"):match("^(%d+)"))

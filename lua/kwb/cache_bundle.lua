@@ -115,6 +115,7 @@ function Cache:export(file, f)
 end
 
 local outcomes = require "kwb.outcomes"
+local ceilings = require "kwb.ceilings"
 
 local function finite_positive(x)
   return type(x) == "number" and x == x and x > 0 and x < math.huge
@@ -122,7 +123,9 @@ end
 
 -- Does an imported result row make sense? nil, or why not: a known outcome,
 -- its JSON readable, times finite and positive where there are any, and a
--- verified outcome's median there and equal to the row's.
+-- verified outcome's median there and equal to the row's. (Import checks
+-- the median against the floor of any device of its kind as well:
+-- kwb.ceilings.absolute_floor.)
 local function result_sense(row)
   if not outcomes.known(row.outcome) then return string.format("its outcome '%s' is not one kwb gives", tostring(row.outcome)) end
   local timing, verify = decode(row.timing), decode(row.verify)
@@ -135,6 +138,7 @@ local function result_sense(row)
   if outcomes.verified[row.outcome] then
     if not finite_positive(timing.median) then return "a " .. row.outcome .. " result needs a median time" end
     if row.median ~= timing.median then return "its median column disagrees with its timing" end
+
   elseif timing.median ~= nil or row.median ~= nil then
     return string.format("a %s result has no times, but this one has a median", row.outcome)
   end
@@ -188,7 +192,7 @@ function Cache:import(file)
         return bad_bundle(file, "record %d (candidate) has malformed params or flags", i)
       end
       want = candidate_id_of_blob(row.problem, row.source, params, flags)
-      cands[row.id] = true
+      cands[row.id] = row.problem
     elseif rec.table == "build" then
       want = build_id(row.candidate, row.arch, row.toolchain)
     end
@@ -210,10 +214,18 @@ function Cache:import(file)
   end
   for i, r in ipairs(rows) do
     local cand = (r.table == "build" or r.table == "result") and r.row.candidate
-    if cand and not cands[cand] and #self.db:exec("SELECT 1 FROM candidate WHERE id = ?1", cand) == 0 then
+    local problem = cand and (cands[cand] or (self.db:exec("SELECT problem FROM candidate WHERE id = ?1", cand)[1] or {}).problem)
+    if cand and not problem then
       b:close()
       return bad_bundle(file, "record %d (%s) belongs to candidate %s, which is in neither the bundle "
                         .. "nor the cache", i, r.table, cand)
+    end
+    local floor, why
+    if r.table == "result" and r.row.median then floor, why = ceilings.absolute_floor(problem, r.row.shape, r.row.device) end
+    if floor and r.row.median < floor then
+      b:close()
+      return bad_bundle(file, "record %d (result of %s at %s): its median %.4g s is under the physical floor %.4g s of "
+                        .. "any device of its kind (%s)", i, cand, r.row.shape, r.row.median, floor, why)
     end
   end
   local counts = { candidates = 0, builds = 0, results = 0, runs = 0 }

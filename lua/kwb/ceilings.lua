@@ -94,4 +94,40 @@ function M.floor(c, bytes, flops)
   return t
 end
 
+-- Ceilings no device of a family reaches, with room to spare: what an
+-- imported result (measured elsewhere, its device's ceilings unknown here)
+-- is checked against. A host: 2 TB/s and 100 TFLOP/s (a CPU socket's memory
+-- and vector units stay well under both); a CUDA device: 10 TB/s and 10
+-- PFLOP/s (the H200: 4.8 TB/s and 989 TFLOP/s of dense bf16, hwdocs/hopper.md).
+M.beyond = {
+  host = { bandwidth = 2e12, flops = 1e14 },
+  cuda = { bandwidth = 1e13, flops = 1e16 },
+}
+
+-- absolute_floor(problem_key, shape_key, device) -> seconds, why | nil: the
+-- least time a shape of a kwb problem can take on any device of the kind's
+-- family (M.beyond), for problems kwb ships (kwb.problems.NAME with the
+-- key's options); nil when the problem, its options or the family are not
+-- known here.
+function M.absolute_floor(problem_key, shape_key, device)
+  local family = type(device) == "string" and device:match("^(%a+)")
+  local limit = family and M.beyond[family]
+  local name, opts = tostring(problem_key):match("^([%w_]+)(.*)$")
+  if not limit or not name then return nil end
+  local ok, ctor = pcall(require, "kwb.problems." .. name)
+  if not ok or type(ctor) ~= "function" then return nil end
+  local options = {}
+  for k, v in (opts:match("^{(.*)}$") or ""):gmatch("([%w_]+)=([^,]*)") do options[k] = tonumber(v) or v end
+  local shape = {}
+  for k, v in tostring(shape_key):gmatch("([%w_]+)=(%-?%d+)") do shape[k] = math.tointeger(tonumber(v)) end
+  local made, p = pcall(ctor, options)
+  if not made or p:key() ~= problem_key or not p:check_shape(shape) then return nil end
+  local bytes, flops = p:bytes_of(shape), p:flops_of(shape)
+  local floor = M.floor(limit, bytes, flops)
+  if floor <= 0 then return nil end
+  return floor, string.format("%s moves %.4g bytes and does %.4g flops there; no %s device moves more than %g B/s or "
+                              .. "computes more than %g FLOP/s", p.name, bytes or 0, flops or 0, family,
+                              limit.bandwidth, limit.flops)
+end
+
 return M

@@ -555,6 +555,35 @@ t.test("cache_import_rejects_results_that_make_no_sense", function()
   d:close(); c:close()
 end)
 
+-- A time no device of its kind could give: under the floor of a host that
+-- moves 2 TB/s and computes 100 TFLOP/s (a matmul at n=64 moves 49152 bytes:
+-- 24.6 ns), or of a CUDA device at 10 TB/s and 10 PFLOP/s (4.9 ns).
+t.test("cache_import_rejects_a_time_under_any_devices_floor", function()
+  local c = fresh()
+  local id = c:put_candidate { problem = "matmul", source = src, created = 7 }
+  local cand = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
+  local file = dir .. "/floor.kwb"
+  local function try(device, median)
+    local row = { candidate = id, device = device, shape = "n=64", outcome = "slower", median = median,
+                  verify = "{}", timing = cache_mod.json { median = median }, clocks = "{}", created = 1 }
+    assert(c.db:export(file, cache_mod.json { format = 1 }, { { table = "candidate", json = cache_mod.json(cand) },
+                                                             { table = "result", json = cache_mod.json(row) } },
+                       { cand.source }))
+    local d = fresh()
+    local ok, msg = d:import(file)
+    d:close()
+    return ok and "imported" or msg:match("^bundle [^ ]+ is corrupt: record 2 %(result of %x+ at n=64%): (.*)$") or msg
+  end
+  t.eq(try("host:EPYC:2", 1e-12), "its median 1e-12 s is under the physical floor 2.458e-08 s of any device of its kind "
+                                  .. "(matmul moves 4.915e+04 bytes and does 5.243e+05 flops there; no host device moves "
+                                  .. "more than 2e+12 B/s or computes more than 1e+14 FLOP/s)")
+  t.eq(try("cuda:NVIDIA H200:sm_90", 1e-12):match("^its median 1e%-12 s is under the physical floor 4%.915e%-09 s"),
+       "its median 1e-12 s is under the physical floor 4.915e-09 s")
+  t.eq(try("host:EPYC:2", 1e-6), "imported")
+  t.eq(try("tpu:v5", 1e-12), "imported", "a family kwb has no ceilings for is not judged")
+  c:close()
+end)
+
 t.test("cache_import_refuses_a_blob_that_would_decode_past_256_mib", function()
   local c = fresh()
   local big = string.rep("\0", (256 << 20) + 1)   -- compresses to a few kilobytes

@@ -87,20 +87,24 @@ kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n) {
     size_t body = (bytes + REDZONE + page - 1) / page * page;   /* data and at least REDZONE after it */
     size_t shared = REDZONE + body;
     b->map_bytes = page + shared + page;
+    /* A memfd past the process's file size limit (a worker's is 1 GiB) cannot
+     * be made (main() ignores SIGXFSZ, so ftruncate says EFBIG): such a
+     * buffer is private memory, which no sandbox can be given. */
     b->fd = memfd_create("kwb-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (b->fd < 0 || ftruncate(b->fd, (off_t)shared) != 0) {
-        int e = errno;
-        if (b->fd >= 0) close(b->fd);
-        free(b);
-        kwb_fail(KWB_ENOMEM, "out of memory allocating %zu bytes (shared memory: %s)", bytes, strerror(e));
-        return NULL;
-    }
-    fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-    void *m = map_somewhere(b->map_bytes, page);   /* the reservation; its middle is the memfd */
-    if (m == MAP_FAILED || mmap((unsigned char *)m + page, shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                                b->fd, 0) == MAP_FAILED) {
-        if (m != MAP_FAILED) munmap(m, b->map_bytes);
+    if (b->fd >= 0 && ftruncate(b->fd, (off_t)shared) != 0) {
         close(b->fd);
+        b->fd = -1;
+    }
+    if (b->fd >= 0) fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    void *m = map_somewhere(b->map_bytes, page);   /* the reservation; its middle is the memory */
+    void *mid = MAP_FAILED;
+    if (m != MAP_FAILED)
+        mid = b->fd >= 0 ? mmap((unsigned char *)m + page, shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, b->fd, 0)
+                         : mmap((unsigned char *)m + page, shared, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (mid == MAP_FAILED) {
+        if (m != MAP_FAILED) munmap(m, b->map_bytes);
+        if (b->fd >= 0) close(b->fd);
         free(b);
         kwb_fail(KWB_ENOMEM, "out of memory allocating %zu bytes", bytes);
         return NULL;
@@ -117,6 +121,9 @@ kwb_buffer *kwb_buffer_new(kwb_dtype t, uint64_t n) {
 }
 
 int kwb_buffer_share(const kwb_buffer *b, kwb_buffer_shared *s) {
+    if (b->fd < 0)
+        return kwb_fail(KWB_EINVAL, "a buffer of %zu bytes is not in shared memory (it passes this process's file "
+                        "size limit), so no sandbox can be given it", kwb_buffer_bytes(b));
     s->fd = b->fd;
     s->bytes = b->map_bytes - 2 * page_size();
     s->data_offset = REDZONE;
@@ -150,7 +157,7 @@ int kwb_buffer_redzone(kwb_buffer *b, int64_t *first, int64_t *last) {
 void kwb_buffer_free(kwb_buffer *b) {
     if (!b) return;
     munmap(b->map, b->map_bytes);
-    close(b->fd);
+    if (b->fd >= 0) close(b->fd);
     free(b);
 }
 

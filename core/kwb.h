@@ -60,7 +60,8 @@ void kwb_buffer_free(kwb_buffer *b);
  * (negative: before it); the redzones are restored. 0 when intact. */
 int kwb_buffer_redzone(kwb_buffer *b, int64_t *first, int64_t *last);
 /* The shared part of a buffer (its redzones and data, a memfd): what a
- * sandbox maps between guard pages of its own. */
+ * sandbox maps between guard pages of its own. KWB_EINVAL for a buffer
+ * past the process's file size limit, which is private memory instead. */
 typedef struct kwb_buffer_shared {
     int fd;                 /* owned by the buffer */
     size_t bytes;           /* the memfd's size: a whole number of pages */

@@ -4,6 +4,7 @@
  *
  * Everything after the file (or subcommand) goes to it as `arg` and `...`, as
  * lua.c does. The work itself runs inside lua_pcall (pmain). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,9 @@ static int pmain(lua_State *L) {
 int main(int argc, char **argv) {
     /* a sandbox (core/sandbox.c): no Lua, nothing of the judge's */
     if (argc > 1 && strcmp(argv[1], "--sandbox-child") == 0) return kwb_sandbox_main(argc, argv);
+    /* past the file size limit a write or a memfd's size fails (EFBIG)
+     * instead of killing kwb: a host buffer that large is private memory */
+    signal(SIGXFSZ, SIG_IGN);
     cli c = {.argc = argc, .argv = argv};
     int rc = parse_options(&c);
     if (rc) return rc;

@@ -501,7 +501,12 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
 /* The slot of b in the sandbox, mapping it there first; -1 when it ended. */
 static int64_t slot_of(kwb_sandbox *s, kwb_buffer *b, kwb_sandbox_result *r) {
     kwb_buffer_shared sh;
-    kwb_buffer_share(b, &sh);
+    if (kwb_buffer_share(b, &sh)) {
+        r->outcome = KWB_SANDBOX_CRASHED;
+        snprintf(r->detail, sizeof r->detail, "%s", kwb_last_error());
+        end(s, NULL);
+        return -1;
+    }
     for (uint32_t i = 0; i < s->nmapped; i++)
         if (s->mapped[i].serial == sh.serial) return s->mapped[i].slot;
     if (s->nmapped == MAX_SLOTS) {

@@ -125,6 +125,25 @@ t.test("sandbox_answering_early_does_not_shorten_the_time", function()
   sb:close()
 end)
 
+-- Past the process's file size limit a buffer is private memory (no memfd
+-- can be that large): it still works here, and a sandbox refuses it by name.
+t.test("sandbox_buffer_past_the_file_size_limit_is_private_and_refused", function()
+  local mod = assert(host.compile { file = "tests/sandbox/add.c", no_load = true })
+  local script = string.format([[
+local core = require "kwb.core"
+local big = core.buffer("f32", 1 << 20)
+big:fill(2)
+local c = core.buffer("f32", 4)
+local sb = assert(core.host_sandbox(%q, "add", "void", { "i32", "ptr", "ptr" }))
+local r, why, info = sb:call(1, 4, big, c)
+print(big[1 << 20], info and info.code, why)]], mod.path)
+  local p = io.popen("ulimit -f 1024 && ./kwb -e '" .. script:gsub("'", "'\\''") .. "' 2>&1")
+  local out = p:read("a")
+  p:close()
+  t.eq(out, "2.0\tcrashed\ta buffer of 4194304 bytes is not in shared memory (it passes this process's file size "
+            .. "limit), so no sandbox can be given it\n")
+end)
+
 t.test("sandbox_a_missing_function_is_no_symbol", function()
   local mod = assert(host.compile { file = "tests/sandbox/add.c", no_load = true })
   local sb, why, info = mod:sandbox "void mul(int n, const float *a, float *c)"

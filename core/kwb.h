@@ -239,6 +239,11 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
  * the call could not be made (KWB_EINVAL). */
 int kwb_sandbox_call(kwb_sandbox *s, const kwb_value *args, kwb_buffer *const *bufs, double limit_s,
                      kwb_sandbox_result *r);
+/* count calls at once (1 to 64), queued together so the sandbox runs them
+ * back to back: args and bufs hold count x nargs entries, call after call;
+ * r->cpu_s is their total, the limit is limit_s per call. */
+int kwb_sandbox_calls(kwb_sandbox *s, uint32_t count, const kwb_value *args, kwb_buffer *const *bufs,
+                      double limit_s, kwb_sandbox_result *r);
 int kwb_sandbox_pid(const kwb_sandbox *s);
 void kwb_sandbox_free(kwb_sandbox *s);   /* kills the process and reaps it */
 /* The sandbox's own side: main() runs it for `kwb --sandbox-child ...`. */

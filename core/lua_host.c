@@ -286,19 +286,9 @@ static int l_sandbox(lua_State *L) {
 
 static const char *const sandbox_codes[] = {"ok", "crashed", "forbidden", "timeout"};
 
-/* sb:call(limit, args...) -> { cpu =, wall =, between = } | nil, why,
- * { code = "crashed" | "forbidden" | "timeout" }: buffers as pointers (nil
- * for NULL), numbers as scalars; the limit in CPU seconds. */
-static int l_sandbox_call(lua_State *L) {
-    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
-    if (!u->s) return luaL_error(L, "the sandbox is closed");
-    double limit = luaL_checknumber(L, 2);
-    int given = lua_gettop(L) - 2;
-    if (given != (int)u->nargs) return luaL_error(L, "kernel takes %d arguments, got %d", (int)u->nargs, given);
-    kwb_value v[64];
-    kwb_buffer *bufs[64];
-    for (uint32_t i = 0; i < u->nargs; i++) {
-        int idx = 3 + (int)i;
+/* One call's arguments from the values at idx.. (scalars, buffers or nil). */
+static void sandbox_args(lua_State *L, const lsandbox *u, int idx, kwb_value *v, kwb_buffer **bufs) {
+    for (uint32_t i = 0; i < u->nargs; i++, idx++) {
         bufs[i] = NULL;
         switch (u->args[i]) {
         case KWB_C_I32: v[i].i32 = (int32_t)luaL_checkinteger(L, idx); break;
@@ -314,22 +304,65 @@ static int l_sandbox_call(lua_State *L) {
         case KWB_C_VOID: break;
         }
     }
-    kwb_sandbox_result r;
-    if (kwb_sandbox_call(u->s, v, bufs, limit, &r)) return luaL_error(L, "%s", kwb_last_error());
-    if (r.outcome != KWB_SANDBOX_OK) {
-        kwb_lua_fail(L, sandbox_codes[r.outcome], r.detail);
-        lua_pushnumber(L, r.wall_s);
+}
+
+static int push_sandbox_result(lua_State *L, const kwb_sandbox_result *r) {
+    if (r->outcome != KWB_SANDBOX_OK) {
+        kwb_lua_fail(L, sandbox_codes[r->outcome], r->detail);
+        lua_pushnumber(L, r->wall_s);
         lua_setfield(L, -2, "wall");
         return 3;
     }
     lua_createtable(L, 0, 3);
-    lua_pushnumber(L, r.cpu_s);
+    lua_pushnumber(L, r->cpu_s);
     lua_setfield(L, -2, "cpu");
-    lua_pushnumber(L, r.wall_s);
+    lua_pushnumber(L, r->wall_s);
     lua_setfield(L, -2, "wall");
-    lua_pushnumber(L, r.between_s);
+    lua_pushnumber(L, r->between_s);
     lua_setfield(L, -2, "between");
     return 1;
+}
+
+/* sb:call(limit, args...) -> { cpu =, wall =, between = } | nil, why,
+ * { code = "crashed" | "forbidden" | "timeout" }: buffers as pointers (nil
+ * for NULL), numbers as scalars; the limit in CPU seconds. */
+static int l_sandbox_call(lua_State *L) {
+    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    if (!u->s) return luaL_error(L, "the sandbox is closed");
+    double limit = luaL_checknumber(L, 2);
+    int given = lua_gettop(L) - 2;
+    if (given != (int)u->nargs) return luaL_error(L, "kernel takes %d arguments, got %d", (int)u->nargs, given);
+    kwb_value v[64];
+    kwb_buffer *bufs[64];
+    sandbox_args(L, u, 3, v, bufs);
+    kwb_sandbox_result r;
+    if (kwb_sandbox_call(u->s, v, bufs, limit, &r)) return luaL_error(L, "%s", kwb_last_error());
+    return push_sandbox_result(L, &r);
+}
+
+/* sb:calls(limit, { { args... }, ... }) -> as sb:call, cpu the total: up to
+ * 64 calls queued at once and run back to back (each list holds the
+ * kernel's arguments, n = their count when a pointer is nil). */
+static int l_sandbox_calls(lua_State *L) {
+    lsandbox *u = luaL_checkudata(L, 1, SANDBOX_MT);
+    if (!u->s) return luaL_error(L, "the sandbox is closed");
+    double limit = luaL_checknumber(L, 2);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_Integer count = luaL_len(L, 3);
+    if (count < 1 || count > 64) return luaL_error(L, "a sandbox takes 1 to 64 calls at once, not %d", (int)count);
+    kwb_value *v = lua_newuserdatauv(L, sizeof *v * (size_t)count * (u->nargs + 1), 0);
+    kwb_buffer **bufs = lua_newuserdatauv(L, sizeof *bufs * (size_t)count * (u->nargs + 1), 0);
+    for (lua_Integer j = 1; j <= count; j++) {
+        int top = lua_gettop(L);
+        lua_rawgeti(L, 3, j);
+        luaL_checktype(L, -1, LUA_TTABLE);
+        for (uint32_t i = 1; i <= u->nargs; i++) lua_rawgeti(L, top + 1, i);
+        sandbox_args(L, u, top + 2, v + (j - 1) * u->nargs, bufs + (j - 1) * u->nargs);
+        lua_settop(L, top);
+    }
+    kwb_sandbox_result r;
+    if (kwb_sandbox_calls(u->s, (uint32_t)count, v, bufs, limit, &r)) return luaL_error(L, "%s", kwb_last_error());
+    return push_sandbox_result(L, &r);
 }
 
 static int l_sandbox_pid(lua_State *L) {
@@ -374,7 +407,7 @@ void kwb_lua_open_host(lua_State *L) {
         {"__gc", l_sandbox_gc}, {"__close", l_sandbox_gc}, {NULL, NULL},
     };
     static const luaL_Reg sandbox_methods[] = {
-        {"call", l_sandbox_call}, {"pid", l_sandbox_pid}, {"close", l_sandbox_gc}, {NULL, NULL},
+        {"call", l_sandbox_call}, {"calls", l_sandbox_calls}, {"pid", l_sandbox_pid}, {"close", l_sandbox_gc}, {NULL, NULL},
     };
     if (luaL_newmetatable(L, SANDBOX_MT)) {
         luaL_setfuncs(L, sandbox_meta, 0);

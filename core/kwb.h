@@ -90,6 +90,8 @@ int kwb_buffer_is_poison(const kwb_buffer *b, uint64_t i);
 int kwb_buffer_copy(kwb_buffer *dst, const kwb_buffer *src);
 /* SHA-256 of the bytes, as 64 hex digits into out[65]. */
 int kwb_buffer_checksum(const kwb_buffer *b, char *out);
+/* A keyed 64-bit digest of the bytes: fast, unforgeable without the key. */
+uint64_t kwb_buffer_digest(const kwb_buffer *b, uint64_t key);
 
 /* ---- verification ------------------------------------------------------ */
 

@@ -211,6 +211,13 @@ static int l_redzone(lua_State *L) {
     return 2;
 }
 
+/* buf:digest(key) -> an integer: kwb_buffer_digest */
+static int l_digest(lua_State *L) {
+    kwb_buffer *b = kwb_lua_checkbuffer(L, 1);
+    lua_pushinteger(L, (lua_Integer)kwb_buffer_digest(b, (uint64_t)luaL_checkinteger(L, 2)));
+    return 1;
+}
+
 static int l_checksum(lua_State *L) {
     char hex[65];
     if (kwb_buffer_checksum(kwb_lua_checkbuffer(L, 1), hex)) return luaL_error(L, "%s", kwb_last_error());
@@ -264,7 +271,7 @@ void kwb_lua_open_buffer(lua_State *L) {
         {"fill_uniform", l_fill_uniform}, {"fill_normal", l_fill_normal},
         {"fill_normal_stream", l_fill_normal_stream}, {"fill", l_fill},
         {"poison", l_poison}, {"is_poison", l_is_poison}, {"totable", l_totable}, {"set", l_set},
-        {"copy", l_copy}, {"clone", l_clone}, {"checksum", l_checksum}, {"redzone", l_redzone}, {"raw", l_raw},
+        {"copy", l_copy}, {"clone", l_clone}, {"checksum", l_checksum}, {"digest", l_digest}, {"redzone", l_redzone}, {"raw", l_raw},
         {"set_raw", l_set_raw}, {"free", l_free}, {NULL, NULL},
     };
     if (luaL_newmetatable(L, BUFFER_MT)) {       // [core, mt]

@@ -113,7 +113,7 @@ end
 -- fresh(h, b, seed, tag): the inputs of one timed run (kwb.timed), drawn
 -- from the candidate's seed, the shape and the run's tag whatever the
 -- problem's draw (normal ones from a faster stream of the same
--- distribution); checksummed; outputs poisoned. The expected outputs are
+-- distribution); digested (a keyed hash, kwb_buffer_digest); outputs poisoned. The expected outputs are
 -- not computed (expect() does that, after the call, for the runs checked).
 function M.fresh(h, b, seed, tag)
   local p = h.problem
@@ -124,9 +124,10 @@ function M.fresh(h, b, seed, tag)
       fill(b.bufs[a.name], a.init, rng.seed_of(seed, b.key, tag, a.name), b.shape, b.bufs, true)
     end
   end
+  b.sum_key = rng.seed_of(seed, b.key, tag, "digest")   -- the keyed digest: fast, and the key stays here
   for _, a in ipairs(p.buffers) do
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
-    if a.role == "in" then b.sums[a.name] = assert(b.bufs[a.name]:checksum()) end
+    if a.role == "in" then b.sums[a.name] = b.bufs[a.name]:digest(b.sum_key) end
     if a.role == "out" then b.bufs[a.name]:poison() end
   end
 end
@@ -160,7 +161,7 @@ function M.prepare(h, b, seed, round)
     elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
   end
   expected(h, b, round, draw_run)
-  b.sums = {}
+  b.sums, b.sum_key = {}, nil
   for _, a in ipairs(p.buffers) do
     if a.role == "in" then b.sums[a.name] = assert(b.bufs[a.name]:checksum()) end
     if a.role == "out" then b.bufs[a.name]:poison()

@@ -1,12 +1,15 @@
 -- kwb/timed.lua: the timed runs of a sandboxed kernel (the host backend's
--- candidates), one call at a time. Before every run the inputs are drawn
--- afresh and the outputs poisoned, outside the timed region, so no run can
--- reuse an earlier one's work; after every run the buffers' redzones are
--- checked; `verify_runs` runs at places drawn when the warm-up ends (the
--- kernel cannot see which), those the samples ended before run after them,
--- and one run more, are verified against the reference for their own inputs. A run's time is the sandbox's
--- CPU time for that call, its waking and answering included (docs/perf.md
--- gives that cost: what it adds to every kernel's time, never takes away).
+-- candidates). Before every run the inputs are drawn afresh and the outputs
+-- poisoned, outside the timed region, so no run can reuse an earlier one's
+-- work; after every run the buffers' redzones are checked. Calls shorter
+-- than `M.window` go in batches, each call of a batch on a bench of its own
+-- (its own inputs and outputs), queued at once: a sample is their mean.
+-- `verify_runs` samples at places drawn when the warm-up ends (the kernel
+-- cannot see which), those the samples ended before run after them, and one
+-- more, are verified against the reference for their own inputs, every call
+-- of them. A call's time is the sandbox's CPU time for it, its waking and
+-- answering included (docs/perf.md gives that cost: what it adds to every
+-- kernel's time, never takes away).
 local core = require "kwb.core"
 local inputs = require "kwb.inputs"
 local rng = require "kwb.rng"
@@ -14,8 +17,13 @@ local verify = require "kwb.verify"
 
 local M = {}
 
--- Timed runs verified against the reference, besides the one after the last.
+-- Samples verified against the reference, besides the one after the last.
 M.verify_runs = 4
+-- A sample lasts at least this long where a batch of calls can make it so:
+-- at most batch_max calls, their benches at most batch_bytes in all.
+M.window = 2e-4
+M.batch_max = 16
+M.batch_bytes = 64 << 20
 
 -- failure(why, outcome, what, key, timeout) -> the reason of a call that
 -- did not return: "its sandbox died of SIGSEGV (Segmentation fault) during
@@ -27,8 +35,30 @@ function M.failure(why, outcome, what, key, timeout)
                          .. "was killed", what, key, timeout or 0)
   elseif outcome == "forbidden" then
     return string.format("during %s at %s the candidate made a %s", what, key, tostring(why))
+  elseif outcome == "wrong" then
+    return string.format("during %s at %s %s", what, key, tostring(why))
   end
   return string.format("its sandbox %s during %s at %s", tostring(why), what, key)
+end
+
+-- The benches of a batch of k: b itself and copies with buffers of their
+-- own (kept in the harness like b), named as b in every message.
+local function benches(h, b, k)
+  b.copies = b.copies or { b }
+  for j = #b.copies + 1, k do
+    local c = inputs.bench(h, { shape = b.shape, key = b.key .. " #" .. j })
+    c.key = b.key
+    b.copies[j] = c
+  end
+  return b.copies
+end
+
+local function bench_bytes(h, b)
+  local n = 0
+  for _, a in ipairs(h.problem.buffers) do
+    if not a.fixed then n = n + b.bufs[a.name].bytes * (a.role == "in" and 1 or 2) end
+  end
+  return n
 end
 
 -- shape(h, kernel, b, t, seed) -> stats | nil, message, outcome ("wrong",
@@ -37,33 +67,43 @@ end
 -- candidate's.
 function M.shape(h, kernel, b, t, seed)
   local backend = h.backend
-  local runs = 0
+  local runs, k = 0, 1
   local function run(check, what)
     runs = runs + 1
-    inputs.fresh(h, b, seed, "timed " .. runs)
-    local ok, secs, outcome = backend.call(kernel, b, b.args, h.timeout)
+    local set = benches(h, b, k)
+    for j = 1, k do inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j)) end
+    local ok, secs, outcome
+    if k == 1 then ok, secs, outcome = backend.call(kernel, b, b.args, h.timeout)
+    else ok, secs, outcome = backend.calls(kernel, { table.unpack(set, 1, k) }, h.timeout) end
     if not ok then return nil, M.failure(secs, outcome, what, b.key, h.timeout), outcome or "crashed" end
-    if h.timeout and secs > h.timeout then
-      return nil, string.format("one call took %.2f s at %s (the timeout is %g s)", secs, b.key, h.timeout), "timeout"
+    local per = secs / k
+    if h.timeout and per > h.timeout then
+      return nil, string.format("one call took %.2f s at %s (the timeout is %g s)", per, b.key, h.timeout), "timeout"
     end
-    if check then inputs.expect(h, b) end
-    local out, why = verify.check(h.problem, backend, b, what, false, not check)
-    if out then return nil, why, out end
-    return secs
+    for j = 1, k do
+      if check then inputs.expect(h, set[j]) end
+      local out, why = verify.check(h.problem, backend, set[j], what, false, not check)
+      if out then return nil, why, out end
+    end
+    return per
   end
   local warm_s, warm_min = t.warmup or 0.05, t.warmup_min or 3
   local t0 = core.now()
-  local warm = 0
+  local warm, quickest = 0, math.huge
   while warm < warm_min or core.now() - t0 < warm_s do
     local s, why, out = run(false, "a warm-up run")
     if not s then return nil, why, out end
-    warm = warm + 1
+    warm, quickest = warm + 1, math.min(quickest, s)
     if warm >= 100000 then break end
   end
+  if backend.calls then   -- short calls in batches, as many as make a window
+    k = math.ceil(M.window / math.max(quickest, 1e-9))
+    k = math.max(1, math.min(k, M.batch_max, M.batch_bytes // math.max(bench_bytes(h, b), 1)))
+  end
   local min_n, max_n, cap, target = t.min_samples or 10, t.max_samples or 10000, t.cap or 1, t.target or 0.005
-  -- where the verified runs fall: among as many samples as the cap will
-  -- likely allow at the warm-up's pace
-  local pace = (core.now() - t0) / math.max(warm, 1)
+  -- where the verified samples fall: among as many as the cap will likely
+  -- allow at the warm-up's pace
+  local pace = (core.now() - t0) / math.max(warm, 1) * k
   local expect_n = math.max(min_n, math.min(max_n, math.floor(cap / math.max(pace, 1e-9))))
   local draw = rng.new(rng.seed_of(seed, b.key, "which timed runs are verified"))
   local checked = {}
@@ -83,14 +123,14 @@ function M.shape(h, kernel, b, t, seed)
       next_check = n + math.max(n // 10, 1)
     end
   end
-  -- the verified runs the samples ended before, and the one after them: the
-  -- kernel cannot tell these from the timed runs either
+  -- the verified samples the timing ended before, and one more: the kernel
+  -- cannot tell these from the timed ones either
   for _ = verified, math.min(t.verify_runs or M.verify_runs, expect_n) do
     local last, why, out = run(true, "a run after the timed runs")
     if not last then return nil, why, out end
   end
   local st = core.stats(samples, target)
-  st.capped, st.warmup, st.batch, st.converged = capped, warm, 1, nil
+  st.capped, st.warmup, st.batch, st.converged = capped, warm, k, nil
   return st
 end
 

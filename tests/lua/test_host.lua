@@ -182,4 +182,33 @@ t.test("host_os_helpers_answer_plainly", function()
   t.truthy(#core.machine() > 0, "uname -m")
 end)
 
+-- The fresh inputs of timed runs (kwb.timed) come from this fill: the
+-- normal distribution (Marsaglia and Tsang's ziggurat over xorshift64*),
+-- fixed by its seed. One million draws: each moment and tail within five
+-- standard errors of the normal's.
+t.test("fill_normal_stream_draws_the_normal_distribution", function()
+  local core = require "kwb.core"
+  local n = 1 << 20
+  local b = core.buffer("f64", n):fill_normal_stream(7, 0, 1)
+  local s, s2, s4, below1, past3 = 0, 0, 0, 0, 0
+  for i = 1, n do
+    local v = b[i]
+    s, s2, s4 = s + v, s2 + v * v, s4 + v ^ 4
+    if v < 1 then below1 = below1 + 1 end
+    if math.abs(v) > 3 then past3 = past3 + 1 end
+  end
+  local mean, var = s / n, s2 / n - (s / n) ^ 2
+  t.near(mean, 0, 5 / math.sqrt(n), "mean")
+  t.near(var, 1, 5 * math.sqrt(2 / n), "variance")
+  t.near(s4 / n, 3, 5 * math.sqrt(96 / n), "fourth moment")
+  t.near(below1 / n, 0.841345, 5 * math.sqrt(0.841345 * 0.158655 / n), "P(x < 1)")
+  t.near(past3 / n, 0.0026998, 5 * math.sqrt(0.0027 / n), "P(|x| > 3)")
+  local f = core.buffer("f32", 8):fill_normal_stream(7, 10, 2)
+  local again = core.buffer("f32", 8):fill_normal_stream(7, 10, 2)
+  local other = core.buffer("f32", 8):fill_normal_stream(8, 10, 2)
+  t.eq(f[3], again[3], "a seed gives the same values")
+  t.truthy(f[3] ~= other[3], "another seed others")
+  t.eq(f[1], (string.unpack("f", string.pack("f", 10 + 2 * b[1]))), "mean and stdev scale the same draws")
+end)
+
 t.done()

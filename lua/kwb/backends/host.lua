@@ -40,15 +40,39 @@ Sandboxed.__close = Sandboxed.close
 -- outcome ("crashed", "forbidden", "timeout"): one call with the bench's
 -- arguments; seconds: the candidate's CPU time (a sandbox's) or this
 -- process's (the reference).
+-- A sandbox that used its processor while it should have slept between
+-- calls (it cannot for want of any way to wake: a sign of a broken channel)
+-- is wrong rather than trusted.
+local function ran_between(r)
+  if r.between > 1e-4 then
+    return string.format("its process ran %.3g s between two calls, while it had nothing to do", r.between)
+  end
+end
+
 function B.call(kernel, b, args, limit)
   if getmetatable(kernel) == Sandboxed then
     local r, why, info = kernel.sb:call(limit or 3600, table.unpack(args, 1, b.n))
     if not r then return nil, why, info.code end
+    local between = ran_between(r)
+    if between then return nil, between, "wrong" end
     return true, r.cpu, r
   end
   local t0 = os.clock()
   kernel(table.unpack(args, 1, b.n))
   return true, os.clock() - t0
+end
+
+-- calls(kernel, sets, limit) -> true, seconds | nil, message, outcome: one
+-- call on each bench of sets (their args), queued at once and run back to
+-- back by the kernel's sandbox; seconds: their total CPU time.
+function B.calls(kernel, sets, limit)
+  local list = {}
+  for j, s in ipairs(sets) do list[j] = s.args end
+  local r, why, info = kernel.sb:calls(limit or 3600, list)
+  if not r then return nil, why, info.code end
+  local between = ran_between(r)
+  if between then return nil, between, "wrong" end
+  return true, r.cpu, r
 end
 
 -- Every timed run of a sandboxed kernel gets fresh inputs and poisoned

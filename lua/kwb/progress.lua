@@ -120,7 +120,8 @@ function Reporter:table(s, res)
   for _, sh in ipairs(s.recipe.shapes) do
     local r, st = res.shapes[sh.key], s.start.shapes[sh.key]
     if r then
-      rows[#rows + 1] = { sh.key, report.time(st.median), report.time(r.median), string.format("%.2fx", r.speedup),
+      rows[#rows + 1] = { sh.key, report.time(st.median), report.time(r.median),
+        r.speedup and string.format("%.2fx", r.speedup) or "-",
         r.gbs and string.format("%.1f", r.gbs) or "-", r.gflops and string.format("%.1f", r.gflops) or "-",
         r.floor_frac and string.format("%.0f%%", 100 * r.floor_frac) or "-",
         string.format("%.1f%%", 100 * r.spread), r.partial and "partial" or r.noisy and "noisy" or "full" }

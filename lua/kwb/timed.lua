@@ -63,8 +63,8 @@ end
 
 -- shape(h, kernel, b, t, seed) -> stats | nil, message, outcome ("wrong",
 -- "crashed", "forbidden", "timeout"). t: the recipe's timing (warmup,
--- warmup_min, min_samples, max_samples, cap, target, verify_runs); seed: the
--- candidate's.
+-- warmup_min, min_samples, max_samples, cap, target, verify_runs, and
+-- race_above: a time its median is raced against); seed: the candidate's.
 function M.shape(h, kernel, b, t, seed)
   local backend = h.backend
   local runs, k = 0, 1
@@ -108,7 +108,7 @@ function M.shape(h, kernel, b, t, seed)
   local draw = rng.new(rng.seed_of(seed, b.key, "which timed runs are verified"))
   local checked = {}
   for _ = 1, math.min(t.verify_runs or M.verify_runs, expect_n) do checked[draw(expect_n)] = true end
-  local samples, capped, verified = {}, false, 0
+  local samples, capped, verified, partial = {}, false, 0, nil
   local start, next_check = core.now(), min_n
   while true do
     local n = #samples + 1
@@ -119,18 +119,25 @@ function M.shape(h, kernel, b, t, seed)
     if n >= max_n then capped = true; break end
     if n >= min_n and core.now() - start >= cap then capped = true; break end
     if n >= next_check then
-      if core.stats(samples, target).converged then break end
+      local so_far = core.stats(samples, target)
+      if so_far.converged then break end
+      -- racing on: once even the low end of its median's 95% interval is
+      -- past the bound, the shape stops, partial (as the first look does
+      -- with its fastest sample, the low end at five samples)
+      if t.race_above and so_far.ci_lo > t.race_above then partial = true; break end
       next_check = n + math.max(n // 10, 1)
     end
   end
   -- the verified samples the timing ended before, and one more: the kernel
-  -- cannot tell these from the timed ones either
-  for _ = verified, math.min(t.verify_runs or M.verify_runs, expect_n) do
+  -- cannot tell these from the timed ones either (a timing raced out, which
+  -- never makes a winner, only needs one verified run in all)
+  local want = partial and 0 or math.min(t.verify_runs or M.verify_runs, expect_n)
+  for _ = verified, want do
     local last, why, out = run(true, "a run after the timed runs")
     if not last then return nil, why, out end
   end
   local st = core.stats(samples, target)
-  st.capped, st.warmup, st.batch, st.converged = capped, warm, k, nil
+  st.capped, st.warmup, st.batch, st.converged, st.partial = capped, warm, k, nil, partial
   return st
 end
 

@@ -220,6 +220,64 @@ t.test("hostile_a_noisy_shape_is_timed_again_then_marked", function()
   t.eq(sh.noisy, nil)
 end)
 
+-- Racing goes on through a full timing: once the low end of the median's
+-- interval is past the bound, the shape stops, partial. The kernel here is
+-- the reference itself with scripted times, 2 ms and 2.2 ms in turn.
+t.test("hostile_racing_stops_a_timing_once_its_interval_is_past_the_bound", function()
+  local measure = require "kwb.measure"
+  local timed = require "kwb.timed"
+  local matmul = require "kwb.problems.matmul"
+  local r = kwb.recipe { name = "racing", problem = matmul {}, shapes = { n = { 8 } }, verify_shapes = false,
+                         start = "../../kernels/host/matmul_naive.c" }
+  local h = measure.harness(r)
+  local real, i = h.backend, 0
+  h.backend = setmetatable({ calls = false, call = function(_, b, args)
+    real.call(h:reference().fn, b, args)
+    i = i + 1
+    return true, i % 2 == 0 and 2.2e-3 or 2e-3
+  end }, { __index = real })
+  local b = h:bench(r.shapes[1])
+  local opts = { warmup = 0, warmup_min = 1, min_samples = 5, max_samples = 40, cap = 100, target = 1e-9 }
+  local st = assert(timed.shape(h, "kernel", b, opts, 1))
+  t.eq(st.n, 40, "no racing: to the sample bound")
+  t.eq(st.partial, nil)
+  st = assert(timed.shape(h, "kernel", b, setmetatable({ race_above = 1.5e-3 }, { __index = opts }), 1))
+  t.eq(st.n, 5, "raced out at the first look at its interval")
+  t.eq(st.partial, true)
+  st = assert(timed.shape(h, "kernel", b, setmetatable({ race_above = 2.1e-3 }, { __index = opts }), 1))
+  t.eq(st.n, 40, "an interval reaching under the bound: timed in full")
+  t.eq(st.partial, nil)
+end)
+
+-- A timing raced out half-way is a measurement like any other: the shape
+-- is partial, and nothing checks its last run against another run's answer.
+-- Scripted times: 2 and 2.2 ms in turn, 1 ms every seventh call, so the
+-- first look's fastest sample is under the bound and the interval later is
+-- not.
+t.test("hostile_a_timing_raced_out_half_way_is_partial_not_wrong", function()
+  local measure = require "kwb.measure"
+  local matmul = require "kwb.problems.matmul"
+  local r = kwb.recipe { name = "halfway", problem = matmul {}, shapes = { n = { 8 } }, verify_shapes = false,
+                         start = "../../kernels/host/matmul_naive.c",
+                         timing = { warmup = 0, warmup_min = 1, min_samples = 5, max_samples = 16, cap = 100,
+                                    target = 1e-9 } }
+  local h = measure.harness(r)
+  local real, i = h.backend, 0
+  h.backend = setmetatable({ calls = false, call = function(k, b, args, limit)
+    if k == h:reference().fn then return real.call(k, b, args, limit) end
+    real.call(h:reference().fn, b, args)
+    i = i + 1
+    return true, i % 7 == 0 and 1e-3 or i % 2 == 0 and 2.2e-3 or 2e-3
+  end }, { __index = real })
+  h.best_time = { ["n=8"] = 1.5e-3 / 1.1 }
+  local res = { seconds = {}, shapes = {}, seed = 1 }
+  h:measure({ source = assert(kwb.host.read_file(r.start.file)), name = "k.c", defines = {}, define_list = {} }, res)
+  t.eq(res.outcome, nil, tostring(res.reason))
+  local sh = res.shapes["n=8"]
+  t.eq(sh.partial, true)
+  t.truthy(sh.n > 5 and sh.n < 16, "raced out after the first look, before the bound: " .. sh.n)
+end)
+
 -- A candidate measured twice keeps both measurements.
 t.test("hostile_a_second_measurement_does_not_erase_the_first", function()
   local matmul = require "kwb.problems.matmul"

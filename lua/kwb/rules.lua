@@ -16,6 +16,7 @@ local lpeg = require "lpeg"
 local nearest = require "kwb.nearest"
 local P, R, S, C, Cp, Cs, Ct = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Cp, lpeg.Cs, lpeg.Ct
 
+local ptx_read = require "kwb.ptx"
 local M = {}
 
 -- ---- the rule catalogue -------------------------------------------------
@@ -93,6 +94,14 @@ M.catalogue = {
     why = "inline assembly can do anything the other rules forbid",
     words = { "asm", "__asm__", "__asm" },
   },
+  -- allow-lists of the PTX (kwb/ptx.lua): the special registers a kernel
+  -- may read, and no instruction that stops, pauses or counts
+  ["ptx-allow-list"] = {
+    why = "a CUDA candidate may read its place in the grid, the grid's shape, lanes, warps, clusters and shared "
+          .. "memory sizes and no other special register (no clock, timer, counter or environment register), and "
+          .. "may not trap, pause or count events",
+    ptx_allow = true,
+  },
   -- not a list of what is forbidden but of what is allowed: a host module may
   -- call these and nothing else (the deny rules above come first, for their
   -- messages); a recipe's `allow` adds names
@@ -104,7 +113,7 @@ M.catalogue = {
 }
 
 M.default = { "other-streams", "sync", "timer", "printf", "sleep", "l2-persistence",
-              "global-state", "exit", "escape", "allow-list" }
+              "global-state", "exit", "escape", "allow-list", "ptx-allow-list" }
 
 -- What a host module may leave undefined: the toolchain's own references, the
 -- memory and string functions, the allocator, and libm (with its f and l
@@ -188,6 +197,7 @@ end
 
 local function compile_rule(name, spec)
   local r = { name = name, why = spec.why or ("forbidden by rule '" .. name .. "'"), data = spec.data, allow = spec.allow,
+              ptx_allow = spec.ptx_allow,
               words = spec.words or {}, symbols = spec.symbols or {}, asm = spec.asm or {} }
   -- Scan: at every token start try the rule's words; skip whole identifiers
   -- and numbers otherwise, so a word never matches inside a longer name.
@@ -362,7 +372,8 @@ end
 
 -- check_ptx(ptx, source, name): the PTX of a CUDA module: words as
 -- identifiers (vprintf, ...), asm patterns over the whole text (%globaltimer,
--- trap;), and .global variables (device state kept across launches). Lines
+-- trap;), .global variables it writes (device state kept across launches),
+-- and the allow-lists of special registers and instructions (kwb.ptx). Lines
 -- come from the .loc directives of the candidate's file, else from where the
 -- source names the word.
 function RuleSet:check_ptx(ptx, source, name)
@@ -393,15 +404,17 @@ function RuleSet:check_ptx(ptx, source, name)
       local pos = ptx:find(pat, 1, true)
       if pos then return rejection(r, pat, line_for(pos, pat), "PTX") end
     end
-    if r.data then
-      for l in ptx:gmatch("[^\n]+") do
-        local var = l:match("^%s*%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
-               or l:match("^%s*%.visible%s+%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
-               or l:match("^%s*%.weak%s+%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
-        if var then
-          return rejection(r, var, src_pp and find_line(var, src_pp) or nil, "PTX (a .global variable)")
-        end
+    if r.data then   -- a .global variable the module writes (one it only reads is not state)
+      local var, at = ptx_read.written_global(ptx)
+      if var then
+        return rejection(r, var, locs[at] or (src_pp and find_line(var, src_pp)) or nil,
+                         "PTX (a .global variable it writes, PTX line " .. at .. ")")
       end
+    end
+    if r.ptx_allow then
+      local what, at = ptx_read.special_register(ptx)
+      if not what then what, at = ptx_read.refused_instruction(ptx) end
+      if what then return rejection(r, what, locs[at], "PTX, line " .. at) end
     end
   end
   return nil

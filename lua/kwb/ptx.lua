@@ -1,0 +1,153 @@
+-- kwb/ptx.lua: what a CUDA module's PTX does, read from its text: the
+-- .global variables it writes, the special registers it reads and the
+-- instructions it uses (kwb.rules judges them; PTX ISA 9.0, "Special
+-- Registers" and the instruction set chapters, names what exists).
+local M = {}
+
+-- Special registers a kernel may read: its place in the grid and the
+-- grid's shape, lanes and warps, clusters, its shared memory sizes.
+-- Anything else (%clock, %clock64, %globaltimer, %pm0-7, %envreg0-31,
+-- %smid, %gridid, %current_graph_exec, ...) is refused.
+M.allowed_registers = {}
+for _, r in ipairs { "tid", "ntid", "ctaid", "nctaid", "laneid", "warpid", "nwarpid", "warpsz",
+                     "lanemask_eq", "lanemask_le", "lanemask_lt", "lanemask_ge", "lanemask_gt",
+                     "clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid", "cluster_ctarank",
+                     "cluster_nctarank", "is_explicit_cluster", "total_smem_size", "aggr_smem_size",
+                     "dynamic_smem_size" } do
+  M.allowed_registers[r] = true
+end
+
+-- Instructions no kernel needs and a hostile one uses: stopping or pausing
+-- the device, the performance monitor.
+M.refused_instructions = { trap = true, brkpt = true, nanosleep = true, pmevent = true, exit = true }
+
+-- instructions(ptx) -> { { line =, op =, operands = { ... } } }: the lines
+-- inside function bodies that are instructions (not directives, labels or
+-- braces), with a predicate guard and comments dropped.
+function M.instructions(ptx)
+  local out, n = {}, 0
+  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local s = l:gsub("//.*$", ""):gsub("^%s+", ""):gsub("%s+$", "")
+    s = s:gsub("^@!?%%?[%w_]+%s+", "")
+    local op, rest = s:match("^([%a_][%w_:%.]*)%s*(.-);$")
+    if op and not s:match("^%.") then
+      local operands, depth, cur = {}, 0, {}
+      for ch in rest:gmatch(".") do
+        if ch == "[" or ch == "{" then depth = depth + 1 elseif ch == "]" or ch == "}" then depth = depth - 1 end
+        if ch == "," and depth == 0 then
+          operands[#operands + 1] = table.concat(cur):gsub("^%s+", ""):gsub("%s+$", "")
+          cur = {}
+        else cur[#cur + 1] = ch end
+      end
+      if #cur > 0 then operands[#operands + 1] = table.concat(cur):gsub("^%s+", ""):gsub("%s+$", "") end
+      out[#out + 1] = { line = n, op = op, operands = operands }
+    end
+  end
+  return out
+end
+
+-- globals(ptx) -> { name = line } of the module's .global variables.
+function M.globals(ptx)
+  local g, n = {}, 0
+  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local var = l:match("^%s*%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
+             or l:match("^%s*%.visible%s+%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
+             or l:match("^%s*%.weak%s+%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
+    if var then g[var] = n end
+  end
+  return g
+end
+
+local writes = { st = true, atom = true, red = true, cp = true, stmatrix = true, sust = true, sured = true }
+
+-- The global, or the register derived from one, that a piece of an operand names.
+local function derived(text, globals, taint)
+  for tok in text:gmatch("[%%$]?[%a_][%w_$]*") do
+    if globals[tok] then return tok end
+    if taint[tok] then return taint[tok] end
+  end
+end
+
+-- written_global(ptx) -> name, ptx line | nil: a .global variable the module
+-- writes (stores, atomics, reductions, bulk copies to it), directly or
+-- through any register computed from its address (the taint runs through
+-- every instruction but loads, until nothing changes), or whose address it
+-- stores or passes on, which could be written anywhere. A variable only read
+-- (a `__device__ const` table) is not state.
+function M.written_global(ptx)
+  local globals = M.globals(ptx)
+  if not next(globals) then return nil end
+  local insts, taint = M.instructions(ptx), {}
+  local changed = true
+  while changed do
+    changed = false
+    for _, ins in ipairs(insts) do
+      local family = ins.op:match("^[%a]+")
+      local ops = ins.operands
+      if writes[family] then
+        local addr_i
+        for i, o in ipairs(ops) do
+          if o:find("[", 1, true) then addr_i = i; break end
+        end
+        for i, o in ipairs(ops) do
+          local g = derived(o, globals, taint)
+          if g and (i == addr_i or not ins.op:match("^ld")) then return g, ins.line end
+        end
+      elseif family ~= "ld" and family ~= "call" and ops[1] and ops[1]:match("^%%") then
+        for i = 2, #ops do
+          local g = derived(ops[i], globals, taint)
+          if g and taint[ops[1]] ~= g then taint[ops[1]], changed = g, true end
+        end
+      elseif family == "call" then   -- its address handed to a function
+        for _, o in ipairs(ops) do
+          local g = derived(o, globals, taint)
+          if g then return g, ins.line end
+        end
+      end
+    end
+  end
+  return nil
+end
+
+-- special_register(ptx) -> name, ptx line | nil: the first special register
+-- read that is not allowed. Virtual registers are those the .reg lines
+-- declare (%r<9> gives %r1 ..., or one name).
+function M.special_register(ptx)
+  local declared, prefixes = {}, {}
+  for l in ptx:gmatch("[^\n]+") do
+    local body = l:match("^%s*%.reg%s+[^%%]*(.-);")
+    if body then
+      for name in body:gmatch("(%%[%a_$][%w_$]*)") do
+        if body:find(name .. "<", 1, true) then prefixes[name] = true else declared[name] = true end
+      end
+    end
+  end
+  local n = 0
+  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local s = l:gsub("//.*$", "")
+    if not s:match("^%s*%.reg") then
+      for name in s:gmatch("(%%[%a_][%w_]*)") do
+        local base = name:match("^(%%[%a_]+)%d+$")
+        if not (declared[name] or (base and prefixes[base])) then
+          local reg = name:sub(2):match("^(.-)%.?[xyz]?$")
+          if not (M.allowed_registers[name:sub(2)] or M.allowed_registers[reg]) then return name, n end
+        end
+      end
+    end
+  end
+  return nil
+end
+
+-- refused_instruction(ptx) -> op, ptx line | nil
+function M.refused_instruction(ptx)
+  for _, ins in ipairs(M.instructions(ptx)) do
+    local base = ins.op:match("^[%a_]+")
+    if M.refused_instructions[base] then return ins.op, ins.line end
+  end
+  return nil
+end
+
+return M

@@ -21,13 +21,17 @@ end
 -- the device, the performance monitor.
 M.refused_instructions = { trap = true, brkpt = true, nanosleep = true, pmevent = true, exit = true }
 
--- instructions(ptx) -> { { line =, op =, operands = { ... } } }: the lines
+-- instructions(ptx) -> { { line =, op =, operands = { ... }, fn = } }: the lines
 -- inside function bodies that are instructions (not directives, labels or
 -- braces), with a predicate guard and comments dropped.
 function M.instructions(ptx)
-  local out, n = {}, 0
+  local out, n, fn = {}, 0, 0
   for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
+    if l:match("^%s*%.visible%s+%.entry") or l:match("^%s*%.entry") or l:match("^%s*%.visible%s+%.func")
+       or l:match("^%s*%.func") or l:match("^%s*%.weak%s+%.func") then
+      fn = fn + 1   -- registers are named per function
+    end
     local s = l:gsub("//.*$", ""):gsub("^%s+", ""):gsub("%s+$", "")
     s = s:gsub("^@!?%%?[%w_]+%s+", "")
     local op, rest = s:match("^([%a_][%w_:%.]*)%s*(.-);$")
@@ -41,7 +45,7 @@ function M.instructions(ptx)
         else cur[#cur + 1] = ch end
       end
       if #cur > 0 then operands[#operands + 1] = table.concat(cur):gsub("^%s+", ""):gsub("%s+$", "") end
-      out[#out + 1] = { line = n, op = op, operands = operands }
+      out[#out + 1] = { line = n, op = op, operands = operands, fn = fn }
     end
   end
   return out
@@ -62,11 +66,12 @@ end
 
 local writes = { st = true, atom = true, red = true, cp = true, stmatrix = true, sust = true, sured = true }
 
--- The global, or the register derived from one, that a piece of an operand names.
-local function derived(text, globals, taint)
+-- The global, or the register (of function fn) derived from one, that a
+-- piece of an operand names.
+local function derived(text, globals, taint, fn)
   for tok in text:gmatch("[%%$]?[%a_][%w_$]*") do
     if globals[tok] then return tok end
-    if taint[tok] then return taint[tok] end
+    if taint[fn .. tok] then return taint[fn .. tok] end
   end
 end
 
@@ -87,22 +92,19 @@ function M.written_global(ptx)
       local family = ins.op:match("^[%a]+")
       local ops = ins.operands
       if writes[family] then
-        local addr_i
-        for i, o in ipairs(ops) do
-          if o:find("[", 1, true) then addr_i = i; break end
-        end
-        for i, o in ipairs(ops) do
-          local g = derived(o, globals, taint)
-          if g and (i == addr_i or not ins.op:match("^ld")) then return g, ins.line end
+        for _, o in ipairs(ops) do
+          local g = derived(o, globals, taint, ins.fn)
+          if g then return g, ins.line end
         end
       elseif family ~= "ld" and family ~= "call" and ops[1] and ops[1]:match("^%%") then
         for i = 2, #ops do
-          local g = derived(ops[i], globals, taint)
-          if g and taint[ops[1]] ~= g then taint[ops[1]], changed = g, true end
+          local g = derived(ops[i], globals, taint, ins.fn)
+          local key = ins.fn .. ops[1]
+          if g and taint[key] ~= g then taint[key], changed = g, true end
         end
       elseif family == "call" then   -- its address handed to a function
         for _, o in ipairs(ops) do
-          local g = derived(o, globals, taint)
+          local g = derived(o, globals, taint, ins.fn)
           if g then return g, ins.line end
         end
       end

@@ -112,12 +112,14 @@ if have_nvrtc then
       t.truthy(res.reason:find("found in the " .. c[4] .. tail, 1, true), res.reason)
     end)
   end
-  t.test("cuda_rules_nvrtc_read_only_device_data_is_not_state", function()
-    local outcome, res = judge("const_table.cu")
-    -- past every rule: built where a driver is, else stopped at loading it
-    t.truthy(outcome == "built" or (outcome == "compile-error" and res.reason:find("^no CUDA driver")),
-             outcome .. ": " .. tostring(res.reason))
-  end)
+  for _, file in ipairs { "const_table.cu", "libm_table.cu" } do
+    t.test("cuda_rules_nvrtc_read_only_device_data_is_not_state_" .. file:gsub("%.cu$", ""), function()
+      local outcome, res = judge(file)
+      -- past every rule: built where a driver is, else stopped at loading it
+      t.truthy(outcome == "built" or (outcome == "compile-error" and res.reason:find("^no CUDA driver")),
+               outcome .. ": " .. tostring(res.reason))
+    end)
+  end
   t.test("cuda_rules_nvrtc_a_timer_split_across_literals_is_found_in_the_ptx", function()
     local outcome, res = judge("timer_split.cu")
     t.eq(outcome, "forbidden", tostring(res.reason))

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "host_ffi.h"
 #include "kwb.h"
 #include "proc.h"
 #include "timing.h"
@@ -273,7 +274,7 @@ void kwb_host_module_free(kwb_host_module *m) {
 
 /* ---- functions and calls ----------------------------------------------- */
 
-static ffi_type *ffi_of(kwb_ctype t) {
+ffi_type *kwb_host_ffi_type(kwb_ctype t) {
     switch (t) {
     case KWB_C_VOID: return &ffi_type_void;
     case KWB_C_I32: return &ffi_type_sint32;
@@ -293,26 +294,26 @@ kwb_host_fn *kwb_host_fn_new(kwb_host_module *m, const char *name, kwb_ctype ret
     dlerror();
     void *sym = dlsym(m->handle, name);
     if (!sym) { kwb_fail(KWB_ENOSYM, "no function %s in module %.12s", name, m->hash); return NULL; }
-    if (!ffi_of(ret)) { kwb_fail(KWB_EINVAL, "bad return type %d", (int)ret); return NULL; }
+    if (!kwb_host_ffi_type(ret)) { kwb_fail(KWB_EINVAL, "bad return type %d", (int)ret); return NULL; }
     kwb_host_fn *f = calloc(1, sizeof *f);
     if (!f) { kwb_fail(KWB_ENOMEM, "out of memory"); return NULL; }
     f->args = calloc(nargs + 1, sizeof *f->args);
     f->ftypes = calloc(nargs + 1, sizeof *f->ftypes);
     if (!f->args || !f->ftypes) { kwb_host_fn_free(f); kwb_fail(KWB_ENOMEM, "out of memory"); return NULL; }
     for (uint32_t i = 0; i < nargs; i++) {
-        if (args[i] == KWB_C_VOID || !ffi_of(args[i])) {
+        if (args[i] == KWB_C_VOID || !kwb_host_ffi_type(args[i])) {
             kwb_host_fn_free(f);
             kwb_fail(KWB_EINVAL, "argument %u of %s has no value type", i + 1, name);
             return NULL;
         }
         f->args[i] = args[i];
-        f->ftypes[i] = ffi_of(args[i]);
+        f->ftypes[i] = kwb_host_ffi_type(args[i]);
     }
     f->module = m;
     f->sym = sym;
     f->ret = ret;
     f->nargs = nargs;
-    if (ffi_prep_cif(&f->cif, FFI_DEFAULT_ABI, nargs, ffi_of(ret), f->ftypes) != FFI_OK) {
+    if (ffi_prep_cif(&f->cif, FFI_DEFAULT_ABI, nargs, kwb_host_ffi_type(ret), f->ftypes) != FFI_OK) {
         kwb_host_fn_free(f);
         kwb_fail(KWB_EINVAL, "libffi cannot describe %s", name);
         return NULL;
@@ -333,15 +334,19 @@ kwb_ctype kwb_host_fn_ret(const kwb_host_fn *f) { return f->ret; }
 
 /* libffi wants pointers to each argument value and, for integral returns
  * narrower than a register, an ffi_arg-sized slot. */
-static void call_once(kwb_host_fn *f, void **values, kwb_value *ret) {
+void kwb_host_ffi_call(ffi_cif *cif, void *fn, kwb_ctype ret, void **values, kwb_value *out) {
     ffi_arg wide = 0;
     kwb_value r = {0};
-    switch (f->ret) {
-    case KWB_C_I32: ffi_call(&f->cif, FFI_FN(f->sym), &wide, values); r.i32 = (int32_t)wide; break;
-    case KWB_C_U32: ffi_call(&f->cif, FFI_FN(f->sym), &wide, values); r.u32 = (uint32_t)wide; break;
-    default: ffi_call(&f->cif, FFI_FN(f->sym), &r, values); break;
+    switch (ret) {
+    case KWB_C_I32: ffi_call(cif, FFI_FN(fn), &wide, values); r.i32 = (int32_t)wide; break;
+    case KWB_C_U32: ffi_call(cif, FFI_FN(fn), &wide, values); r.u32 = (uint32_t)wide; break;
+    default: ffi_call(cif, FFI_FN(fn), &r, values); break;
     }
-    if (ret) *ret = r;
+    if (out) *out = r;
+}
+
+static void call_once(kwb_host_fn *f, void **values, kwb_value *ret) {
+    kwb_host_ffi_call(&f->cif, f->sym, f->ret, values, ret);
 }
 
 int kwb_host_fn_call(kwb_host_fn *f, const kwb_value *args, kwb_value *ret) {

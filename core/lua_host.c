@@ -187,14 +187,16 @@ static kwb_host_fn *check_fn(lua_State *L, int idx) {
     return u->f;
 }
 
-/* Convert the Lua values from index first on into the function's argument types. */
-static void check_args(lua_State *L, kwb_host_fn *f, int first, kwb_value *v) {
-    uint32_t n = kwb_host_fn_nargs(f);
-    int given = lua_gettop(L) - first + 1;
-    if (given != (int)n) luaL_error(L, "kernel takes %d arguments, got %d", (int)n, given);
+/* Convert n Lua values from index first on into the argument types. A
+ * pointer is nil (NULL), a light userdata or a buffer: with bufs, each
+ * pointer argument's buffer goes there (NULL otherwise) and its value is
+ * left NULL, for a sandbox to place; without, a buffer passes its data. */
+static void convert_args(lua_State *L, const kwb_ctype *types, uint32_t n, int first, kwb_value *v,
+                         kwb_buffer **bufs) {
     for (uint32_t i = 0; i < n; i++) {
         int idx = first + (int)i;
-        switch (kwb_host_fn_arg(f, i)) {
+        if (bufs) bufs[i] = NULL;
+        switch (types[i]) {
         case KWB_C_I32: v[i].i32 = (int32_t)luaL_checkinteger(L, idx); break;
         case KWB_C_U32: v[i].u32 = (uint32_t)luaL_checkinteger(L, idx); break;
         case KWB_C_I64: v[i].i64 = (int64_t)luaL_checkinteger(L, idx); break;
@@ -202,13 +204,25 @@ static void check_args(lua_State *L, kwb_host_fn *f, int first, kwb_value *v) {
         case KWB_C_F32: v[i].f32 = (float)luaL_checknumber(L, idx); break;
         case KWB_C_F64: v[i].f64 = luaL_checknumber(L, idx); break;
         case KWB_C_PTR:
-            if (lua_isnil(L, idx)) v[i].ptr = NULL;
+            v[i].ptr = NULL;
+            if (lua_isnil(L, idx)) break;
+            if (bufs) bufs[i] = kwb_lua_checkbuffer(L, idx);
             else if (lua_islightuserdata(L, idx)) v[i].ptr = lua_touserdata(L, idx);
             else v[i].ptr = kwb_buffer_data(kwb_lua_checkbuffer(L, idx));
             break;
         case KWB_C_VOID: break;
         }
     }
+}
+
+/* The function's arguments from index first on (their count checked). */
+static void check_args(lua_State *L, kwb_host_fn *f, int first, kwb_value *v) {
+    uint32_t n = kwb_host_fn_nargs(f);
+    int given = lua_gettop(L) - first + 1;
+    if (given != (int)n) luaL_error(L, "kernel takes %d arguments, got %d", (int)n, given);
+    kwb_ctype types[64];
+    for (uint32_t i = 0; i < n; i++) types[i] = kwb_host_fn_arg(f, i);
+    convert_args(L, types, n, first, v, NULL);
 }
 
 static int l_fn_call(lua_State *L) {
@@ -286,26 +300,6 @@ static int l_sandbox(lua_State *L) {
 
 static const char *const sandbox_codes[] = {"ok", "crashed", "forbidden", "timeout"};
 
-/* One call's arguments from the values at idx.. (scalars, buffers or nil). */
-static void sandbox_args(lua_State *L, const lsandbox *u, int idx, kwb_value *v, kwb_buffer **bufs) {
-    for (uint32_t i = 0; i < u->nargs; i++, idx++) {
-        bufs[i] = NULL;
-        switch (u->args[i]) {
-        case KWB_C_I32: v[i].i32 = (int32_t)luaL_checkinteger(L, idx); break;
-        case KWB_C_U32: v[i].u32 = (uint32_t)luaL_checkinteger(L, idx); break;
-        case KWB_C_I64: v[i].i64 = (int64_t)luaL_checkinteger(L, idx); break;
-        case KWB_C_U64: v[i].u64 = (uint64_t)luaL_checkinteger(L, idx); break;
-        case KWB_C_F32: v[i].f32 = (float)luaL_checknumber(L, idx); break;
-        case KWB_C_F64: v[i].f64 = luaL_checknumber(L, idx); break;
-        case KWB_C_PTR:
-            v[i].ptr = NULL;
-            if (!lua_isnil(L, idx)) bufs[i] = kwb_lua_checkbuffer(L, idx);
-            break;
-        case KWB_C_VOID: break;
-        }
-    }
-}
-
 static int push_sandbox_result(lua_State *L, const kwb_sandbox_result *r) {
     if (r->outcome != KWB_SANDBOX_OK) {
         kwb_lua_fail(L, sandbox_codes[r->outcome], r->detail);
@@ -334,7 +328,7 @@ static int l_sandbox_call(lua_State *L) {
     if (given != (int)u->nargs) return luaL_error(L, "kernel takes %d arguments, got %d", (int)u->nargs, given);
     kwb_value v[64];
     kwb_buffer *bufs[64];
-    sandbox_args(L, u, 3, v, bufs);
+    convert_args(L, u->args, u->nargs, 3, v, bufs);
     kwb_sandbox_result r;
     if (kwb_sandbox_call(u->s, v, bufs, limit, &r)) return luaL_error(L, "%s", kwb_last_error());
     return push_sandbox_result(L, &r);
@@ -357,7 +351,7 @@ static int l_sandbox_calls(lua_State *L) {
         lua_rawgeti(L, 3, j);
         luaL_checktype(L, -1, LUA_TTABLE);
         for (uint32_t i = 1; i <= u->nargs; i++) lua_rawgeti(L, top + 1, i);
-        sandbox_args(L, u, top + 2, v + (j - 1) * u->nargs, bufs + (j - 1) * u->nargs);
+        convert_args(L, u->args, u->nargs, top + 2, v + (j - 1) * u->nargs, bufs + (j - 1) * u->nargs);
         lua_settop(L, top);
     }
     kwb_sandbox_result r;

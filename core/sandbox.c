@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "host_ffi.h"
 #include "kwb.h"
 #include "timing.h"
 
@@ -88,20 +89,6 @@ static int recv_msg(int fd, sb_msg *m, int *got_fd, int flags) {
     if (n == 0) return 0;
     if (n < 0) return -1;
     return n == (ssize_t)sizeof *m ? 1 : 2;   /* 2: a record of another size, ignored */
-}
-
-static ffi_type *ffi_of(kwb_ctype t) {
-    switch (t) {
-    case KWB_C_VOID: return &ffi_type_void;
-    case KWB_C_I32: return &ffi_type_sint32;
-    case KWB_C_U32: return &ffi_type_uint32;
-    case KWB_C_I64: return &ffi_type_sint64;
-    case KWB_C_U64: return &ffi_type_uint64;
-    case KWB_C_F32: return &ffi_type_float;
-    case KWB_C_F64: return &ffi_type_double;
-    case KWB_C_PTR: return &ffi_type_pointer;
-    }
-    return NULL;
 }
 
 /* ==== the sandbox's side ================================================= */
@@ -205,9 +192,9 @@ int kwb_sandbox_main(int argc, char **argv) {
     ffi_cif cif;
     for (size_t i = 0; i < nargs && i < MAX_ARGS; i++) {
         types[i] = (kwb_ctype)(sig[i + 1] - '0');
-        ftypes[i] = ffi_of(types[i]);
+        ftypes[i] = kwb_host_ffi_type(types[i]);
     }
-    if (nargs > MAX_ARGS || ffi_prep_cif(&cif, FFI_DEFAULT_ABI, (unsigned)nargs, ffi_of(ret), ftypes) != FFI_OK) {
+    if (nargs > MAX_ARGS || ffi_prep_cif(&cif, FFI_DEFAULT_ABI, (unsigned)nargs, kwb_host_ffi_type(ret), ftypes) != FFI_OK) {
         child_fail(KWB_EINVAL, "libffi cannot describe %s%s", symbol, NULL);
         return 1;
     }
@@ -241,12 +228,8 @@ int kwb_sandbox_main(int argc, char **argv) {
                     m.args[i].ptr = (uint32_t)m.bufslot[i] < used ? slots[m.bufslot[i]] : NULL;
                 values[i] = &m.args[i];
             }
-            ffi_arg wide = 0;
-            kwb_value r = {0};
-            if (ret == KWB_C_I32 || ret == KWB_C_U32) {
-                ffi_call(&cif, FFI_FN(fn), &wide, values);
-                r.u32 = (uint32_t)wide;
-            } else ffi_call(&cif, FFI_FN(fn), &r, values);
+            kwb_value r;
+            kwb_host_ffi_call(&cif, fn, ret, values, &r);
             if (!m.slot) continue;   /* one of several queued calls: only the last is answered */
             m.op = OP_DONE;
             m.ret = r;

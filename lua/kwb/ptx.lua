@@ -21,13 +21,21 @@ end
 -- the device, the performance monitor.
 M.refused_instructions = { trap = true, brkpt = true, nanosleep = true, pmevent = true, exit = true }
 
+-- lines(text) -> an iterator of line number, line (empty lines included).
+function M.lines(text)
+  local iter, n = (text .. "\n"):gmatch("([^\n]*)\n"), 0
+  return function()
+    local l = iter()
+    if l then n = n + 1; return n, l end
+  end
+end
+
 -- instructions(ptx) -> { { line =, op =, operands = { ... }, fn = } }: the lines
 -- inside function bodies that are instructions (not directives, labels or
 -- braces), with a predicate guard and comments dropped.
 function M.instructions(ptx)
-  local out, n, fn = {}, 0, 0
-  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
-    n = n + 1
+  local out, fn = {}, 0
+  for n, l in M.lines(ptx) do
     if l:match("^%s*%.visible%s+%.entry") or l:match("^%s*%.entry") or l:match("^%s*%.visible%s+%.func")
        or l:match("^%s*%.func") or l:match("^%s*%.weak%s+%.func") then
       fn = fn + 1   -- registers are named per function
@@ -53,9 +61,8 @@ end
 
 -- globals(ptx) -> { name = line } of the module's .global variables.
 function M.globals(ptx)
-  local g, n = {}, 0
-  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
-    n = n + 1
+  local g = {}
+  for n, l in M.lines(ptx) do
     local var = l:match("^%s*%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
              or l:match("^%s*%.visible%s+%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
              or l:match("^%s*%.weak%s+%.global%s.-([%a_$][%w_$]*)%s*[%[;=]")
@@ -91,21 +98,16 @@ function M.written_global(ptx)
     for _, ins in ipairs(insts) do
       local family = ins.op:match("^[%a]+")
       local ops = ins.operands
-      if writes[family] then
+      if writes[family] or family == "call" then   -- written, or its address handed to a function
         for _, o in ipairs(ops) do
           local g = derived(o, globals, taint, ins.fn)
           if g then return g, ins.line end
         end
-      elseif family ~= "ld" and family ~= "call" and ops[1] and ops[1]:match("^%%") then
+      elseif family ~= "ld" and ops[1] and ops[1]:match("^%%") then
         for i = 2, #ops do
           local g = derived(ops[i], globals, taint, ins.fn)
           local key = ins.fn .. ops[1]
           if g and taint[key] ~= g then taint[key], changed = g, true end
-        end
-      elseif family == "call" then   -- its address handed to a function
-        for _, o in ipairs(ops) do
-          local g = derived(o, globals, taint, ins.fn)
-          if g then return g, ins.line end
         end
       end
     end
@@ -126,9 +128,7 @@ function M.special_register(ptx)
       end
     end
   end
-  local n = 0
-  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
-    n = n + 1
+  for n, l in M.lines(ptx) do
     local s = l:gsub("//.*$", "")
     if not s:match("^%s*%.reg") then
       for name in s:gmatch("(%%[%a_][%w_]*)") do

@@ -379,9 +379,7 @@ end
 function RuleSet:check_ptx(ptx, source, name)
   local files, locs, cur = {}, {}, nil
   for id, fname in ptx:gmatch('%.file%s+(%d+)%s+"([^"]*)"') do files[id] = fname end   -- NVRTC puts them last
-  local n = 0
-  for l in (ptx .. "\n"):gmatch("([^\n]*)\n") do
-    n = n + 1
+  for n, l in ptx_read.lines(ptx) do
     local fid, line = l:match("^%s*%.loc%s+(%d+)%s+(%d+)")
     if fid then cur = (files[fid] == name or files[fid] and name and files[fid]:sub(-#name) == name) and tonumber(line) or nil end
     locs[n] = cur

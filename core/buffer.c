@@ -329,6 +329,22 @@ void kwb_buffer_poison(kwb_buffer *b) {
     for (uint64_t i = 0; i < b->n; i++) memcpy(p + i * es, &bits, es); /* little-endian */
 }
 
+uint64_t kwb_buffer_poisoned(const kwb_buffer *b, int64_t *first) {
+    size_t es = kwb_dtype_size(b->dtype);
+    uint64_t bits = poison_bits(b->dtype), count = 0;
+    const unsigned char *p = b->data;
+    *first = -1;
+    for (uint64_t i = 0; i < b->n; i++) {
+        uint64_t v = 0;
+        memcpy(&v, p + i * es, es);
+        if (v == (bits & (es == 8 ? ~0ull : (1ull << (8 * es)) - 1))) {
+            if (*first < 0) *first = (int64_t)i;
+            count++;
+        }
+    }
+    return count;
+}
+
 int kwb_buffer_is_poison(const kwb_buffer *b, uint64_t i) {
     size_t es = kwb_dtype_size(b->dtype);
     uint64_t bits = poison_bits(b->dtype), v = 0;

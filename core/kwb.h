@@ -87,6 +87,8 @@ void kwb_buffer_fill_value(kwb_buffer *b, double v);
  * NaN for floats, 0xA5 bytes for integers). */
 void kwb_buffer_poison(kwb_buffer *b);
 int kwb_buffer_is_poison(const kwb_buffer *b, uint64_t i);
+/* How many elements still hold the poison, and the first (-1: none). */
+uint64_t kwb_buffer_poisoned(const kwb_buffer *b, int64_t *first);
 int kwb_buffer_copy(kwb_buffer *dst, const kwb_buffer *src);
 /* SHA-256 of the bytes, as 64 hex digits into out[65]. */
 int kwb_buffer_checksum(const kwb_buffer *b, char *out);

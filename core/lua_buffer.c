@@ -149,6 +149,15 @@ static int l_is_poison(lua_State *L) {
     return 1;
 }
 
+/* buf:poisoned() -> the count of elements still poison, the first (1-based) or nil */
+static int l_poisoned(lua_State *L) {
+    int64_t first;
+    lua_pushinteger(L, (lua_Integer)kwb_buffer_poisoned(kwb_lua_checkbuffer(L, 1), &first));
+    if (first < 0) lua_pushnil(L);
+    else lua_pushinteger(L, first + 1);
+    return 2;
+}
+
 static int l_totable(lua_State *L) {
     kwb_buffer *b = kwb_lua_checkbuffer(L, 1);
     lua_Integer n = (lua_Integer)kwb_buffer_len(b);
@@ -270,7 +279,7 @@ void kwb_lua_open_buffer(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"fill_uniform", l_fill_uniform}, {"fill_normal", l_fill_normal},
         {"fill_normal_stream", l_fill_normal_stream}, {"fill", l_fill},
-        {"poison", l_poison}, {"is_poison", l_is_poison}, {"totable", l_totable}, {"set", l_set},
+        {"poison", l_poison}, {"is_poison", l_is_poison}, {"poisoned", l_poisoned}, {"totable", l_totable}, {"set", l_set},
         {"copy", l_copy}, {"clone", l_clone}, {"checksum", l_checksum}, {"digest", l_digest}, {"redzone", l_redzone}, {"raw", l_raw},
         {"set_raw", l_set_raw}, {"free", l_free}, {NULL, NULL},
     };

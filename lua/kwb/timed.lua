@@ -1,9 +1,10 @@
 -- kwb/timed.lua: the timed runs of a sandboxed kernel (the host backend's
 -- candidates). Before every run the inputs are drawn afresh and the outputs
 -- poisoned, outside the timed region, so no run can reuse an earlier one's
--- work; after every run the buffers' redzones are checked. Calls shorter
--- than `M.window` go in batches, each call of a batch on a bench of its own
--- (its own inputs and outputs), queued at once: a sample is their mean.
+-- work; after every run the buffers' redzones are checked, and that every
+-- output element was written. Calls shorter than `M.window` go in batches,
+-- each call of a batch on a bench of its own (its own inputs and outputs),
+-- queued at once: a sample is their mean.
 -- `verify_runs` samples at places drawn when the warm-up ends (the kernel
 -- cannot see which), those the samples ended before run after them, and one
 -- more, are verified against the reference for their own inputs, every call

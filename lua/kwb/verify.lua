@@ -19,7 +19,8 @@ end
 
 -- check(problem, backend, b, when [, skip_inout [, zones_only]]) -> nil, or
 -- "wrong", reason. Records each output's error in b.errors. zones_only: the
--- redzones and the fixed inputs alone (a timed run not verified).
+-- redzones, the fixed inputs and that every output was written (a timed
+-- run not verified against the reference).
 function M.check(problem, backend, b, when, skip_inout, zones_only)
   -- a write just outside any buffer (host buffers lie between redzones)
   for _, a in ipairs(problem.buffers) do
@@ -39,7 +40,17 @@ function M.check(problem, backend, b, when, skip_inout, zones_only)
       return "wrong", string.format("input %s changed by the candidate at %s (%s)", a.name, b.key, when)
     end
   end
-  if zones_only then return nil end
+  if zones_only then   -- every output written all the same (none left as poisoned)
+    for _, a in ipairs(problem.buffers) do
+      if a.role == "out" then
+        local n, first = b.bufs[a.name]:poisoned()
+        if n > 0 then
+          return "wrong", describe({ poison = n, nan = 0, inf = 0, bad = n, first_bad = first }, a.name, b.key, when)
+        end
+      end
+    end
+    return nil
+  end
   for _, a in ipairs(problem.buffers) do
     if a.role == "out" or (a.role == "inout" and not skip_inout) then
       local tol = problem.tolerance

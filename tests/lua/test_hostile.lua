@@ -249,6 +249,30 @@ t.test("hostile_racing_stops_a_timing_once_its_interval_is_past_the_bound", func
   t.eq(st.partial, nil)
 end)
 
+-- A kernel that leaves some timed runs' outputs unwritten (as one that
+-- swallowed the calls queued behind its own would) is wrong at the first of
+-- them, verified or not: every timed run's outputs are checked for poison.
+-- Scripted: the reference's answer on odd calls, nothing on even ones.
+t.test("hostile_a_timed_run_left_unwritten_is_wrong", function()
+  local measure = require "kwb.measure"
+  local timed = require "kwb.timed"
+  local matmul = require "kwb.problems.matmul"
+  local r = kwb.recipe { name = "unwritten", problem = matmul {}, shapes = { n = { 8 } }, verify_shapes = false,
+                         start = "../../kernels/host/matmul_naive.c" }
+  local h = measure.harness(r)
+  local real, i = h.backend, 0
+  h.backend = setmetatable({ calls = false, call = function(_, b, args)
+    i = i + 1
+    if i % 2 == 1 then real.call(h:reference().fn, b, args) end
+    return true, 1e-3
+  end }, { __index = real })
+  local opts = { warmup = 0, warmup_min = 1, min_samples = 5, max_samples = 40, cap = 100, target = 1e-9 }
+  local st, why, out = timed.shape(h, "kernel", h:bench(r.shapes[1]), opts, 1)
+  t.eq(st, nil)
+  t.eq(out, "wrong")
+  t.eq(why, "output c at n=8 (timed run 1): 64 elements never written, first c[1]")
+end)
+
 -- A timing raced out half-way is a measurement like any other: the shape
 -- is partial, and nothing checks its last run against another run's answer.
 -- Scripted times: 2 and 2.2 ms in turn, 1 ms every seventh call, so the

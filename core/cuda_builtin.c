@@ -164,13 +164,13 @@ const char kwb_cuda_builtin_source[] =
     "__device__ u64 wsumu(u64 v) { for (int o = 16; o; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o); return v; }\n"
     "__device__ double wmax(double v) { for (int o = 16; o; o >>= 1) v = fmax(v, __shfl_down_sync(0xffffffffu, v, o)); return v; }\n"
     "__device__ u64 wminu(u64 v) { for (int o = 16; o; o >>= 1) { u64 w = __shfl_down_sync(0xffffffffu, v, o); v = w < v ? w : v; } return v; }\n"
-    /* r: max_abs, max_rel (as bits), sum d^2, sum ref^2, nan, inf, poison, bad, first_bad, ref_nonfinite */
+    /* r: max_abs, max_rel (as bits), sum d^2, sum ref^2, nan, inf, poison, bad, first_bad, ref_nonfinite, sum ref */
     "extern \"C\" __global__ void kwb_compare(const void *out, int dto, const void *ref, int dtr, u64 n,\n"
     "                                        double atol, double rtol, u64 *r) {\n"
-    "  double mabs = 0, mrel = 0, d2 = 0, r2 = 0; u64 nan_ = 0, inf_ = 0, poi = 0, bad = 0, rnf = 0, fb = ~0ull;\n"
+    "  double mabs = 0, mrel = 0, d2 = 0, r2 = 0, rs = 0; u64 nan_ = 0, inf_ = 0, poi = 0, bad = 0, rnf = 0, fb = ~0ull;\n"
     "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {\n"
     "    double rv = load(ref, dtr, i); int b = 0, po = is_poison(out, dto, i);\n"
-    "    if (!isfinite(rv)) rnf++;\n"
+    "    if (!isfinite(rv)) rnf++; else rs += rv;\n"
     "    if (po && is_float(dto)) { poi++; b = 1; }\n"
     "    else {\n"
     "      if (po) poi++;\n"
@@ -187,25 +187,53 @@ const char kwb_cuda_builtin_source[] =
     "    }\n"
     "    if (b) { bad++; if (i < fb) fb = i; }\n"
     "  }\n"
-    "  mabs = wmax(mabs); mrel = wmax(mrel); d2 = wsum(d2); r2 = wsum(r2);\n"
+    "  mabs = wmax(mabs); mrel = wmax(mrel); d2 = wsum(d2); r2 = wsum(r2); rs = wsum(rs);\n"
     "  nan_ = wsumu(nan_); inf_ = wsumu(inf_); poi = wsumu(poi); bad = wsumu(bad); rnf = wsumu(rnf); fb = wminu(fb);\n"
     "  if ((threadIdx.x & 31) == 0) {\n"
     "    atomicMax(&r[0], (u64)__double_as_longlong(mabs)); atomicMax(&r[1], (u64)__double_as_longlong(mrel));\n"
     "    atomicAdd((double *)&r[2], d2); atomicAdd((double *)&r[3], r2);\n"
     "    atomicAdd(&r[4], nan_); atomicAdd(&r[5], inf_); atomicAdd(&r[6], poi); atomicAdd(&r[7], bad);\n"
-    "    atomicMin(&r[8], fb); atomicAdd(&r[9], rnf);\n"
+    "    atomicMin(&r[8], fb); atomicAdd(&r[9], rnf); atomicAdd((double *)&r[10], rs);\n"
     "  }\n"
     "}\n"
-    "extern \"C\" __global__ void kwb_checksum(const u8 *p, u64 bytes, u64 *out) {\n"
+    "extern \"C\" __global__ void kwb_checksum(const u8 *p, u64 bytes, u64 key, u64 *out) {\n"
     "  u64 nw = (bytes + 7) / 8, h = 0;\n"
     "  for (u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x; w < nw; w += (u64)gridDim.x * blockDim.x) {\n"
     "    u64 v = 0;\n"
     "    if (w * 8 + 8 <= bytes) v = ((const u64 *)p)[w];\n"
     "    else for (u64 k = 0; w * 8 + k < bytes; k++) v |= (u64)p[w * 8 + k] << (8 * k);\n"
-    "    h += mix(v ^ (w * 0x9e3779b97f4a7c15ull + 0xd1b54a32d192ed03ull));\n"
+    "    h += mix(v ^ (w * 0x9e3779b97f4a7c15ull + key));\n"
     "  }\n"
     "  h = wsumu(h);\n"
     "  if ((threadIdx.x & 31) == 0) atomicAdd(out, h);\n"
+    "}\n"
+    /* elements still poison: r[0] their count, r[1] the first */
+    "extern \"C\" __global__ void kwb_poisoned(const void *p, int dt, u64 n, u64 *r) {\n"
+    "  u64 c = 0, fb = ~0ull;\n"
+    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)\n"
+    "    if (is_poison(p, dt, i)) { c++; if (i < fb) fb = i; }\n"
+    "  c = wsumu(c); fb = wminu(fb);\n"
+    "  if ((threadIdx.x & 31) == 0) { atomicAdd(&r[0], c); atomicMin(&r[1], fb); }\n"
+    "}\n"
+    /* a buffer's guard bands, nb bytes before it and na after, as one zone
+     * (index i: before, then after) of bytes drawn from the pattern: filled,
+     * or checked (r[0] the first index that differs, r[1] the last) */
+    "__device__ u8 zone_byte(u64 pattern, u64 i) { return (u8)(mix(pattern + (i >> 3)) >> (8 * (i & 7))); }\n"
+    "extern \"C\" __global__ void kwb_guard(u8 *before, u64 nb, u8 *after, u64 na, u64 pattern, int fill, u64 *r) {\n"
+    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < nb + na; i += (u64)gridDim.x * blockDim.x) {\n"
+    "    u8 *q = i < nb ? before + i : after + (i - nb); u8 want = zone_byte(pattern, i);\n"
+    "    if (fill) *q = want;\n"
+    "    else if (*q != want) { atomicMin(&r[0], i); atomicMax(&r[1], i); }\n"
+    "  }\n"
+    "}\n"
+    /* many buffers' guard bands at once: block row y checks buffer y, its
+     * zones given as z[5y..5y+4] = before, nb, after, na, pattern */
+    "extern \"C\" __global__ void kwb_guards(const u64 *z, u64 *r) {\n"
+    "  const u64 *d = z + 5 * blockIdx.y; u8 *before = (u8 *)d[0], *after = (u8 *)d[2]; u64 nb = d[1], na = d[3];\n"
+    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < nb + na; i += (u64)gridDim.x * blockDim.x) {\n"
+    "    const u8 *q = i < nb ? before + i : after + (i - nb);\n"
+    "    if (*q != zone_byte(d[4], i)) { atomicMin(&r[2 * blockIdx.y], i); atomicMax(&r[2 * blockIdx.y + 1], i); }\n"
+    "  }\n"
     "}\n"
     /* reads the L2 flush buffer: leaves L2 full of clean lines of it, so the
      * timed kernel pays no write-back of a flush */
@@ -385,18 +413,123 @@ uint64_t kwb_cuda_checksum_host(const void *data, size_t bytes) {
     return mix(h ^ bytes);
 }
 
-int kwb_cuda_buffer_checksum(const kwb_cuda_buffer *b, uint64_t *sum) {
+static int sum_words(const kwb_cuda_buffer *b, unsigned long long key, uint64_t *h) {
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     if (!c) return KWB_ERUN;
     CUdeviceptr r = scratch(c), p = kwb_cuda_buffer_ptr(b);
     if (!r) return KWB_ERUN;
-    unsigned long long bytes = kwb_cuda_buffer_bytes(b), h = 0;
+    unsigned long long bytes = kwb_cuda_buffer_bytes(b);
     int rc = kwb_cu_check(c->cu->MemsetD8Async(r, 0, 8, c->stream), "checksum");
-    void *args[] = {&p, &bytes, &r};
+    void *args[] = {&p, &bytes, &key, &r};
     if (!rc) rc = run_builtin("kwb_checksum", grid_for((bytes + 7) / 8), 256, args);
-    if (!rc) rc = kwb_cu_check(c->cu->MemcpyDtoH(&h, r, 8), "checksum");
-    *sum = mix(h ^ bytes);
+    if (!rc) rc = kwb_cu_check(c->cu->MemcpyDtoH(h, r, 8), "checksum");
     return rc;
+}
+
+int kwb_cuda_buffer_checksum(const kwb_cuda_buffer *b, uint64_t *sum) {
+    uint64_t h = 0;
+    int rc = sum_words(b, 0xd1b54a32d192ed03ull, &h);
+    *sum = mix(h ^ kwb_cuda_buffer_bytes(b));
+    return rc;
+}
+
+/* Keyed: each word mixed with its index and the key, which never reaches
+ * the device before the candidate's call has returned. */
+int kwb_cuda_buffer_digest(const kwb_cuda_buffer *b, uint64_t key, uint64_t *sum) {
+    uint64_t h = 0;
+    int rc = sum_words(b, mix(key ^ 0x632be59bd9b4e019ull), &h);
+    *sum = mix(h ^ key ^ kwb_cuda_buffer_bytes(b));
+    return rc;
+}
+
+int kwb_cuda_buffer_poisoned(const kwb_cuda_buffer *b, uint64_t *count, int64_t *first) {
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return KWB_ERUN;
+    CUdeviceptr r = scratch(c), p = kwb_cuda_buffer_ptr(b);
+    if (!r) return KWB_ERUN;
+    uint64_t res[2] = {0, ~0ull};
+    int dt = kwb_cuda_buffer_dtype(b);
+    unsigned long long n = kwb_cuda_buffer_len(b);
+    void *args[] = {&p, &dt, &n, &r};
+    int rc = kwb_cu_check(c->cu->MemcpyHtoD(r, res, sizeof res), "counting poison");
+    if (!rc) rc = run_builtin("kwb_poisoned", grid_for(n), 256, args);
+    if (!rc) rc = kwb_cu_check(c->cu->MemcpyDtoH(res, r, sizeof res), "counting poison");
+    *count = res[0];
+    *first = res[1] == ~0ull ? -1 : (int64_t)res[1];
+    return rc;
+}
+
+/* The guard bands of n buffers in one launch: hit[i] = 1 where buffer i's
+ * changed, with first[i] and last[i] as kwb_cuda_guard gives them (and its
+ * bands filled again). */
+int kwb_cuda_buffers_redzone(kwb_cuda_buffer *const *bufs, uint32_t n, int *hit, int64_t *first, int64_t *last) {
+    if (n == 0) return 0;
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return KWB_ERUN;
+    static CUdeviceptr area;
+    static size_t area_bytes;
+    size_t need = (size_t)n * 7 * 8;
+    if (area_bytes < need) {
+        if (area) c->cu->MemFree(area);
+        area = 0;
+        area_bytes = 0;
+        if (kwb_cu_check(c->cu->MemAlloc(&area, need), "allocating the guard band table")) return KWB_ERUN;
+        area_bytes = need;
+    }
+    uint64_t *tab = malloc(need);
+    if (!tab) return kwb_fail(KWB_ENOMEM, "out of memory");
+    uint64_t *res = tab + 5 * (size_t)n, most = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        CUdeviceptr before, after;
+        unsigned long long nb, na, pattern;
+        kwb_cuda_buffer_zones(bufs[i], &before, &nb, &after, &na, &pattern);
+        uint64_t *d = tab + 5 * (size_t)i;
+        d[0] = before, d[1] = nb, d[2] = after, d[3] = na, d[4] = pattern;
+        res[2 * i] = ~0ull, res[2 * i + 1] = 0;
+        if (nb + na > most) most = nb + na;
+    }
+    CUdeviceptr z = area, r = area + 5 * 8 * (size_t)n;
+    int rc = kwb_cu_check(c->cu->MemcpyHtoD(area, tab, need), "checking guard bands");
+    CUfunction f = rc ? NULL : kwb_cuda_builtin("kwb_guards");
+    if (!rc && !f) rc = KWB_ERUN;
+    void *args[] = {&z, &r};
+    if (!rc) rc = kwb_cu_check(c->cu->LaunchKernel(f, (unsigned)((most + 255) / 256 > 64 ? 64 : (most + 255) / 256), n, 1,
+                                                   256, 1, 1, 0, c->stream, args, NULL), "checking guard bands");
+    if (!rc) rc = kwb_cu_check(c->cu->MemcpyDtoH(res, r, 2 * 8 * (size_t)n), "checking guard bands");
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        hit[i] = res[2 * i] != ~0ull;
+        if (!hit[i]) continue;
+        /* the one that changed: its offsets, its bands filled again */
+        rc = kwb_cuda_guard(bufs[i], 0, &hit[i], &first[i], &last[i]);
+    }
+    free(tab);
+    return rc;
+}
+
+/* The guard bands: filled (fill = 1), or checked, the first and last byte
+ * offsets that differ relative to the buffer's first byte (negative: before
+ * it) and the bands filled again. *hit = 0 when intact. */
+int kwb_cuda_guard(kwb_cuda_buffer *b, int fill, int *hit, int64_t *first, int64_t *last) {
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return KWB_ERUN;
+    CUdeviceptr r = scratch(c), before, after;
+    unsigned long long nb, na, pattern;
+    kwb_cuda_buffer_zones(b, &before, &nb, &after, &na, &pattern);
+    if (!r) return KWB_ERUN;
+    uint64_t res[2] = {~0ull, 0};
+    void *args[] = {&before, &nb, &after, &na, &pattern, &fill, &r};
+    int rc = fill ? 0 : kwb_cu_check(c->cu->MemcpyHtoD(r, res, sizeof res), "checking guard bands");
+    if (!rc) rc = run_builtin("kwb_guard", grid_for(nb + na), 256, args);
+    if (!rc && !fill) rc = kwb_cu_check(c->cu->MemcpyDtoH(res, r, sizeof res), "checking guard bands");
+    if (rc || fill) return rc;
+    *hit = res[0] != ~0ull;
+    if (!*hit) return 0;
+    int64_t bytes = (int64_t)kwb_cuda_buffer_bytes(b);
+    *first = res[0] < nb ? (int64_t)res[0] - (int64_t)nb : bytes + (int64_t)(res[0] - nb);
+    *last = res[1] < nb ? (int64_t)res[1] - (int64_t)nb : bytes + (int64_t)(res[1] - nb);
+    int one = 1;
+    void *again[] = {&before, &nb, &after, &na, &pattern, &one, &r};
+    return run_builtin("kwb_guard", grid_for(nb + na), 256, again);
 }
 
 int kwb_cuda_compare(const kwb_cuda_buffer *out, const kwb_cuda_buffer *ref, double atol, double rtol,
@@ -409,7 +542,7 @@ int kwb_cuda_compare(const kwb_cuda_buffer *out, const kwb_cuda_buffer *ref, dou
     if (!c) return KWB_ERUN;
     CUdeviceptr r = scratch(c), po = kwb_cuda_buffer_ptr(out), pr = kwb_cuda_buffer_ptr(ref);
     if (!r) return KWB_ERUN;
-    uint64_t init[10] = {0}, res[10];
+    uint64_t init[11] = {0}, res[11];
     init[8] = ~0ull;
     int dto = kwb_cuda_buffer_dtype(out), dtr = kwb_cuda_buffer_dtype(ref);
     unsigned long long nn = n;
@@ -418,12 +551,14 @@ int kwb_cuda_compare(const kwb_cuda_buffer *out, const kwb_cuda_buffer *ref, dou
     if (!rc) rc = run_builtin("kwb_compare", grid_for(n), 256, args);
     if (!rc) rc = kwb_cu_check(c->cu->MemcpyDtoH(res, r, sizeof res), "compare");
     if (rc) return rc;
-    double v[4];
+    double v[4], rsum;
     memcpy(v, res, sizeof v);
+    memcpy(&rsum, &res[10], sizeof rsum);
     *d = (kwb_diff){.max_abs = v[0], .max_rel = v[1], .n = n, .nan = res[4], .inf = res[5],
                     .poison = res[6], .bad = res[7], .ref_nonfinite = res[9], .worst = -1,
                     .first_bad = res[8] == ~0ull ? -1 : (int64_t)res[8]};
     d->rel_l2 = v[3] > 0 ? sqrt(v[2] / v[3]) : sqrt(v[2]);
+    if (n > d->ref_nonfinite) d->ref_mean = rsum / (double)(n - d->ref_nonfinite);
     return 0;
 }
 

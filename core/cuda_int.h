@@ -45,4 +45,11 @@ const char *kwb_cuda_nvcc_path(char *buf, size_t len);
  * for the ceilings the built-in kernels measure. */
 int kwb_cuda_time_launch(CUfunction f, unsigned grid, unsigned block, void **args, uint32_t reps, double *seconds);
 
+/* A buffer's guard bands (cuda_run.c): nb bytes before its first byte and
+ * na after its last, and the seed of their bytes; filled or checked by
+ * kwb_cuda_guard (cuda_builtin.c). */
+void kwb_cuda_buffer_zones(const kwb_cuda_buffer *b, CUdeviceptr *before, unsigned long long *nb, CUdeviceptr *after,
+                           unsigned long long *na, unsigned long long *pattern);
+int kwb_cuda_guard(kwb_cuda_buffer *b, int fill, int *hit, int64_t *first, int64_t *last);
+
 #endif

@@ -173,12 +173,34 @@ int kwb_cuda_fn_attr(const kwb_cuda_fn *f, int attr, int32_t *value) {
 
 /* ---- buffers ----------------------------------------------------------- */
 
+/* A device buffer's allocation: [guard band][data][guard band]. The bands
+ * (GUARD bytes before the data, the rest of the allocation after its last
+ * byte, at least GUARD) hold bytes drawn from a pattern of the buffer's own,
+ * so a kernel's write just outside its arguments is found afterwards
+ * (kwb_cuda_buffer_redzone). */
+#define GUARD 4096
+
 struct kwb_cuda_buffer {
-    CUdeviceptr ptr;
+    CUdeviceptr base, ptr;
     int dtype;
     uint64_t n;
-    size_t bytes;
+    size_t bytes, alloc;
+    uint64_t pattern;
 };
+
+void kwb_cuda_buffer_zones(const kwb_cuda_buffer *b, CUdeviceptr *before, unsigned long long *nb, CUdeviceptr *after,
+                           unsigned long long *na, unsigned long long *pattern) {
+    *before = b->base;
+    *nb = GUARD;
+    *after = b->ptr + b->bytes;
+    *na = b->alloc - GUARD - b->bytes;
+    *pattern = b->pattern;
+}
+
+int kwb_cuda_buffer_redzone(kwb_cuda_buffer *b, int *hit, int64_t *first, int64_t *last) {
+    *hit = 0;
+    return kwb_cuda_guard(b, 0, hit, first, last);
+}
 
 const char *kwb_cuda_dtype_name(int t) {
     if (t == KWB_CUDA_E4M3) return "e4m3";
@@ -210,12 +232,22 @@ kwb_cuda_buffer *kwb_cuda_buffer_new(int dtype, uint64_t n) {
     b->dtype = dtype;
     b->n = n;
     b->bytes = dtype_bytes(dtype, n);
-    /* at least 256 bytes so every buffer has a distinct, aligned address */
-    CUresult r = c->cu->MemAlloc(&b->ptr, b->bytes < 256 ? 256 : (b->bytes + 255) / 256 * 256);
+    /* the data 256-byte aligned, and at least GUARD bytes after it */
+    b->alloc = GUARD + (b->bytes + 255) / 256 * 256 + GUARD;
+    CUresult r = c->cu->MemAlloc(&b->base, b->alloc);
     if (r != CUDA_SUCCESS) {
         char e[200];
         kwb_fail(r == CUDA_ERROR_OUT_OF_MEMORY ? KWB_ENOMEM : KWB_ERUN, "cannot allocate %zu bytes on the device: %s",
                  b->bytes, kwb_cu_errstr(r, e, sizeof e));
+        free(b);
+        return NULL;
+    }
+    static uint64_t serial;
+    b->ptr = b->base + GUARD;
+    b->pattern = (uint64_t)b->base * 0x9e3779b97f4a7c15ull ^ ++serial * 0xbf58476d1ce4e5b9ull;
+    int hit;
+    if (kwb_cuda_guard(b, 1, &hit, NULL, NULL)) {
+        c->cu->MemFree(b->base);
         free(b);
         return NULL;
     }
@@ -224,7 +256,7 @@ kwb_cuda_buffer *kwb_cuda_buffer_new(int dtype, uint64_t n) {
 
 void kwb_cuda_buffer_free(kwb_cuda_buffer *b) {
     if (!b) return;
-    if (ctx_ready && kwb_cuda_ctx_get()) ctx.cu->MemFree(b->ptr);
+    if (ctx_ready && kwb_cuda_ctx_get()) ctx.cu->MemFree(b->base);
     free(b);
 }
 
@@ -453,14 +485,19 @@ typedef struct {
 
 #define EVENT_PAIRS 64
 
-/* Before each timed run: poison the plan's outputs, then (cold) read the
- * flush buffer, which also writes the poison's dirty lines back. */
+/* Before each timed run: poison the plan's outputs (and scratch), then
+ * (cold) write the flush buffer, so nothing kept in it lasts from one run to
+ * the next, and read it, which leaves L2 full of clean lines and writes the
+ * dirty ones back before the timed region. */
 static int enqueue_flush(time_ctx *t) {
     for (uint32_t i = 0; i < t->p->npoison; i++) {
         int rc = kwb_cuda_buffer_poison_enqueue(t->p->poison[i]);
         if (rc) return rc;
     }
     if (!t->flush) return 0;
+    int rc = kwb_cu_check(t->c->cu->MemsetD32Async(t->flush, 0x5a5a5a5au, t->flush_n * 2, t->c->stream),
+                          "writing the L2 flush buffer");
+    if (rc) return rc;
     void *args[] = {&t->flush, &t->flush_n, &t->flush};
     return kwb_cu_check(t->c->cu->LaunchKernel(t->flush_fn, t->flush_grid, 1, 1, 512, 1, 1, 0, t->c->stream, args, NULL),
                         "reading the L2 flush buffer");
@@ -547,10 +584,8 @@ int kwb_cuda_plan_poison_before(kwb_cuda_plan *p, kwb_cuda_buffer *const *bufs, 
     return 0;
 }
 
-int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int graph,
-                       kwb_stats *st, kwb_cuda_clocks *clk) {
-    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
-    if (!c) return KWB_ERUN;
+/* The events, the flush buffer (cold) and the graph (graph) of timed runs. */
+static int time_setup(kwb_cuda_plan *p, kwb_cuda_ctx *c, int cold, int graph, time_ctx *tp) {
     if (p->n == 0) return kwb_fail(KWB_EINVAL, "the plan has no launches");
     int rc;
     if (!p->ev) {
@@ -559,8 +594,6 @@ int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int g
         for (; p->nev < 2 * EVENT_PAIRS; p->nev++)
             if ((rc = kwb_cu_check(c->cu->EventCreate(&p->ev[p->nev], 0), "cuEventCreate"))) return rc;
     }
-    /* one correctness run first: a failing plan fails here with its step */
-    if ((rc = kwb_cuda_plan_run(p))) return rc;
     time_ctx t = {.p = p, .c = c, .graph = graph};
     if (cold) {
         size_t want = 2 * (size_t)(c->info.l2_bytes > 0 ? c->info.l2_bytes : 64 << 20);
@@ -579,6 +612,27 @@ int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int g
         t.flush_grid = (unsigned)(c->info.sms > 0 ? c->info.sms : 80) * 4;
     }
     if (graph && !p->exec[cold ? 1 : 0] && (rc = build_graph(p, &t, &p->exec[cold ? 1 : 0]))) return rc;
+    *tp = t;
+    return 0;
+}
+
+int kwb_cuda_plan_replay(kwb_cuda_plan *p, int cold, double *seconds) {
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return KWB_ERUN;
+    time_ctx t;
+    int rc = time_setup(p, c, cold, 1, &t);
+    return rc ? rc : sample_graph(&t, 1, seconds);
+}
+
+int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int graph,
+                       kwb_stats *st, kwb_cuda_clocks *clk) {
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return KWB_ERUN;
+    if (p->n == 0) return kwb_fail(KWB_EINVAL, "the plan has no launches");
+    /* one correctness run first: a failing plan fails here with its step */
+    int rc = kwb_cuda_plan_run(p);
+    time_ctx t;
+    if (rc || (rc = time_setup(p, c, cold, graph, &t))) return rc;
     kwb_cuda_clocks k = {0};
     if (kwb_cuda_clocks_read(&k.sm_mhz_before, &k.temp_before, NULL) == 0) k.valid = 1;
     rc = kwb_time_loop(sample, &t, o, st);

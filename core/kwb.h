@@ -106,6 +106,7 @@ typedef struct kwb_diff {
     uint64_t inf;          /* +-Inf in out */
     uint64_t poison;       /* elements of out still holding the poison pattern */
     uint64_t ref_nonfinite;/* NaN or Inf in the reference itself */
+    double ref_mean;       /* the mean of the reference's finite elements (0 if none) */
     uint64_t bad;          /* elements outside atol + rtol * |ref| (poison, NaN and Inf count as bad) */
     int64_t first_bad;     /* index of the first bad element, -1 if none */
     int64_t worst;         /* index of the largest |out - ref|, -1 if none */
@@ -521,6 +522,17 @@ int kwb_cuda_buffer_copy(kwb_cuda_buffer *dst, const kwb_cuda_buffer *src);
 /* A 64-bit content checksum computed on the device; kwb_cuda_checksum_host
  * gives the same value for the same bytes on the CPU. */
 int kwb_cuda_buffer_checksum(const kwb_cuda_buffer *b, uint64_t *sum);
+/* A keyed digest of the bytes (the key stays on the host). */
+int kwb_cuda_buffer_digest(const kwb_cuda_buffer *b, uint64_t key, uint64_t *sum);
+/* The elements still holding the poison pattern: their count, the first (-1: none). */
+int kwb_cuda_buffer_poisoned(const kwb_cuda_buffer *b, uint64_t *count, int64_t *first);
+/* Every device buffer lies between guard bands of drawn bytes (4 KB before,
+ * at least 4 KB after): *hit is 1 when a byte of them changed since the last
+ * check, with the first and last byte offsets that did, relative to the
+ * buffer's first byte (negative: before it); the bands are filled again. */
+int kwb_cuda_buffer_redzone(kwb_cuda_buffer *b, int *hit, int64_t *first, int64_t *last);
+/* The same for n buffers in one launch: hit[i], first[i], last[i]. */
+int kwb_cuda_buffers_redzone(kwb_cuda_buffer *const *bufs, uint32_t n, int *hit, int64_t *first, int64_t *last);
 uint64_t kwb_cuda_checksum_host(const void *data, size_t bytes);
 /* Compare on the device (worst is not computed there: -1). */
 int kwb_cuda_compare(const kwb_cuda_buffer *out, const kwb_cuda_buffer *ref, double atol,
@@ -558,6 +570,9 @@ typedef struct kwb_cuda_clocks {
  * region, before the L2 flush), so a candidate cannot keep an earlier run's
  * output and skip its work. The buffers must outlive the plan's timing. */
 int kwb_cuda_plan_poison_before(kwb_cuda_plan *p, kwb_cuda_buffer *const *bufs, uint32_t n);
+/* One timed run of the plan as a CUDA graph (cold: L2 flushed and the flush
+ * buffer written first, outside the timed region): its seconds. */
+int kwb_cuda_plan_replay(kwb_cuda_plan *p, int cold, double *seconds);
 int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int graph,
                        kwb_stats *st, kwb_cuda_clocks *clk);
 int kwb_cuda_clocks_read(int32_t *sm_mhz, int32_t *temp, uint64_t *reasons);

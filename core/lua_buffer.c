@@ -265,6 +265,7 @@ static int l_compare(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)d.inf); lua_setfield(L, -2, "inf");
     lua_pushinteger(L, (lua_Integer)d.poison); lua_setfield(L, -2, "poison");
     lua_pushinteger(L, (lua_Integer)d.ref_nonfinite); lua_setfield(L, -2, "ref_nonfinite");
+    lua_pushnumber(L, d.ref_mean); lua_setfield(L, -2, "ref_mean");
     lua_pushinteger(L, (lua_Integer)d.bad); lua_setfield(L, -2, "bad");
     if (d.first_bad >= 0) { lua_pushinteger(L, d.first_bad + 1); lua_setfield(L, -2, "first_bad"); }
     if (d.worst >= 0) { lua_pushinteger(L, d.worst + 1); lua_setfield(L, -2, "worst"); }

@@ -463,6 +463,68 @@ static int l_dbuf_copy(lua_State *L) {
     DONE(kwb_cuda_buffer_copy(dst, src));
 }
 
+/* buf:digest(key) -> an integer (kwb_cuda_buffer_digest) */
+static int l_dbuf_digest(lua_State *L) {
+    uint64_t s = 0;
+    if (kwb_cuda_buffer_digest(check_dbuf(L, 1), (uint64_t)luaL_checkinteger(L, 2), &s)) return fail_run(L, "run-failed");
+    lua_pushinteger(L, (lua_Integer)s);
+    return 1;
+}
+
+/* buf:poisoned() -> the count of elements still poison, the first (1-based) or nil */
+static int l_dbuf_poisoned(lua_State *L) {
+    uint64_t n = 0;
+    int64_t first = -1;
+    if (kwb_cuda_buffer_poisoned(check_dbuf(L, 1), &n, &first)) return fail_run(L, "run-failed");
+    lua_pushinteger(L, (lua_Integer)n);
+    if (first < 0) lua_pushnil(L);
+    else lua_pushinteger(L, (lua_Integer)first + 1);
+    return 2;
+}
+
+/* buf:redzone() -> nil when its guard bands are intact, else the first and
+ * last byte offsets written outside it (negative: before it); the bands are
+ * filled again. Raises on a device failure. */
+static int l_dbuf_redzone(lua_State *L) {
+    int hit = 0;
+    int64_t first = 0, last = 0;
+    if (kwb_cuda_buffer_redzone(check_dbuf(L, 1), &hit, &first, &last))
+        return luaL_error(L, "checking a device buffer's guard bands: %s", kwb_last_error());
+    if (!hit) return 0;
+    lua_pushinteger(L, (lua_Integer)first);
+    lua_pushinteger(L, (lua_Integer)last);
+    return 2;
+}
+
+/* kwb.core.cuda_redzones({buf...}) -> { [i] = { first, last } } for each
+ * buffer whose guard bands changed (kwb_cuda_buffers_redzone); raises on a
+ * device failure. */
+static int l_redzones(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 1);
+    if (n < 0 || n > 4096) return luaL_error(L, "cuda_redzones takes 0 to 4096 buffers (got %d)", (int)n);
+    kwb_cuda_buffer **bufs = lua_newuserdatauv(L, sizeof *bufs * (size_t)(n ? n : 1), 0);
+    int *hit = lua_newuserdatauv(L, sizeof *hit * (size_t)(n ? n : 1), 0);
+    int64_t *first = lua_newuserdatauv(L, sizeof *first * (size_t)(n ? n : 1), 0);
+    int64_t *last = lua_newuserdatauv(L, sizeof *last * (size_t)(n ? n : 1), 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_geti(L, 1, i);
+        bufs[i - 1] = check_dbuf(L, -1);
+        lua_pop(L, 1);
+    }
+    if (kwb_cuda_buffers_redzone(bufs, (uint32_t)n, hit, first, last))
+        return luaL_error(L, "checking device buffers' guard bands: %s", kwb_last_error());
+    lua_newtable(L);
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (!hit[i - 1]) continue;
+        lua_createtable(L, 2, 0);
+        lua_pushinteger(L, (lua_Integer)first[i - 1]); lua_rawseti(L, -2, 1);
+        lua_pushinteger(L, (lua_Integer)last[i - 1]); lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i);
+    }
+    return 1;
+}
+
 static int l_dbuf_checksum(lua_State *L) {
     uint64_t s = 0;
     int rc = kwb_cuda_buffer_checksum(check_dbuf(L, 1), &s);
@@ -500,6 +562,7 @@ static int l_compare(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)d.inf); lua_setfield(L, -2, "inf");
     lua_pushinteger(L, (lua_Integer)d.poison); lua_setfield(L, -2, "poison");
     lua_pushinteger(L, (lua_Integer)d.ref_nonfinite); lua_setfield(L, -2, "ref_nonfinite");
+    lua_pushnumber(L, d.ref_mean); lua_setfield(L, -2, "ref_mean");
     lua_pushinteger(L, (lua_Integer)d.bad); lua_setfield(L, -2, "bad");
     if (d.first_bad >= 0) { lua_pushinteger(L, d.first_bad + 1); lua_setfield(L, -2, "first_bad"); }
     return 1;
@@ -745,6 +808,16 @@ static int l_plan_time(lua_State *L) {
     return 1;
 }
 
+/* plan:replay([cold]) -> seconds: one timed run as a graph (kwb_cuda_plan_replay) */
+static int l_plan_replay(lua_State *L) {
+    kwb_cuda_plan *p = check_plan(L, 1);
+    int cold = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
+    double s = 0;
+    if (kwb_cuda_plan_replay(p, cold, &s)) return fail_run(L, "launch-failed");
+    lua_pushnumber(L, s);
+    return 1;
+}
+
 static int l_plan_gc(lua_State *L) {
     lplan *u = luaL_checkudata(L, 1, PLAN_MT);
     kwb_cuda_plan_free(u->p);
@@ -835,20 +908,21 @@ void kwb_lua_open_cuda(lua_State *L) {
         {"fill_uniform", l_dbuf_fill_uniform}, {"fill_normal", l_dbuf_fill_normal}, {"fill", l_dbuf_fill},
         {"poison", l_dbuf_poison}, {"zero", l_dbuf_zero}, {"upload", l_dbuf_upload},
         {"download", l_dbuf_download}, {"raw", l_dbuf_raw}, {"copy", l_dbuf_copy},
-        {"checksum", l_dbuf_checksum}, {"free", l_dbuf_free}, {NULL, NULL},
+        {"checksum", l_dbuf_checksum}, {"digest", l_dbuf_digest}, {"poisoned", l_dbuf_poisoned},
+        {"redzone", l_dbuf_redzone}, {"fill_normal_stream", l_dbuf_fill_normal}, {"set_raw", l_dbuf_upload}, {"free", l_dbuf_free}, {NULL, NULL},
     };
     static const luaL_Reg plan_meta[] = {
         {"__index", l_plan_index}, {"__gc", l_plan_gc}, {"__close", l_plan_gc}, {"__tostring", l_plan_tostring}, {NULL, NULL},
     };
     static const luaL_Reg plan_methods[] = {
-        {"add", l_plan_add}, {"run", l_plan_run}, {"time", l_plan_time},
+        {"add", l_plan_add}, {"run", l_plan_run}, {"time", l_plan_time}, {"replay", l_plan_replay},
         {"poison_before", l_plan_poison_before}, {NULL, NULL},
     };
     static const luaL_Reg fns[] = {
         {"cuda_nvrtc_version", l_nvrtc_version}, {"cuda_device_count", l_device_count},
         {"cuda_device_info", l_device_info}, {"cuda_compile", l_compile},
         {"cuda_compile_many", l_compile_many}, {"cuda_fn", l_fn}, {"cuda_buffer", l_dbuf_new},
-        {"cuda_compare", l_compare}, {"cuda_checksum_host", l_checksum_host}, {"cuda_plan", l_plan_new},
+        {"cuda_compare", l_compare}, {"cuda_redzones", l_redzones}, {"cuda_checksum_host", l_checksum_host}, {"cuda_plan", l_plan_new},
         {"cuda_clocks", l_clocks}, {"cuda_measure_copy", l_measure_copy},
         {"cuda_measure_fma", l_measure_fma}, {"cuda_measure_bf16", l_measure_bf16},
         {"cuda_set_build_dir", l_set_build_dir}, {"cuda_home", l_home},

@@ -11,11 +11,12 @@ int kwb_compare(const kwb_buffer *out, const kwb_buffer *ref, double atol, doubl
         return kwb_fail(KWB_EINVAL, "compare needs equal lengths (out has %llu, ref has %llu)",
                         (unsigned long long)n, (unsigned long long)kwb_buffer_len(ref));
     *d = (kwb_diff){.n = n, .first_bad = -1, .worst = -1};
-    double sum_d2 = 0, sum_r2 = 0;
+    double sum_d2 = 0, sum_r2 = 0, sum_r = 0;
     for (uint64_t i = 0; i < n; i++) {
         double r = kwb_buffer_get(ref, i);
         int bad = 0;
         if (!isfinite(r)) d->ref_nonfinite++;
+        else sum_r += r;
         if (kwb_buffer_is_poison(out, i) && kwb_dtype_is_float(kwb_buffer_dtype(out))) {
             d->poison++;
             bad = 1;
@@ -42,5 +43,6 @@ int kwb_compare(const kwb_buffer *out, const kwb_buffer *ref, double atol, doubl
         }
     }
     d->rel_l2 = sum_r2 > 0 ? sqrt(sum_d2 / sum_r2) : sqrt(sum_d2);
+    if (n > d->ref_nonfinite) d->ref_mean = sum_r / (double)(n - d->ref_nonfinite);
     return 0;
 }

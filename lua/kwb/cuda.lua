@@ -133,8 +133,16 @@ end
 -- buffer(dtype, n): a device buffer (dtypes of kwb.host.buffer, and e4m3 and
 -- packed e2m1). Methods: fill_uniform(seed, lo, hi), fill_normal(seed, mean,
 -- std), fill(v), poison(), zero(), upload(host buffer | string),
--- download(host buffer), raw(), copy(src), checksum(); .dtype .n .bytes.
+-- download(host buffer), raw(), set_raw(string), copy(src), checksum(), digest(key),
+-- poisoned() (count, first), redzone(); .dtype .n .bytes. Every buffer lies
+-- between guard bands (4 KB before, at least 4 KB after) of bytes drawn for
+-- it: redzone() gives the first and last byte offsets written outside it
+-- since the last check (negative: before it), or nil.
 M.buffer = core.cuda_buffer
+
+-- redzones({ buf, ... }) -> { [i] = { first, last } } for each buffer written
+-- outside since its last check: one launch for all of them.
+M.redzones = core.cuda_redzones
 
 -- to_host(dbuf) -> a host buffer with the same values (u8 bytes for e4m3, e2m1).
 function M.to_host(b)
@@ -214,6 +222,12 @@ end
 -- graph and clocks = { sm_mhz_before, sm_mhz_after, temp_before, temp_after,
 -- throttled }. opts: the timing options of kwb.host.time, and hot = true
 -- (no L2 flush), graph = false (plain launches).
+-- replay([cold]) -> seconds | nil, message, info: one timed run of the plan
+-- as a CUDA graph (cold unless cold == false: the poison_before buffers
+-- poisoned and the L2 flush buffer written, then read, before the timed
+-- region); the caller prepares inputs and checks outputs around it.
+function Plan:replay(cold) return self.ud:replay(cold ~= false) end
+
 function M.time(plan, opts)
   opts = opts or {}
   local topts = {}

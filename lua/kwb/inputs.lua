@@ -69,7 +69,8 @@ local function fill(buf, init, seed, shape, bufs, stream)
   else buf:fill(init[2] or 0) end
 end
 
--- Fixed inputs not filled yet by this harness: filled now, once.
+-- Fixed inputs not filled yet by this harness: filled now, once, and
+-- checksummed (h.fixed_sum: a timed run's check compares with it).
 local function fill_fixed(h, b)
   if not b.fixed then return end
   for _, a in ipairs(h.problem.buffers) do
@@ -79,17 +80,42 @@ local function fill_fixed(h, b)
       h.fixed_done[fk] = true
     end
   end
+  h.fixed_sum = h.fixed_sum or {}
+  for name, fk in pairs(b.fixed) do
+    if not h.fixed_sum[fk] then h.fixed_sum[fk] = assert(b.bufs[name]:checksum()) end
+  end
+end
+
+-- The reference's outputs, kept: where no candidate can reach them
+-- (backend.hold: the CUDA backend holds them on the host, the device copies
+-- poisoned until a comparison), else copies.
+local function keep_refs(h, b)
+  local saved = {}
+  for name, buf in pairs(b.refs) do
+    if h.backend.hold then saved[name] = h.backend.hold(buf)
+    else
+      local copy = h.backend.buffer(buf.dtype, buf.n)
+      copy:copy(buf)
+      saved[name] = copy
+    end
+  end
+  return saved
+end
+
+local function restore_refs(h, b, saved)
+  for name, s in pairs(saved) do
+    if h.backend.hold then h.backend.hold(b.refs[name], s) else b.refs[name]:copy(s) end
+  end
 end
 
 -- The reference's outputs for the inputs in b.refs (kept per round when the
--- problem draws its inputs once per run).
-local function expected(h, b, round, draw_run)
+-- problem draws its inputs once per run, per set for `pool`).
+local function expected(h, b, round, draw_run, pool)
   local p = h.problem
-  local kept = draw_run and b.kept and b.kept[round]
-  if kept then
-    for name, buf in pairs(kept) do b.refs[name]:copy(buf) end
-    return
-  end
+  local kept
+  if pool then kept = h.pools and h.pools[b.key] and h.pools[b.key][pool]
+  else kept = draw_run and b.kept and b.kept[round] end
+  if kept then return restore_refs(h, b, kept) end
   local ref = h:reference()
   if ref.lua then
     local bufs = {}
@@ -99,29 +125,37 @@ local function expected(h, b, round, draw_run)
     local ok, err = h.backend.call(ref.fn, b, b.refargs)
     if not ok then error("the reference of " .. p.name .. " failed at " .. b.key .. ": " .. tostring(err), 0) end
   end
-  if draw_run then
+  if pool then
+    h.pools = h.pools or {}
+    h.pools[b.key] = h.pools[b.key] or {}
+    h.pools[b.key][pool] = keep_refs(h, b)
+  elseif draw_run then
     b.kept = b.kept or {}
-    b.kept[round] = {}
-    for name, buf in pairs(b.refs) do
-      local copy = h.backend.buffer(buf.dtype, buf.n)
-      copy:copy(buf)
-      b.kept[round][name] = copy
-    end
+    b.kept[round] = keep_refs(h, b)
+  elseif h.backend.hold then
+    keep_refs(h, b)
   end
 end
 
--- fresh(h, b, seed, tag): the inputs of one timed run (kwb.timed), drawn
--- from the candidate's seed, the shape and the run's tag whatever the
+-- Sets of inputs the verified timed runs of a problem that draws once per run
+-- take theirs from (its reference is too slow to run for every candidate):
+-- drawn like any timed run's, from the run's seed, their expected outputs
+-- computed once; a candidate meets each at most once.
+M.pool_sets = 8
+
+-- fresh(h, b, seed, tag [, pool]): the inputs of one timed run (kwb.timed),
+-- drawn from the candidate's seed, the shape and the run's tag whatever the
 -- problem's draw (normal ones from a faster stream of the same
--- distribution); digested (a keyed hash, kwb_buffer_digest); outputs poisoned. The expected outputs are
+-- distribution), or those of pool set `pool` (M.pool_sets); digested (a
+-- keyed hash, kwb_buffer_digest); outputs poisoned. The expected outputs are
 -- not computed (expect() does that, after the call, for the runs checked).
-function M.fresh(h, b, seed, tag)
+function M.fresh(h, b, seed, tag, pool)
   local p = h.problem
   fill_fixed(h, b)
   b.sums = {}
   -- one hash for the run, then each buffer's seed and the digest's key by
   -- a multiply (the fills mix their seed again): this runs before every call
-  local base = rng.seed_of(seed, b.key, tag)
+  local base = pool and rng.seed_of(h:base_seed(), b.key, "verified timed run", pool) or rng.seed_of(seed, b.key, tag)
   for i, a in ipairs(p.buffers) do
     if a.role ~= "out" and not a.fixed and a.init ~= false then
       fill(b.bufs[a.name], a.init, (base + i * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFF, b.shape, b.bufs, true)
@@ -130,19 +164,22 @@ function M.fresh(h, b, seed, tag)
   b.sum_key = (base * 0x2545F4914F6CDD1D) & 0x7FFFFFFFFFFFFFFF   -- the keyed digest: fast, and the key stays here
   for _, a in ipairs(p.buffers) do
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
-    if a.role == "in" then b.sums[a.name] = b.bufs[a.name]:digest(b.sum_key) end
+    if a.role == "in" then   -- (fixed inputs: their checksum from when they were filled)
+      b.sums[a.name] = a.fixed and h.fixed_sum[b.fixed[a.name]] or b.bufs[a.name]:digest(b.sum_key)
+    end
     if a.role == "out" then b.bufs[a.name]:poison() end
   end
 end
 
--- expect(h, b): the reference's outputs for the inputs fresh() drew (the
--- inputs as they were: a candidate that changed one is wrong for that).
-function M.expect(h, b)
+-- expect(h, b [, pool]): the reference's outputs for the inputs fresh() drew
+-- (the inputs as they were: a candidate that changed one is wrong for that);
+-- for a pool set, computed once and kept.
+function M.expect(h, b, pool)
   for _, a in ipairs(h.problem.buffers) do
     if a.role == "out" then b.refs[a.name]:poison()
     elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
   end
-  expected(h, b, nil, false)
+  expected(h, b, nil, false, pool)
 end
 
 -- prepare(h, b, seed, round): fresh inputs for round `round` (from the

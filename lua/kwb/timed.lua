@@ -38,6 +38,8 @@ function M.failure(why, outcome, what, key, timeout)
     return string.format("during %s at %s the candidate made a %s", what, key, tostring(why))
   elseif outcome == "wrong" then
     return string.format("during %s at %s %s", what, key, tostring(why))
+  elseif not outcome then   -- a launch that failed (the CUDA backend)
+    return string.format("the call failed during %s at %s: %s", what, key, tostring(why))
   end
   return string.format("its sandbox %s during %s at %s", tostring(why), what, key)
 end
@@ -68,13 +70,26 @@ end
 -- race_above: a time its median is raced against); seed: the candidate's.
 function M.shape(h, kernel, b, t, seed)
   local backend = h.backend
+  local call = backend.timed_call or backend.call
   local runs, k = 0, 1
+  -- a problem that draws its inputs once per run verifies timed runs on sets
+  -- of a pool (kwb.inputs), a different one for each verified run of the
+  -- candidate at this shape (b.pools: how many it has had)
+  local pooled = h.problem.draw == "run"
+  if b.pools_seed ~= seed then b.pools_seed, b.pools = seed, 0 end
   local function run(check, what)
     runs = runs + 1
     local set = benches(h, b, k)
-    for j = 1, k do inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j)) end
+    local pool = {}
+    for j = 1, k do
+      if check and pooled then
+        pool[j] = (seed + b.pools) % inputs.pool_sets + 1
+        b.pools = b.pools + 1
+      end
+      inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j), pool[j])
+    end
     local ok, secs, outcome
-    if k == 1 then ok, secs, outcome = backend.call(kernel, b, b.args, h.timeout)
+    if k == 1 then ok, secs, outcome = call(kernel, b, b.args, h.timeout)
     else ok, secs, outcome = backend.calls(kernel, { table.unpack(set, 1, k) }, h.timeout) end
     if not ok then return nil, M.failure(secs, outcome, what, b.key, h.timeout), outcome or "crashed" end
     local per = secs / k
@@ -82,7 +97,7 @@ function M.shape(h, kernel, b, t, seed)
       return nil, string.format("one call took %.2f s at %s (the timeout is %g s)", per, b.key, h.timeout), "timeout"
     end
     for j = 1, k do
-      if check then inputs.expect(h, set[j]) end
+      if check then inputs.expect(h, set[j], pool[j]) end
       local out, why = verify.check(h.problem, backend, set[j], what, false, not check)
       if out then return nil, why, out end
     end
@@ -108,7 +123,8 @@ function M.shape(h, kernel, b, t, seed)
   local expect_n = math.max(min_n, math.min(max_n, math.floor(cap / math.max(pace, 1e-9))))
   local draw = rng.new(rng.seed_of(seed, b.key, "which timed runs are verified"))
   local checked = {}
-  for _ = 1, math.min(t.verify_runs or M.verify_runs, expect_n) do checked[draw(expect_n)] = true end
+  local verify_runs = t.verify_runs or backend.verify_runs or M.verify_runs
+  for _ = 1, math.min(verify_runs, expect_n) do checked[draw(expect_n)] = true end
   local samples, capped, verified, partial = {}, false, 0, nil
   local start, next_check = core.now(), min_n
   while true do
@@ -132,7 +148,7 @@ function M.shape(h, kernel, b, t, seed)
   -- the verified samples the timing ended before, and one more: the kernel
   -- cannot tell these from the timed ones either (a timing raced out, which
   -- never makes a winner, only needs one verified run in all)
-  local want = partial and 0 or math.min(t.verify_runs or M.verify_runs, expect_n)
+  local want = partial and 0 or math.min(verify_runs, expect_n)
   for _ = verified, want do
     local last, why, out = run(true, "a run after the timed runs")
     if not last then return nil, why, out end

@@ -6,6 +6,8 @@
 --   fake.launches   { kernel =, grid =, block = } per step run (first dimensions)
 --   fake.runs       kernel name -> number of runs
 --   fake.poisoned   every buffer handed to poison_before
+--   fake.replays    per timed run (replay): { plan =, sums = { checksum of
+--                   each buffer argument }, poison = { elements still poison } }
 -- A step with more than 1024 threads a block fails as a launch would.
 --
 --   local fake = require "fake_cuda" ()      -- installs itself as kwb.cuda
@@ -14,7 +16,7 @@ local core = require "kwb.core"
 
 return function()
   local fake = {
-    launches = {}, runs = {}, poisoned = {},
+    launches = {}, runs = {}, poisoned = {}, replays = {},
     device_count = function() return 1 end,
     device_kind = function() return "fake-gpu sm_00" end,
     buffer = host.buffer,
@@ -82,6 +84,36 @@ return function()
   end
 
   function fake.time(plan, opts) return plan:time(opts) end
+
+  -- One timed run: the poison_before buffers poisoned, what its buffer
+  -- arguments hold recorded, then run and timed.
+  function Plan:replay()
+    for _, b in ipairs(self.outs or {}) do b:poison() end
+    local seen = { plan = self, sums = {}, poison = {} }
+    for _, s in ipairs(self.steps) do
+      for i, a in ipairs(s.args) do
+        if type(a) == "userdata" then
+          seen.sums[#seen.sums + 1] = a:checksum()
+          seen.poison[#seen.poison + 1] = (a:poisoned())
+        else seen.sums[#seen.sums + 1], seen.poison[#seen.poison + 1] = i, 0 end
+      end
+    end
+    fake.replays[#fake.replays + 1] = seen
+    local t0 = core.now()
+    local ok, err = self:run()
+    if not ok then return nil, err end
+    return math.max(core.now() - t0, 1e-9)
+  end
+
+  -- Host buffers lie between redzones: the guard bands of this stand-in.
+  function fake.redzones(bufs)
+    local hits = {}
+    for i, b in ipairs(bufs) do
+      local first, last = b:redzone()
+      if first then hits[i] = { first, last } end
+    end
+    return hits
+  end
 
   package.loaded["kwb.cuda"] = fake
   return fake

@@ -61,14 +61,21 @@ t.test("loop_backend_cuda_launch_plans_follow_shape_and_parameters", function()
   t.truthy(seen["vecadd 1x2048"], "the launch that fails")
 end)
 
-t.test("loop_backend_cuda_poisons_only_the_outputs_before_timed_runs", function()
-  t.truthy(#poisoned > 0, "the adapter hands the timing its outputs")
-  for _, b in ipairs(poisoned) do t.eq(b.n == 1000 or b.n == 3000, true, "an output of a shape") end
-  local names = {}
-  for _, b in ipairs(poisoned) do names[tostring(b)] = true end
-  local distinct = 0
-  for _ in pairs(names) do distinct = distinct + 1 end
-  t.eq(distinct, 2, "one output buffer (c) per shape")
+t.test("loop_backend_cuda_timed_runs_get_fresh_inputs_and_poisoned_outputs", function()
+  t.truthy(#fake.replays > 10, "timed runs replay the plan")
+  local last, fresh, same = {}, 0, 0
+  for _, rp in ipairs(fake.replays) do
+    local c = rp.plan.steps[1].args[4]
+    t.eq(rp.poison[4], c.n, "every element of c poison as a timed run begins")
+    local prev = last[rp.plan]
+    if prev then
+      if prev == rp.sums[2] then same = same + 1 else fresh = fresh + 1 end
+    end
+    last[rp.plan] = rp.sums[2]
+  end
+  t.eq(same, 0, "no timed run meets the inputs of the one before it")
+  t.eq(fresh, #fake.replays - 4, "every other one new inputs (4 plans: 2 candidates at 2 shapes)")
+  t.eq(#poisoned, 0, "a plan of one kernel has no scratch to poison in its graph")
 end)
 
 t.test("loop_backend_cuda_results_are_keyed_by_the_device_kind", function()

@@ -56,6 +56,7 @@ local proposals = {
 }
 
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local s
 local r = kwb.recipe {
   name = "fake_steps", backend = "cuda", problem = problem, shapes = { n = { 100, 300 } },
   start = { source = up .. down, defines = { SCALE = "1.0f" } },
@@ -70,7 +71,7 @@ local r = kwb.recipe {
 
 local run
 t.test("steps_layers_of_several_kernels_run_through_the_loop", function()
-  local s = r:session { store = require("kwb.store").open(dir .. "/fake_steps.db") }
+  s = r:session { store = require("kwb.store").open(dir .. "/fake_steps.db") }
   local _
   _, run = r:run { mode = "quiet", seed = 7 }
   t.truthy(s, "session")
@@ -91,16 +92,25 @@ end)
 t.test("steps_fixed_inputs_fill_once_and_the_reference_runs_once_per_shape_and_round", function()
   t.eq(fills, 1, "w (and w2 through it) filled once for both shapes and every candidate")
   t.eq(#r.verify_shapes, 4, "unannounced shapes: n=99, n=101, n=301 and one drawn")
-  t.eq(runs.ref_up, 12, "(2 timed + 4 unannounced shapes) x 2 rounds, whatever the number of candidates")
-  t.eq(runs.ref_down, 12)
+  -- and once for each pool set a verified timed run took its inputs from
+  local sets = 0
+  for _, pool in pairs(s.harness.pools) do for _ in pairs(pool) do sets = sets + 1 end end
+  t.truthy(sets >= 2, "at least one pool set at each timed shape")
+  t.eq(runs.ref_up, 12 + sets, "(2 timed + 4 unannounced shapes) x 2 rounds, whatever the number of candidates")
+  t.eq(runs.ref_down, 12 + sets)
 end)
 
 t.test("steps_scratch_is_poisoned_before_timed_runs_with_the_outputs", function()
-  local sizes = {}
-  for _, b in ipairs(poisoned) do sizes[b.n] = (sizes[b.n] or 0) + 1 end
-  -- per timed plan: c and tmp, both n long
-  t.eq(sizes[100] % 2, 0, "outputs and scratch at n=100")
-  t.eq(sizes[64], nil, "fixed inputs are never poisoned")
+  for _, b in ipairs(poisoned) do
+    t.eq(b.n == 100 or b.n == 300, true, "only scratch (tmp) goes to poison_before")
+  end
+  t.truthy(#fake.replays > 0)
+  for _, rp in ipairs(fake.replays) do
+    local steps = rp.plan.steps
+    t.eq(rp.poison[3], steps[1].args[3].n, "tmp all poison as a timed run begins")
+    t.eq(rp.poison[7], steps[2].args[4].n, "c all poison as a timed run begins")
+    t.eq(rp.poison[6], 0, "w2, a fixed input, never poisoned")
+  end
 end)
 
 t.test("steps_records_the_error_of_the_timed_output", function()

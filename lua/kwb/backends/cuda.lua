@@ -27,7 +27,36 @@ end
 
 function B.buffer(dtype, n) return assert(api().buffer(dtype, n)) end
 
-function B.compare(out, ref, tol) return assert(api().compare(out, ref, tol)) end
+-- Device buffers lie between guard bands (kwb.cuda.buffer), checked after
+-- every call, all of a bench's in one launch.
+B.redzones = true
+function B.guard_bands(bufs) return api().redzones(bufs) end
+
+-- The reference's outputs are never on the device while a candidate runs
+-- there (its code could read them through pointer arithmetic): held here as
+-- bytes, the device copy poisoned, and put back only to be compared with a
+-- candidate's output after the call has returned.
+local held = setmetatable({}, { __mode = "k" })
+
+-- hold(buf [, bytes]) -> bytes: the expected values buf holds (or, given,
+-- the bytes kept from an earlier round), kept on the host, buf poisoned.
+function B.hold(buf, bytes)
+  if not bytes then
+    bytes = assert(buf:raw())
+    assert(buf:poison())
+  end
+  held[buf] = bytes
+  return bytes
+end
+
+function B.compare(out, ref, tol)
+  local bytes = held[ref]
+  if not bytes then return assert(api().compare(out, ref, tol)) end
+  assert(ref:set_raw(bytes))
+  local d = assert(api().compare(out, ref, tol))
+  assert(ref:poison())
+  return d
+end
 
 function B.device() return api().device_kind() end
 
@@ -135,8 +164,8 @@ local function plan_for(fn, b, args, problem)
     local scratch = {}
     for name, sc in pairs(l.scratch or {}) do scratch[name] = api().buffer(sc[1], sc[2]) end
     p = api().plan()
-    p.scratch = {}
-    for name, buf in pairs(scratch) do p.scratch[#p.scratch + 1] = buf end
+    p.scratch, p.scratch_by_name = {}, scratch
+    for _, buf in pairs(scratch) do p.scratch[#p.scratch + 1] = buf end
     for _, st in ipairs(l.steps) do
       local k, msg = step_kernel(fn, problem, st, l.scratch or {}, b.key)
       if not k then return nil, msg end
@@ -150,6 +179,9 @@ local function plan_for(fn, b, args, problem)
       if not ok then return nil, string.format("step %s: %s", st[1], tostring(err)) end
     end
   end
+  p.named = {}   -- the scratch buffers by name, checked for writes outside them (kwb.verify)
+  for name, buf in pairs(p.scratch_by_name or {}) do p.named[#p.named + 1] = { name = "scratch " .. name, buf = buf } end
+  table.sort(p.named, function(x, y) return x.name < y.name end)
   fn.plans[key] = p
   return p
 end
@@ -162,7 +194,7 @@ function B.reference(problem, _, arch)
   if not mod then error("the CUDA reference of " .. problem.name .. " does not compile: " .. msg .. "\n" .. (info and info.log or ""), 0) end
   local single = mod:kernel(r.fn, problem:prototype(r.fn))
   local fn = launcher(mod, r.launch or problem.launch, {}, single)
-  fn.problem = problem
+  fn.problem, fn.reference = problem, true
   return fn
 end
 
@@ -209,25 +241,57 @@ end
 -- The clock of the timeout: wall time (the GPU's work is not this process's).
 B.clock = core.now
 
--- call(fn, bench, args) -> true | nil, message (a launch that fails)
+-- call(fn, bench, args) -> true | nil, message (a launch that fails). The
+-- bench's `scratch` names the plan's scratch buffers (kwb.verify checks their
+-- guard bands); the reference's scratch is poisoned after its call, so no
+-- intermediate of the expected outputs stays on the device either.
 function B.call(fn, b, args)
   local p, msg = plan_for(fn, b, args, fn.problem)
   if not p then return nil, msg end
   for _, buf in ipairs(p.scratch) do buf:poison() end
-  return p:run()
+  b.scratch = not fn.reference and p.named or nil
+  local ok, err, info = p:run()
+  if fn.reference then for _, buf in ipairs(p.scratch) do buf:poison() end end
+  return ok, err, info
 end
 
--- time(fn, bench, opts, outs) -> stats (cold L2, graph replay) | nil, message.
--- The output buffers `outs` are poisoned before every timed run, so the
--- outputs checked after timing are those of the timed runs themselves.
+-- Every timed run of a candidate gets fresh inputs and poisoned outputs, and
+-- its outputs and guard bands are checked after it (kwb.timed): one graph
+-- replay a sample, through timed_call.
+B.fresh_timing = true
+-- Of the timed runs only the one after the last sample is verified against
+-- the reference by default: a reference on the GPU can take as long as the
+-- slowest candidate (a recipe's timing.verify_runs adds drawn ones).
+B.verify_runs = 0
+
+-- timed_call(fn, bench, args) -> true, seconds | nil, message: one replay of
+-- the shape's plan as a CUDA graph, cold: its scratch poisoned and the L2
+-- flush buffer written and read before the timed region.
+function B.timed_call(fn, b, args)
+  local p, msg = plan_for(fn, b, args, fn.problem)
+  if not p then return nil, msg end
+  if p.poisoned ~= "scratch" then
+    p:poison_before(p.scratch)
+    p.poisoned = "scratch"
+  end
+  b.scratch = p.named
+  local s, err = p:replay(true)
+  if not s then return nil, err end
+  return true, s
+end
+
+-- time(fn, bench, opts, outs) -> stats (cold L2, graph replay) | nil, message:
+-- the C timing loop, for the reference and the tools that time a plan
+-- outside the judge. The output buffers `outs` are poisoned before every
+-- timed run.
 function B.time(fn, b, opts, outs)
   local p, msg = plan_for(fn, b, b.args, fn.problem)
   if not p then return nil, msg end
-  if outs and not p.poisoned then
+  if outs and p.poisoned ~= "outputs" then
     local all = { table.unpack(outs) }
     for _, buf in ipairs(p.scratch) do all[#all + 1] = buf end
     p:poison_before(all)
-    p.poisoned = true
+    p.poisoned = "outputs"
   end
   return api().time(p, opts)
 end

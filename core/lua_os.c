@@ -135,10 +135,20 @@ static int l_exec(lua_State *L) {
     return 1;
 }
 
+/* core.self_exe() -> the path of this program (readlink /proc/self/exe) */
+static int l_self_exe(lua_State *L) {
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n < 0) return kwb_lua_fail(L, "no-exe", "cannot read /proc/self/exe");
+    lua_pushlstring(L, buf, (size_t)n);
+    return 1;
+}
+
 void kwb_lua_open_os(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"flock", l_flock}, {"environ", l_environ}, {"cwd", l_cwd}, {"uid", l_uid}, {"mkdirs", l_mkdirs},
         {"isatty", l_isatty}, {"executable", l_executable}, {"machine", l_machine}, {"exec", l_exec},
+        {"self_exe", l_self_exe},
         {NULL, NULL},
     };
     static const luaL_Reg lock_meta[] = {

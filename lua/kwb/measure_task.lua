@@ -54,6 +54,36 @@ function M.measure(args)
            shapes = res.shapes, seconds = res.seconds, signal = res.signal }
 end
 
+-- sanitize(args) -> {} or the first finding (kwb.sanitize.check), with the
+-- device to itself as a measurement has it.
+function M.sanitize(args)
+  local sanitize = require "kwb.sanitize"
+  worker.deadline(nil, "waiting for the device")
+  local locked = worker.serving() and core.worker_lock(true)
+  local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
+  worker.deadline(#sanitize.tools * (sanitize.limit + 10), "compute-sanitizer")
+  return sanitize.check(harness(args.recipe).recipe, args)
+end
+
+-- sanitize_job(path): what each tool of kwb.sanitize runs, in a fresh kwb:
+-- the candidate built and called once at the job's shape, on fresh inputs.
+-- An error exits with status 1.
+function M.sanitize_job(path)
+  local f = assert(io.open(path, "r"))
+  local spec = worker.decode(f:read("a"))
+  f:close()
+  local h = harness(spec.recipe)
+  local res = { seconds = {}, shapes = {} }
+  local fn = h:build(spec.cand, res)
+  if not fn then error("the candidate does not build here: " .. tostring(res.outcome) .. ": " .. tostring(res.reason), 0) end
+  local sh
+  for _, s in ipairs(h.recipe.shapes) do if s.key == spec.shape then sh = s end end
+  local b = h:bench(assert(sh, spec.shape))
+  require("kwb.inputs").fresh(h, b, math.tointeger(tonumber(spec.seed)) or 0, "sanitize")
+  local ok, err = h.backend.call(fn, b, b.args)
+  if not ok then error("the call failed at " .. sh.key .. ": " .. tostring(err), 0) end
+end
+
 -- build(args) -> the build's verdict alone (the agent strategy's compile
 -- tool): nil outcome when it built. args = { recipe =, cand = }.
 function M.build(args)

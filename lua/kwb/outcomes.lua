@@ -3,12 +3,13 @@
 -- A candidate of a run ends in exactly one outcome of the funnel, in the
 -- order a candidate meets the stages that give them: the model's reply
 -- (no-code: it held no usable kernel), the rules, the compiler, verification, the physical floor, the worker's death or overrun,
--- and the accept rule. The start kernel is judged like a candidate but ends
+-- the sanitizers on a CUDA candidate about to become the best (unsafe), and the accept rule. The start kernel is judged like a candidate but ends
 -- in "start" (verified and timed, the measure every score is relative to);
 -- it is not part of any run's funnel.
 local M = {}
 
-M.funnel = { "no-code", "forbidden", "compile-error", "wrong", "impossible", "crashed", "timeout", "slower", "accepted" }
+M.funnel = { "no-code", "forbidden", "compile-error", "wrong", "impossible", "crashed", "timeout", "unsafe", "slower",
+             "accepted" }
 
 M.start = "start"
 
@@ -18,18 +19,19 @@ M.all[#M.all + 1] = M.start
 
 -- The order progress lines and summaries print the funnel in: the results
 -- that count first, then the failures from the most to the least telling.
-M.display = { "accepted", "slower", "wrong", "compile-error", "forbidden", "impossible", "timeout", "crashed",
+M.display = { "accepted", "slower", "wrong", "unsafe", "compile-error", "forbidden", "impossible", "timeout", "crashed",
               "no-code" }
 
--- Shown only when some candidate ends in them (a tuner's run never does).
-M.quiet = { ["no-code"] = true }
+-- Shown only when some candidate ends in them (a tuner's run never ends in
+-- no-code, a host run never in unsafe).
+M.quiet = { ["no-code"] = true, unsafe = true }
 
 -- Outcomes of a verified, timed kernel (its per-shape times mean something).
 M.verified = { slower = true, accepted = true, start = true }
 
 -- The failures: a candidate that ends in one of these has no times.
 M.bad = { ["no-code"] = true, forbidden = true, ["compile-error"] = true, wrong = true, impossible = true, crashed = true,
-          timeout = true }
+          timeout = true, unsafe = true }
 
 local known = {}
 for _, o in ipairs(M.all) do known[o] = true end

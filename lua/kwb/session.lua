@@ -217,11 +217,36 @@ function Session:complete(pending)
   if best and best.id == res.id then best = self.start end
   judge.judge(self.recipe, res, { ceilings = not res.outcome and self:ceilings() or nil, start = self.start,
                                   best = best, is_start = start })
+  local san = self.recipe.sanitize
+  if res.outcome == "accepted" and san or res.outcome == "slower" and san == "all" then self:sanitize(pending.cand, res) end
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
   self:note_times(res)
   if res.outcome == "accepted" then self.best = res end
   return res
+end
+
+-- sanitize(cand, res): compute-sanitizer on the candidate (kwb.sanitize), in
+-- a worker when the session has a pool; a finding makes it "unsafe".
+function Session:sanitize(cand, res)
+  local t0 = core.now()
+  local file = self.recipe.returned_by
+  local args = { recipe = file and absolute(file), cand = for_worker(cand), seed = tostring(res.seed) }
+  local finding
+  local pool = self:workers()
+  if pool then
+    local answer = pool:wait(pool:submit("kwb.measure_task.sanitize", { args },
+                                         { deadline = measure.build_limit, what = "compute-sanitizer's start" }))
+    if not answer.ok then error(string.format("compute-sanitizer on %s: %s", res.short or "?", tostring(answer.reason)), 0) end
+    finding = answer.value
+  else
+    finding = require("kwb.sanitize").check(self.recipe, args)
+  end
+  res.seconds.sanitize = core.now() - t0
+  if finding.tool then
+    res.outcome = "unsafe"
+    res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
+  end
 end
 
 -- evaluate(cand [, { start = true }]) -> the recorded result.

@@ -130,7 +130,7 @@ kwb cache: --since wants a date YYYY-MM-DD, not '2026-13'
 try 'kwb cache --help'
 [exit 2]
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/x.kwb --outcome great
-kwb cache: unknown outcome 'great' (known: no-code, forbidden, compile-error, wrong, impossible, crashed, timeout, slower, accepted, start)
+kwb cache: unknown outcome 'great' (known: no-code, forbidden, compile-error, wrong, impossible, crashed, timeout, unsafe, slower, accepted, start)
 try 'kwb cache --help'
 [exit 2]
 $ ./kwb --cache build/test-cache/two.db cache import build/test-cache/axpy.kwb

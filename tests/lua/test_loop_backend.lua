@@ -36,6 +36,7 @@ local r = kwb.recipe {
   launch = function(shape, p) return { grid = { (shape.n + p.BLOCK - 1) // p.BLOCK }, block = { p.BLOCK } } end,
   strategy = require("kwb.strategies.list")(proposals),
   timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+  sanitize = false,   -- (compute-sanitizer needs the GPU: test_loop_steps stands one in)
 }
 local sm, run
 t.test("loop_backend_cuda_runs_the_loop_through_the_adapter", function()

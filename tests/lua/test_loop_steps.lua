@@ -67,7 +67,19 @@ local r = kwb.recipe {
   end,
   strategy = require("kwb.strategies.list")(proposals),
   timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+  sanitize = "all",
 }
+-- compute-sanitizer needs the GPU: a stand-in that finds a race in right.c
+-- and nothing elsewhere, and records what it was asked to check
+local sanitized = {}
+package.loaded["kwb.sanitize"] = { check = function(recipe, args)
+  sanitized[#sanitized + 1] = args.cand.name
+  t.eq(recipe, r)
+  if args.cand.name == "right.c" then
+    return { tool = "racecheck", shape = "n=100", report = "Error: Race reported between Write access at up+0x90" }
+  end
+  return {}
+end }
 
 local run
 t.test("steps_layers_of_several_kernels_run_through_the_loop", function()
@@ -78,7 +90,11 @@ t.test("steps_layers_of_several_kernels_run_through_the_loop", function()
   t.eq(#run.results, 4)
   local o = {}
   for i, res in ipairs(run.results) do o[i] = res.outcome end
-  t.eq(o[1] == "accepted" or o[1] == "slower", true, "the right layer: " .. tostring(o[1]) .. " " .. tostring(run.results[1].reason))
+  -- the right layer, verified and timed, then sanitized (sanitize = "all"): unsafe
+  t.eq(o[1], "unsafe", tostring(run.results[1].reason))
+  t.eq(run.results[1].reason, "compute-sanitizer racecheck at n=100: Error: Race reported between Write access at up+0x90")
+  t.eq(table.concat(sanitized, " "), "right.c", "only the verified candidate is sanitized")
+  t.truthy(run.results[1].shapes["n=100"].median > 0, "its times are kept")
   t.eq(o[2], "wrong")
   -- poison in tmp comes out as NaN in c (a NaN payload plus w stays NaN)
   t.truthy(run.results[2].reason:find("^output c at n=100 %(the first run%): 100 NaN and 0 Inf"), run.results[2].reason)

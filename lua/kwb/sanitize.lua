@@ -1,0 +1,122 @@
+-- kwb/sanitize.lua: compute-sanitizer on a CUDA candidate about to become the
+-- best (the recipe's sanitize = "best", the default on the GPU) or on every
+-- verified one (sanitize = "all"). memcheck, racecheck and initcheck each run
+-- this program once on one shape, the timed shape with the smallest buffers,
+-- with fresh inputs: the candidate built as the loop builds it and called
+-- once, its own kernels alone instrumented. A finding makes the candidate
+-- "unsafe", with the tool's first report: a shared-memory race that happens
+-- to pass the value checks, a read past a buffer that lands in mapped memory,
+-- a read of memory no one wrote.
+local core = require "kwb.core"
+
+local M = {}
+
+M.tools = { "memcheck", "racecheck", "initcheck" }
+-- The module whose sanitize_job(path) each tool's run calls, in a process
+-- of its own (a worker's module: this process never loads it).
+M.job_module = "kwb.measure_task"
+-- How long one tool's run may take (seconds of wall time).
+M.limit = 300
+-- The exit status a tool's run ends with when it found something.
+M.found = 86
+
+-- The timed shape whose buffers hold the fewest elements.
+function M.shape(recipe)
+  local best, least
+  for _, sh in ipairs(recipe.shapes) do
+    local n = 0
+    for _, a in ipairs(recipe.problem.buffers) do n = n + a.size(sh.shape) end
+    if not least or n < least then best, least = sh, n end
+  end
+  return best
+end
+
+-- The kernels of the candidate's launch plan at a shape: the steps' names,
+-- or the problem's entry point.
+function M.kernels(recipe, cand, sh)
+  local launch = recipe.launch or recipe.problem.launch
+  local l = launch and launch(sh.shape, cand.params or {})
+  local names = {}
+  if type(l) == "table" and type(l.steps) == "table" then
+    for _, st in ipairs(l.steps) do names[#names + 1] = st[1] end
+  else
+    names[1] = recipe.problem:prototype():match("([%w_]+)%s*%(")
+  end
+  return names
+end
+
+local function sanitizer()
+  local home = core.cuda_home()
+  if home and core.executable(home .. "/bin/compute-sanitizer") then return home .. "/bin/compute-sanitizer" end
+  return require("kwb.host").which("compute-sanitizer")
+end
+
+-- The tool's first report: its lines from the first error line on, up to
+-- the next blank report line (at most 6).
+function M.first_report(text)
+  local lines, on = {}, false
+  for l in text:gmatch("[^\n]+") do
+    local body = l:match("^=========%s?(.*)$")
+    if body then
+      if not on and body ~= "" and not body:match("^COMPUTE%-SANITIZER") and not body:match("^ERROR SUMMARY") then
+        on = true
+      end
+      if on then
+        if body:match("^%s*$") or body:match("^ERROR SUMMARY") or #lines == 6 then break end
+        lines[#lines + 1] = body:gsub("^%s+", "")
+      end
+    end
+  end
+  return table.concat(lines, " | ")
+end
+
+-- check(recipe, args) -> {} when every tool is clean, or { tool =, report =,
+-- shape = }. args = { recipe = its absolute file, cand = { source, name,
+-- defines, params }, seed = "decimal" }. Raises when a tool cannot run.
+function M.check(recipe, args)
+  if not args.recipe then
+    error(string.format("recipe %s: the sanitizers run the recipe from its file, and this one has none (give it a "
+                        .. "file, or set sanitize = false)", recipe.name), 0)
+  end
+  local tool_path = sanitizer()
+  if not tool_path then
+    error("compute-sanitizer is not installed (looked in CUDA_HOME/bin and on PATH); a recipe runs without it "
+          .. "with sanitize = false", 0)
+  end
+  local sh = M.shape(recipe)
+  local job = os.tmpname()
+  local f = assert(io.open(job, "w"))
+  f:write(require("kwb.worker").json.encode { recipe = args.recipe, cand = args.cand, shape = sh.key, seed = args.seed })
+  f:close()
+  local exe = assert(core.self_exe())
+  local finding = {}
+  for _, tool in ipairs(M.tools) do
+    local argv = { tool_path, "--tool", tool, "--error-exitcode", tostring(M.found), "--print-limit", "1" }
+    for _, k in ipairs(M.kernels(recipe, args.cand, sh)) do
+      argv[#argv + 1] = "--kernel-name"
+      argv[#argv + 1] = "kns=" .. k
+    end
+    if tool == "racecheck" then argv[#argv + 1] = "--racecheck-report"; argv[#argv + 1] = "hazard" end
+    argv[#argv + 1] = exe
+    argv[#argv + 1] = "-e"
+    argv[#argv + 1] = string.format("require(%q).sanitize_job(%q)", M.job_module, job)
+    local r, msg = core.exec(argv, { timeout = M.limit, cap = 1 << 20 })
+    local why
+    if not r then why = "did not start: " .. tostring(msg)
+    elseif r.timed_out then why = string.format("ran past %d s", M.limit)
+    elseif r.status == M.found then
+      finding = { tool = tool, shape = sh.key, report = M.first_report(r.out .. "\n" .. r.err) }
+      break
+    elseif r.status ~= 0 then
+      why = string.format("failed (exit %d): %s", r.status, ((r.err ~= "" and r.err or r.out):gsub("%s+$", ""):sub(-600)))
+    end
+    if why then
+      os.remove(job)
+      error(string.format("compute-sanitizer %s at %s %s", tool, sh.key, why), 0)
+    end
+  end
+  os.remove(job)
+  return finding
+end
+
+return M

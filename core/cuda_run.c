@@ -188,6 +188,13 @@ struct kwb_cuda_buffer {
     uint64_t pattern;
 };
 
+void kwb_cuda_guard_layout(size_t bytes, uint64_t *before, uint64_t *after, size_t *alloc) {
+    /* the data 256-byte aligned, and at least GUARD bytes after it */
+    *before = GUARD;
+    *after = (bytes + 255) / 256 * 256 - bytes + GUARD;
+    *alloc = GUARD + bytes + *after;
+}
+
 void kwb_cuda_buffer_zones(const kwb_cuda_buffer *b, CUdeviceptr *before, unsigned long long *nb, CUdeviceptr *after,
                            unsigned long long *na, unsigned long long *pattern) {
     *before = b->base;
@@ -232,8 +239,8 @@ kwb_cuda_buffer *kwb_cuda_buffer_new(int dtype, uint64_t n) {
     b->dtype = dtype;
     b->n = n;
     b->bytes = dtype_bytes(dtype, n);
-    /* the data 256-byte aligned, and at least GUARD bytes after it */
-    b->alloc = GUARD + (b->bytes + 255) / 256 * 256 + GUARD;
+    uint64_t before, after;
+    kwb_cuda_guard_layout(b->bytes, &before, &after, &b->alloc);
     CUresult r = c->cu->MemAlloc(&b->base, b->alloc);
     if (r != CUDA_SUCCESS) {
         char e[200];

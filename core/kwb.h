@@ -531,6 +531,9 @@ int kwb_cuda_buffer_poisoned(const kwb_cuda_buffer *b, uint64_t *count, int64_t 
  * check, with the first and last byte offsets that did, relative to the
  * buffer's first byte (negative: before it); the bands are filled again. */
 int kwb_cuda_buffer_redzone(kwb_cuda_buffer *b, int *hit, int64_t *first, int64_t *last);
+/* The guard bands of a device buffer of `bytes`: bytes before and after its
+ * data, and the allocation's size (no device needed). */
+void kwb_cuda_guard_layout(size_t bytes, uint64_t *before, uint64_t *after, size_t *alloc);
 /* The same for n buffers in one launch: hit[i], first[i], last[i]. */
 int kwb_cuda_buffers_redzone(kwb_cuda_buffer *const *bufs, uint32_t n, int *hit, int64_t *first, int64_t *last);
 uint64_t kwb_cuda_checksum_host(const void *data, size_t bytes);

@@ -525,6 +525,19 @@ static int l_redzones(lua_State *L) {
     return 1;
 }
 
+/* kwb.core.cuda_guard_layout(bytes) -> before, after, allocation bytes */
+static int l_guard_layout(lua_State *L) {
+    lua_Integer bytes = luaL_checkinteger(L, 1);
+    if (bytes < 0) return luaL_error(L, "a buffer has 0 or more bytes (got %d)", (int)bytes);
+    uint64_t before, after;
+    size_t alloc;
+    kwb_cuda_guard_layout((size_t)bytes, &before, &after, &alloc);
+    lua_pushinteger(L, (lua_Integer)before);
+    lua_pushinteger(L, (lua_Integer)after);
+    lua_pushinteger(L, (lua_Integer)alloc);
+    return 3;
+}
+
 static int l_dbuf_checksum(lua_State *L) {
     uint64_t s = 0;
     int rc = kwb_cuda_buffer_checksum(check_dbuf(L, 1), &s);
@@ -922,7 +935,7 @@ void kwb_lua_open_cuda(lua_State *L) {
         {"cuda_nvrtc_version", l_nvrtc_version}, {"cuda_device_count", l_device_count},
         {"cuda_device_info", l_device_info}, {"cuda_compile", l_compile},
         {"cuda_compile_many", l_compile_many}, {"cuda_fn", l_fn}, {"cuda_buffer", l_dbuf_new},
-        {"cuda_compare", l_compare}, {"cuda_redzones", l_redzones}, {"cuda_checksum_host", l_checksum_host}, {"cuda_plan", l_plan_new},
+        {"cuda_compare", l_compare}, {"cuda_redzones", l_redzones}, {"cuda_guard_layout", l_guard_layout}, {"cuda_checksum_host", l_checksum_host}, {"cuda_plan", l_plan_new},
         {"cuda_clocks", l_clocks}, {"cuda_measure_copy", l_measure_copy},
         {"cuda_measure_fma", l_measure_fma}, {"cuda_measure_bf16", l_measure_bf16},
         {"cuda_set_build_dir", l_set_build_dir}, {"cuda_home", l_home},

@@ -144,6 +144,10 @@ M.buffer = core.cuda_buffer
 -- outside since its last check: one launch for all of them.
 M.redzones = core.cuda_redzones
 
+-- guard_layout(bytes) -> before, after, allocation: the guard bands' bytes
+-- around a buffer of that size, and what it allocates.
+M.guard_layout = core.cuda_guard_layout
+
 -- to_host(dbuf) -> a host buffer with the same values (u8 bytes for e4m3, e2m1).
 function M.to_host(b)
   local dt = (b.dtype == "e4m3" or b.dtype == "e2m1") and "u8" or b.dtype

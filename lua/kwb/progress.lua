@@ -89,7 +89,9 @@ function Reporter:candidate(run, res)
     for k, r in pairs(res.shapes) do speedup[k] = r.speedup end
     emit { event = "candidate", n = n, id = res.id, outcome = res.outcome, score = res.score,
            reason = res.reason, rule = res.rule, line = res.line, params = res.params, origin = res.origin,
-           speedup = next(speedup) and speedup or nil, seconds = res.seconds.total }
+           speedup = next(speedup) and speedup or nil, seconds = res.seconds.total,
+           stages = { build = res.seconds.build, verify = res.seconds.verify, time = res.seconds.time,
+                      sanitize = res.seconds.sanitize } }
   elseif self.mode == "plain" then
     local what = res.score and string.format("%.2fx%s", res.score, res.reason and " (within the noise)" or "")
                  or (res.reason or "")

@@ -201,6 +201,17 @@ t.test("copy_bandwidth_takes_the_stored_ceiling_first", function()
   end
 end)
 
+t.test("device_buffers_lie_between_guard_bands_of_at_least_4_KB", function()
+  -- before the data, after it, and the allocation: the data stays 256-byte
+  -- aligned and the band after it takes up the rounding
+  local function layout(bytes) return table.concat({ cuda.guard_layout(bytes) }, " ") end
+  t.eq(layout(4194304), "4096 4096 4202496", "4 MB: no rounding")
+  t.eq(layout(4000012), "4096 4340 4008448", "1000003 floats: 244 bytes of rounding in the band")
+  t.eq(layout(0), "4096 4096 8192", "an empty buffer still has its bands")
+  t.eq(layout(1), "4096 4351 8448")
+  t.raises(function() cuda.guard_layout(-1) end, "a buffer has 0 or more bytes (got -1)")
+end)
+
 t.test("host_checksum_is_content_sensitive", function()
   t.eq(cuda.checksum_host(""), "0000000000000000", "empty")
   t.eq(cuda.checksum_host("abcdefgh12"), cuda.checksum_host("abcdefgh12"), "deterministic")

@@ -71,7 +71,7 @@ function M.first_report(text)
 end
 
 -- check(recipe, args) -> {} when every tool is clean, or { tool =, report =,
--- shape = }. args = { recipe = its absolute file, cand = { source, name,
+-- shape =, log = the tool's output (its first 16 KB) }. args = { recipe = its absolute file, cand = { source, name,
 -- defines, params }, seed = "decimal" }. Raises when a tool cannot run.
 function M.check(recipe, args)
   if not args.recipe then
@@ -105,7 +105,8 @@ function M.check(recipe, args)
     if not r then why = "did not start: " .. tostring(msg)
     elseif r.timed_out then why = string.format("ran past %d s", M.limit)
     elseif r.status == M.found then
-      finding = { tool = tool, shape = sh.key, report = M.first_report(r.out .. "\n" .. r.err) }
+      local text = r.out .. "\n" .. r.err
+      finding = { tool = tool, shape = sh.key, report = M.first_report(text), log = text:sub(1, 16384) }
       break
     elseif r.status ~= 0 then
       why = string.format("failed (exit %d): %s", r.status, ((r.err ~= "" and r.err or r.out):gsub("%s+$", ""):sub(-600)))

@@ -246,6 +246,7 @@ function Session:sanitize(cand, res)
   if finding.tool then
     res.outcome = "unsafe"
     res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
+    res.log = finding.log
   end
 end
 

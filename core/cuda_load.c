@@ -68,6 +68,8 @@ static void cu_load(void) {
     LOAD(t, MemGetInfo, "cuMemGetInfo_v2", 1);
     LOAD(t, MemAlloc, "cuMemAlloc_v2", 1);
     LOAD(t, MemFree, "cuMemFree_v2", 1);
+    LOAD(t, MemAllocHost, "cuMemAllocHost_v2", 1);
+    LOAD(t, MemFreeHost, "cuMemFreeHost", 1);
     LOAD(t, MemcpyHtoD, "cuMemcpyHtoD_v2", 1);
     LOAD(t, MemcpyDtoH, "cuMemcpyDtoH_v2", 1);
     LOAD(t, MemcpyDtoD, "cuMemcpyDtoD_v2", 1);

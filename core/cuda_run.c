@@ -287,6 +287,44 @@ int kwb_cuda_buffer_download(const kwb_cuda_buffer *b, void *dst, size_t bytes) 
     return rc ? rc : kwb_cu_check(c->cu->MemcpyDtoH(dst, b->ptr, bytes), "cuMemcpyDtoH");
 }
 
+/* ---- page-locked host copies ------------------------------------------- */
+
+struct kwb_cuda_pinned {
+    void *p;
+    size_t bytes;
+};
+
+kwb_cuda_pinned *kwb_cuda_pinned_new(size_t bytes) {
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return NULL;
+    kwb_cuda_pinned *h = calloc(1, sizeof *h);
+    if (!h) { kwb_fail(KWB_ENOMEM, "out of memory"); return NULL; }
+    h->bytes = bytes;
+    if (kwb_cu_check(c->cu->MemAllocHost(&h->p, bytes ? bytes : 1), "allocating page-locked host memory")) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void kwb_cuda_pinned_free(kwb_cuda_pinned *h) {
+    if (!h) return;
+    if (ctx_ready && kwb_cuda_ctx_get()) ctx.cu->MemFreeHost(h->p);
+    free(h);
+}
+
+size_t kwb_cuda_pinned_bytes(const kwb_cuda_pinned *h) { return h->bytes; }
+
+int kwb_cuda_buffer_save(const kwb_cuda_buffer *b, kwb_cuda_pinned *h) {
+    if (h->bytes != b->bytes) return kwb_fail(KWB_EINVAL, "a host copy of %zu bytes for a buffer of %zu", h->bytes, b->bytes);
+    return kwb_cuda_buffer_download(b, h->p, h->bytes);
+}
+
+int kwb_cuda_buffer_load(kwb_cuda_buffer *b, const kwb_cuda_pinned *h) {
+    if (h->bytes != b->bytes) return kwb_fail(KWB_EINVAL, "a host copy of %zu bytes for a buffer of %zu", h->bytes, b->bytes);
+    return kwb_cuda_buffer_upload(b, h->p, h->bytes);
+}
+
 int kwb_cuda_buffer_copy(kwb_cuda_buffer *dst, const kwb_cuda_buffer *src) {
     if (dst->dtype != src->dtype || dst->n != src->n)
         return kwb_fail(KWB_EINVAL, "copy needs equal buffers (%s[%llu] from %s[%llu])",

@@ -426,6 +426,7 @@ typedef struct kwb_cuda_module kwb_cuda_module;
 typedef struct kwb_cuda_fn kwb_cuda_fn;
 typedef struct kwb_cuda_buffer kwb_cuda_buffer;
 typedef struct kwb_cuda_plan kwb_cuda_plan;
+typedef struct kwb_cuda_pinned kwb_cuda_pinned;
 
 /* Device-only element types, beside the kwb_dtype values. */
 typedef enum kwb_cuda_dtype { KWB_CUDA_E4M3 = 64, KWB_CUDA_E2M1 = 65 } kwb_cuda_dtype;
@@ -519,6 +520,13 @@ int kwb_cuda_buffer_zero(kwb_cuda_buffer *b);
 int kwb_cuda_buffer_upload(kwb_cuda_buffer *b, const void *src, size_t bytes);
 int kwb_cuda_buffer_download(const kwb_cuda_buffer *b, void *dst, size_t bytes);
 int kwb_cuda_buffer_copy(kwb_cuda_buffer *dst, const kwb_cuda_buffer *src);
+/* Page-locked host memory, for copies of device buffers kept off the device
+ * (the expected outputs while a candidate runs). */
+kwb_cuda_pinned *kwb_cuda_pinned_new(size_t bytes);   /* NULL on failure */
+void kwb_cuda_pinned_free(kwb_cuda_pinned *h);
+size_t kwb_cuda_pinned_bytes(const kwb_cuda_pinned *h);
+int kwb_cuda_buffer_save(const kwb_cuda_buffer *b, kwb_cuda_pinned *h);   /* device -> host, same size */
+int kwb_cuda_buffer_load(kwb_cuda_buffer *b, const kwb_cuda_pinned *h);   /* host -> device */
 /* A 64-bit content checksum computed on the device; kwb_cuda_checksum_host
  * gives the same value for the same bytes on the CPU. */
 int kwb_cuda_buffer_checksum(const kwb_cuda_buffer *b, uint64_t *sum);

@@ -463,6 +463,47 @@ static int l_dbuf_copy(lua_State *L) {
     DONE(kwb_cuda_buffer_copy(dst, src));
 }
 
+/* ---- page-locked host copies ------------------------------------------ */
+
+#define PINNED_MT "kwb.cuda.pinned"
+typedef struct { kwb_cuda_pinned *h; } lpinned;
+
+static int l_pinned_gc(lua_State *L) {
+    lpinned *u = luaL_checkudata(L, 1, PINNED_MT);
+    kwb_cuda_pinned_free(u->h);
+    u->h = NULL;
+    return 0;
+}
+
+static kwb_cuda_pinned *check_pinned(lua_State *L, int idx) {
+    lpinned *u = luaL_checkudata(L, idx, PINNED_MT);
+    if (!u->h) luaL_error(L, "host copy is freed");
+    return u->h;
+}
+
+/* buf:save([copy]) -> copy: the buffer's bytes in page-locked host memory
+ * (into `copy`, of the same size, when given) */
+static int l_dbuf_save(lua_State *L) {
+    kwb_cuda_buffer *b = check_dbuf(L, 1);
+    if (lua_isnoneornil(L, 2)) {
+        lpinned *u = lua_newuserdatauv(L, sizeof *u, 0);
+        u->h = NULL;
+        luaL_setmetatable(L, PINNED_MT);
+        u->h = kwb_cuda_pinned_new(kwb_cuda_buffer_bytes(b));
+        if (!u->h) return fail_run(L, "alloc-failed");
+    } else {
+        check_pinned(L, 2);
+        lua_settop(L, 2);
+    }
+    if (kwb_cuda_buffer_save(b, check_pinned(L, -1))) return fail_run(L, "run-failed");
+    return 1;
+}
+
+/* buf:load(copy): the bytes of a host copy (buf:save) back into the buffer */
+static int l_dbuf_load(lua_State *L) {
+    DONE(kwb_cuda_buffer_load(check_dbuf(L, 1), check_pinned(L, 2)));
+}
+
 /* buf:digest(key) -> an integer (kwb_cuda_buffer_digest) */
 static int l_dbuf_digest(lua_State *L) {
     uint64_t s = 0;
@@ -922,7 +963,7 @@ void kwb_lua_open_cuda(lua_State *L) {
         {"poison", l_dbuf_poison}, {"zero", l_dbuf_zero}, {"upload", l_dbuf_upload},
         {"download", l_dbuf_download}, {"raw", l_dbuf_raw}, {"copy", l_dbuf_copy},
         {"checksum", l_dbuf_checksum}, {"digest", l_dbuf_digest}, {"poisoned", l_dbuf_poisoned},
-        {"redzone", l_dbuf_redzone}, {"fill_normal_stream", l_dbuf_fill_normal}, {"set_raw", l_dbuf_upload}, {"free", l_dbuf_free}, {NULL, NULL},
+        {"redzone", l_dbuf_redzone}, {"save", l_dbuf_save}, {"load", l_dbuf_load}, {"fill_normal_stream", l_dbuf_fill_normal}, {"set_raw", l_dbuf_upload}, {"free", l_dbuf_free}, {NULL, NULL},
     };
     static const luaL_Reg plan_meta[] = {
         {"__index", l_plan_index}, {"__gc", l_plan_gc}, {"__close", l_plan_gc}, {"__tostring", l_plan_tostring}, {NULL, NULL},
@@ -949,6 +990,11 @@ void kwb_lua_open_cuda(lua_State *L) {
         luaL_setfuncs(L, dbuf_meta, 0);
         luaL_newlib(L, dbuf_methods);
         lua_setfield(L, -2, "methods");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, PINNED_MT)) {
+        static const luaL_Reg pinned_meta[] = {{"__gc", l_pinned_gc}, {"__close", l_pinned_gc}, {NULL, NULL}};
+        luaL_setfuncs(L, pinned_meta, 0);
     }
     lua_pop(L, 1);
     if (luaL_newmetatable(L, PLAN_MT)) {

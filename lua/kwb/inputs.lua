@@ -89,10 +89,10 @@ end
 -- The reference's outputs, kept: where no candidate can reach them
 -- (backend.hold: the CUDA backend holds them on the host, the device copies
 -- poisoned until a comparison), else copies.
-local function keep_refs(h, b)
+local function keep_refs(h, b, keep)
   local saved = {}
   for name, buf in pairs(b.refs) do
-    if h.backend.hold then saved[name] = h.backend.hold(buf)
+    if h.backend.hold then saved[name] = h.backend.hold(buf, nil, keep)
     else
       local copy = h.backend.buffer(buf.dtype, buf.n)
       copy:copy(buf)
@@ -128,10 +128,10 @@ local function expected(h, b, round, draw_run, pool)
   if pool then
     h.pools = h.pools or {}
     h.pools[b.key] = h.pools[b.key] or {}
-    h.pools[b.key][pool] = keep_refs(h, b)
+    h.pools[b.key][pool] = keep_refs(h, b, true)
   elseif draw_run then
     b.kept = b.kept or {}
-    b.kept[round] = keep_refs(h, b)
+    b.kept[round] = keep_refs(h, b, true)
   elseif h.backend.hold then
     keep_refs(h, b)
   end

@@ -70,6 +70,8 @@ function M.first_report(text)
   return table.concat(lines, " | ")
 end
 
+local jobs = 0
+
 -- check(recipe, args) -> {} when every tool is clean, or { tool =, report =,
 -- shape =, log = the tool's output (its first 16 KB) }. args = { recipe = its absolute file, cand = { source, name,
 -- defines, params }, seed = "decimal" }. Raises when a tool cannot run.
@@ -84,7 +86,9 @@ function M.check(recipe, args)
           .. "with sanitize = false", 0)
   end
   local sh = M.shape(recipe)
-  local job = os.tmpname()
+  -- in TMPDIR: a worker's own scratch, where all else is read-only to it
+  jobs = jobs + 1
+  local job = string.format("%s/kwb-sanitize-%d-%d.json", os.getenv("TMPDIR") or "/tmp", math.floor(core.now() * 1e6), jobs)
   local f = assert(io.open(job, "w"))
   f:write(require("kwb.worker").json.encode { recipe = args.recipe, cand = args.cand, shape = sh.key, seed = args.seed })
   f:close()

@@ -115,6 +115,15 @@ return function()
     return hits
   end
 
+  -- device buffers' host copies (buf:save, buf:load), for host buffers
+  local methods = getmetatable(host.buffer("u8", 1)).methods
+  function methods.save(b, into)
+    local c = into or host.buffer(b.dtype, b.n)
+    c:copy(b)
+    return c
+  end
+  function methods.load(b, c) b:copy(c); return b end
+
   package.loaded["kwb.cuda"] = fake
   return fake
 end

@@ -33,26 +33,29 @@ B.redzones = true
 function B.guard_bands(bufs) return api().redzones(bufs) end
 
 -- The reference's outputs are never on the device while a candidate runs
--- there (its code could read them through pointer arithmetic): held here as
--- bytes, the device copy poisoned, and put back only to be compared with a
--- candidate's output after the call has returned.
-local held = setmetatable({}, { __mode = "k" })
+-- there (its code could read them through pointer arithmetic): held in
+-- page-locked host memory, the device copy poisoned, and put back only to be
+-- compared with a candidate's output after the call has returned.
+local held = setmetatable({}, { __mode = "k" })   -- buffer -> its expected values
+local own = setmetatable({}, { __mode = "k" })    -- buffer -> the host copy it reuses
 
--- hold(buf [, bytes]) -> bytes: the expected values buf holds (or, given,
--- the bytes kept from an earlier round), kept on the host, buf poisoned.
-function B.hold(buf, bytes)
-  if not bytes then
-    bytes = assert(buf:raw())
+-- hold(buf [, copy [, keep]]) -> copy: the expected values buf holds (or the
+-- copy of an earlier round's, given) held on the host, buf poisoned. keep:
+-- a copy of its own (kept for later rounds), else the buffer's reused one.
+function B.hold(buf, copy, keep)
+  if not copy then
+    copy = assert(buf:save(not keep and own[buf] or nil))
+    if not keep then own[buf] = copy end
     assert(buf:poison())
   end
-  held[buf] = bytes
-  return bytes
+  held[buf] = copy
+  return copy
 end
 
 function B.compare(out, ref, tol)
-  local bytes = held[ref]
-  if not bytes then return assert(api().compare(out, ref, tol)) end
-  assert(ref:set_raw(bytes))
+  local copy = held[ref]
+  if not copy then return assert(api().compare(out, ref, tol)) end
+  assert(ref:load(copy))
   local d = assert(api().compare(out, ref, tol))
   assert(ref:poison())
   return d

@@ -72,8 +72,9 @@ end
 
 local jobs = 0
 
--- check(recipe, args) -> {} when every tool is clean, or { tool =, report =,
--- shape =, log = the tool's output (its first 16 KB) }. args = { recipe = its absolute file, cand = { source, name,
+-- check(recipe, args) -> { seconds = { [tool] = s } } when every tool is
+-- clean, or with tool =, report =, shape =, log = the tool's output (its
+-- first 16 KB): the first finding. args = { recipe = its absolute file, cand = { source, name,
 -- defines, params }, seed = "decimal" }. Raises when a tool cannot run.
 function M.check(recipe, args)
   if not args.recipe then
@@ -93,12 +94,15 @@ function M.check(recipe, args)
   f:write(require("kwb.worker").json.encode { recipe = args.recipe, cand = args.cand, shape = sh.key, seed = args.seed })
   f:close()
   local exe = assert(core.self_exe())
-  local finding = {}
+  local seconds = {}
+  local finding = { seconds = seconds }
   for _, tool in ipairs(M.tools) do
     -- (kwb's own API calls are not the candidate's: only its kernels are reported)
     local argv = { tool_path, "--tool", tool, "--error-exitcode", tostring(M.found), "--print-limit", "1",
                    "--report-api-errors", "no" }
-    for _, k in ipairs(M.kernels(recipe, args.cand, sh)) do
+    -- memcheck and racecheck look at the candidate's kernels alone; initcheck
+    -- at every kernel, or the inputs kwb's own kernels fill would look unwritten
+    for _, k in ipairs(tool ~= "initcheck" and M.kernels(recipe, args.cand, sh) or {}) do
       argv[#argv + 1] = "--kernel-name"
       argv[#argv + 1] = "kns=" .. k
     end
@@ -106,13 +110,15 @@ function M.check(recipe, args)
     argv[#argv + 1] = exe
     argv[#argv + 1] = "-e"
     argv[#argv + 1] = string.format("require(%q).sanitize_job(%q)", M.job_module, job)
+    local t0 = core.now()
     local r, msg = core.exec(argv, { timeout = M.limit, cap = 1 << 20 })
+    seconds[tool] = core.now() - t0
     local why
     if not r then why = "did not start: " .. tostring(msg)
     elseif r.timed_out then why = string.format("ran past %d s", M.limit)
     elseif r.status == M.found then
       local text = r.out .. "\n" .. r.err
-      finding = { tool = tool, shape = sh.key, report = M.first_report(text), log = text:sub(1, 16384) }
+      finding = { tool = tool, shape = sh.key, report = M.first_report(text), log = text:sub(1, 16384), seconds = seconds }
       break
     elseif r.status ~= 0 then
       why = string.format("failed (exit %d): %s", r.status, ((r.err ~= "" and r.err or r.out):gsub("%s+$", ""):sub(-600)))

@@ -243,10 +243,11 @@ function Session:sanitize(cand, res)
     finding = require("kwb.sanitize").check(self.recipe, args)
   end
   res.seconds.sanitize = core.now() - t0
+  for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
   if finding.tool then
     res.outcome = "unsafe"
     res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
-    res.log = finding.log
+    res.sanitizer_log = finding.log   -- (the tool's output, for the caller: the reason keeps its first report)
   end
 end
 

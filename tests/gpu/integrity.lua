@@ -36,11 +36,15 @@ for _, res in ipairs(run.results) do
   print(string.format("# %-18s %-9s build %.3f  verify %.3f  time %.3f  sanitize %s  total %.3f s", res.name,
                       res.outcome, s.build or 0, s.verify or 0, s.time or 0,
                       s.sanitize and string.format("%.2f", s.sanitize) or "-", s.total or 0))
+  if s.sanitize then
+    print(string.format("#   sanitizers: memcheck %s  racecheck %s  initcheck %s", s.sanitize_memcheck or "-",
+                        s.sanitize_racecheck or "-", s.sanitize_initcheck or "-"))
+  end
   if res.reason then print("#   " .. res.reason) end
   -- the tools' own words, for tests/lua/test_sanitize.lua's parser fixtures
   if res.outcome == "unsafe" and os.getenv("OUT") then
     local f = assert(io.open(os.getenv("OUT") .. "/sanitizer-" .. res.name:gsub("%.cu$", "") .. ".txt", "w"))
-    f:write(res.log or "")
+    f:write(res.sanitizer_log or "")
     f:close()
   end
 end

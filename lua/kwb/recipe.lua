@@ -447,8 +447,8 @@ function M.new(spec, level)
     if type(spec.arch) ~= "string" or not spec.arch:match("^sm_%d+a?$") then c:fail("arch", "a CUDA arch like \"sm_90\"", spec.arch) end
   end
   r.arch = spec.arch
-  if spec.sanitize ~= nil and spec.sanitize ~= false and spec.sanitize ~= "best" and spec.sanitize ~= "all" then c:fail("sanitize", "\"best\" (the default on the GPU), \"all\" or false", spec.sanitize) end
-  r.sanitize = r.backend == "cuda" and (spec.sanitize == nil and "best" or spec.sanitize) or false   -- (kwb.sanitize)
+  if spec.sanitize ~= nil and spec.sanitize ~= false and spec.sanitize ~= "best" and spec.sanitize ~= "all" then c:fail("sanitize", "\"best\", \"all\" or false (the default)", spec.sanitize) end
+  r.sanitize = r.backend == "cuda" and spec.sanitize or false   -- (kwb.sanitize: CUDA candidates only)
   if spec.cc ~= nil then a_string(c, "cc", spec.cc) end
   r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }

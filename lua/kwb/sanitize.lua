@@ -1,9 +1,9 @@
 -- kwb/sanitize.lua: compute-sanitizer on a CUDA candidate about to become the
--- best (the recipe's sanitize = "best", the default on the GPU) or on every
--- verified one (sanitize = "all"). memcheck, racecheck and initcheck each run
+-- best (the recipe's sanitize = "best") or on every verified one (sanitize =
+-- "all"; the default is false). memcheck, racecheck and initcheck each run
 -- this program once on one shape, the timed shape with the smallest buffers,
 -- with fresh inputs: the candidate built as the loop builds it and called
--- once, its own kernels alone instrumented. A finding makes the candidate
+-- once (memcheck and racecheck look at its own kernels alone). A finding makes the candidate
 -- "unsafe", with the tool's first report: a shared-memory race that happens
 -- to pass the value checks, a read past a buffer that lands in mapped memory,
 -- a read of memory no one wrote.

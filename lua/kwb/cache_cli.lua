@@ -14,7 +14,7 @@ usage: kwb cache COMMAND [args]
   transcripts [RUN]          the model requests of every run, or of one: tokens, cost, tries, time
   best PROBLEM [--shape S] [--device D]
                              the fastest correct candidate of each device kind and shape
-  diff ID1 ID2               the line diff of two candidates' sources
+  diff ID1 ID2               the parameters two candidates differ in, and their sources' line diff
   export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]
                              write matching candidates (with their ancestors, builds,
                              results and runs) to a bundle file for a teammate
@@ -220,13 +220,42 @@ function commands.best(c, words)
   return 0
 end
 
+-- The parameters two candidates differ in, as a table (one the other lacks
+-- shows as -), or one line saying they are the same; nothing when neither
+-- has any.
+local function param_diff(a, b)
+  local keys, seen = {}, {}
+  for _, p in ipairs { a.params or {}, b.params or {} } do
+    for k in pairs(p) do
+      if not seen[k] then seen[k] = true; keys[#keys + 1] = k end
+    end
+  end
+  if #keys == 0 then return end
+  table.sort(keys)
+  local function show(v) return v == nil and "-" or (type(v) == "table" and require("cjson").encode(v) or tostring(v)) end
+  local rows, same = {}, {}
+  for _, k in ipairs(keys) do
+    local x, y = show((a.params or {})[k]), show((b.params or {})[k])
+    if x ~= y then rows[#rows + 1] = { k, x, y } else same[#same + 1] = k .. "=" .. x end
+  end
+  if #rows == 0 then
+    print("parameters the same: " .. table.concat(same, " "))
+    return
+  end
+  report.print_table({ { "parameter", align = "left" }, { short(a.id), align = "left" }, { short(b.id), align = "left" } },
+                     rows)
+  if #same > 0 then print("the same: " .. table.concat(same, " ")) end
+end
+
 function commands.diff(c, pos)
   if #pos ~= 2 then return usage_error("diff takes two IDs") end
   local a, msg = c:get(pos[1])
   if not a then return run_error(msg) end
   local b, msg2 = c:get(pos[2])
   if not b then return run_error(msg2) end
-  io.write(linediff.unified(a.source, b.source, { from = short(a.id), to = short(b.id) }))
+  param_diff(a, b)
+  if a.source == b.source then print("source the same")
+  else io.write(linediff.unified(a.source, b.source, { from = short(a.id), to = short(b.id) })) end
   return 0
 end
 

@@ -88,6 +88,8 @@ kwb cache: unknown option '--size'
 try 'kwb cache --help'
 [exit 2]
 $ ./kwb --cache build/test-cache/cli.db cache diff dd8d b501
+parameter  dd8d64fa1560  b5013c3146fc
+UNROLL     -             4
 --- dd8d64fa1560
 +++ b5013c3146fc
 @@ -1,4 +1,11 @@
@@ -113,6 +115,17 @@ $ ./kwb --cache build/test-cache/cli.db cache diff dd8d bf61
          y[i] = a * x[i] + y[i];
  }
 $ ./kwb --cache build/test-cache/cli.db cache diff b501 b501
+parameters the same: UNROLL=4
+source the same
+$ ./kwb tests/cli/cache_params.lua build/test-cache/params.db
+d021b2f6673d44b5caf9194867c02a17a52e6b700769c4cc1c9ca98ee9a91970
+83918a6a3b12da1787ef4039792b8559d238fd5ad8d41f7caba80d0c51d7df24
+$ ./kwb --cache build/test-cache/params.db cache diff d021 8391
+parameter  d021b2f6673d  83918a6a3b12
+SPLIT      -             2
+STEP       1             4
+the same: BLOCK=64
+source the same
 $ ./kwb --cache build/test-cache/cli.db cache stats | grep -v '^file'
 cache       build/test-cache/cli.db (schema 2)
 candidates  4 in 2 problems
@@ -200,7 +213,7 @@ usage: kwb cache COMMAND [args]
   transcripts [RUN]          the model requests of every run, or of one: tokens, cost, tries, time
   best PROBLEM [--shape S] [--device D]
                              the fastest correct candidate of each device kind and shape
-  diff ID1 ID2               the line diff of two candidates' sources
+  diff ID1 ID2               the parameters two candidates differ in, and their sources' line diff
   export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]
                              write matching candidates (with their ancestors, builds,
                              results and runs) to a bundle file for a teammate

@@ -12,6 +12,8 @@ M.commands = {
     summary = "serve a pool of the loop: run candidates sent on fd 3 (started by kwb itself)" },
   { name = "cache", module = "kwb.cache_cli",
     summary = "the candidate cache: ls, show, best, diff, export, import, check, stats, gc" },
+  { name = "export", module = "kwb.export",
+    summary = "write a per-shape dispatch of a recipe's best kernels: sources, dispatch.json, a C header and its test" },
   { name = "doctor", module = "kwb.doctor",
     summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings" },
 }

@@ -63,7 +63,7 @@ end
 
 local fields = {
   "name", "description", "problem", "shapes", "start", "template", "space", "strategy", "model",
-  "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing",
+  "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing", "dispatch",
   "race", "ceilings", "backend", "launch", "arch", "prompt", "verify_shapes", "allow", "sanitize",
 }
 M.fields = fields
@@ -429,9 +429,8 @@ function M.new(spec, level)
   r.forbid, r.rules = spec.forbid or { "default" }, rs
   if spec.allow ~= nil then rs:allow(c:string_list("allow", spec.allow, true)) end   -- more symbols a host kernel may call
   if spec.accept ~= nil and type(spec.accept) ~= "function" then c:fail("accept", "a function(candidate, best) -> boolean", spec.accept) end
-  r.accept = spec.accept
   if spec.score ~= nil and type(spec.score) ~= "function" then c:fail("score", "a function(candidate) -> number", spec.score) end
-  r.score = spec.score
+  r.accept, r.score = spec.accept, spec.score
   r.budget = { candidates = 100, minutes = 10, timeout = 10 }
   if spec.budget ~= nil then
     c:subtable("budget", spec.budget, budget_spec)
@@ -448,7 +447,8 @@ function M.new(spec, level)
   end
   r.arch = spec.arch
   if spec.sanitize ~= nil and spec.sanitize ~= false and spec.sanitize ~= "best" and spec.sanitize ~= "all" then c:fail("sanitize", "\"best\", \"all\" or false (the default)", spec.sanitize) end
-  r.sanitize = r.backend == "cuda" and spec.sanitize or false   -- (kwb.sanitize: CUDA candidates only)
+  if spec.dispatch ~= nil and spec.dispatch ~= "nearest" and spec.dispatch ~= "larger" then c:fail("dispatch", "\"nearest\" (the default) or \"larger\": the measured shape kwb export picks for one between", spec.dispatch) end
+  r.sanitize, r.dispatch = r.backend == "cuda" and spec.sanitize or false, spec.dispatch or "nearest"   -- kwb.sanitize (CUDA only), kwb.export
   if spec.cc ~= nil then a_string(c, "cc", spec.cc) end
   r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }

@@ -1,0 +1,8 @@
+// dispatch_fast.c: the plain sum after a fixed wait of about 100k loop
+// steps -> faster than dispatch_slow.c where n is large, slower where small.
+void vecadd(int n, const float *a, const float *b, float *c) {
+    volatile int k;
+    for (k = 0; k < 100000; k++) {
+    }
+    for (int i = 0; i < n; i++) c[i] = a[i] + b[i];
+}

@@ -1,0 +1,87 @@
+-- tests/lua/test_export.lua: kwb export from a host run (tests/recipes/dispatch.lua):
+-- a kernel that beats the start kernel only at the large shape gets that
+-- shape, the start kernel keeps the small one; the header compiles and its
+-- test program picks the right kernel for measured shapes and those between,
+-- by either rule; the kernels' files compile on their own.
+local t = require "t"
+local store = require "kwb.store"
+local export = require "kwb.export"
+local core = require "kwb.core"
+
+local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/export"
+os.execute("rm -rf '" .. dir .. "'")
+assert(core.mkdirs(dir))
+local st = store.open(dir .. "/dispatch.db")
+local recipe = kwb.load "tests/recipes/dispatch.lua"
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  local ok, _, code = p:close()
+  return out, ok and 0 or code
+end
+
+t.test("export_needs_a_start_kernel_in_the_cache", function()
+  t.raises(function() export.export(recipe, dir .. "/none", { store = st }) end,
+           "recipe dispatch: the cache holds no start kernel's result on this device (run the recipe first)")
+end)
+
+local _, run = recipe:run { mode = "quiet", store = st }
+local fast = run.results[1]
+local start = run.session.start
+
+t.test("export_gives_each_shape_its_winner_and_keeps_the_start_kernel_elsewhere", function()
+  t.eq(fast.name, "dispatch_fast.c")
+  local out = export.export(recipe, dir .. "/near", { store = st })
+  t.eq(out.shapes[1].key, "n=256")
+  t.eq(out.shapes[1].kernel, start.short, "the start kernel stays at n=256: " .. tostring(out.shapes[1].median))
+  t.eq(out.shapes[1].fallback, true)
+  t.eq(out.shapes[2].kernel, fast.short, "the fast kernel at n=1048576")
+  t.eq(out.shapes[2].fallback, false)
+  t.truthy(out.shapes[2].speedup > 2, "its speedup there: " .. out.shapes[2].speedup)
+  local f = assert(io.open(dir .. "/near/dispatch.json"))
+  local j = require("cjson").decode(f:read("a"))
+  f:close()
+  t.eq(j.rule, "nearest")
+  t.eq(j.kernels[fast.short].file, "kernels/" .. fast.short .. ".c")
+  t.eq(j.kernels[start.short].start, true)
+end)
+
+local function picks(sub, args)
+  local d = dir .. "/" .. sub
+  local out, code = sh(string.format("cc -O2 -Wall -Werror -o '%s/t' '%s/dispatch_test.c' -lm && '%s/t' %s", d, d, d, args))
+  t.eq(code, 0, out)
+  return (out:gsub("\n$", ""):gsub("\n", " "))
+end
+
+t.test("export_header_picks_the_nearest_measured_shape", function()
+  t.eq(picks("near", "256 1048576 1000 100000000 300"),
+       table.concat({ start.short, fast.short, start.short, fast.short, start.short }, " "))
+end)
+
+t.test("export_header_picks_the_next_larger_measured_shape", function()
+  recipe.dispatch = "larger"
+  export.export(recipe, dir .. "/larger", { store = st })
+  recipe.dispatch = "nearest"
+  t.eq(picks("larger", "256 300 1048576 100000000 1"),
+       table.concat({ start.short, fast.short, fast.short, fast.short, start.short }, " "),
+       "past the largest: the largest")
+end)
+
+t.test("export_kernel_files_build_on_their_own", function()
+  for _, id in ipairs { start.short, fast.short } do
+    local out, code = sh(string.format("cc -O2 -c -o '%s/k.o' '%s/near/kernels/%s.c'", dir, dir, id))
+    t.eq(code, 0, out)
+  end
+end)
+
+t.test("export_with_a_named_fallback_leaves_the_start_kernel_out", function()
+  local out = export.export(recipe, dir .. "/lib", { store = st, fallback = "library_vecadd" })
+  t.eq(out.shapes[1].kernel, "library_vecadd")
+  t.eq(out.shapes[2].kernel, fast.short)
+  t.eq(picks("lib", "256 1048576"), "library_vecadd " .. fast.short)
+  local f = io.open(dir .. "/lib/kernels/" .. start.short .. ".c")
+  t.eq(f, nil, "no file for the start kernel")
+end)
+
+t.done()

@@ -14,6 +14,8 @@ M.commands = {
     summary = "the candidate cache: ls, show, best, diff, export, import, check, stats, gc" },
   { name = "export", module = "kwb.export",
     summary = "write a per-shape dispatch of a recipe's best kernels: sources, dispatch.json, a C header and its test" },
+  { name = "report", module = "kwb.report_run",
+    summary = "write report.md and report.html of a recipe's runs: convergence, outcomes, speedups, floor, lineage" },
   { name = "doctor", module = "kwb.doctor",
     summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings" },
 }

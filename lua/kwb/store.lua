@@ -62,7 +62,7 @@ function Store:known(ctx, id)
   local res = { id = id, short = id:sub(1, 8), outcome = v.outcome or first.outcome, reason = v.reason,
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
-                model = v.model, cost = v.cost, transcript = v.transcript,
+                model = v.model, cost = v.cost, transcript = v.transcript, created = first.created,
                 seconds = {}, shapes = {} }
   for _, key in ipairs(ctx.shapes) do
     local t = mine[key].timing

@@ -1,0 +1,82 @@
+-- tests/lua/test_report.lua: kwb report over a host run (tests/recipes/planted.lua):
+-- report.md's figures are the run's; report.html is one file with every plot,
+-- which headless Chromium loads with no console message, every plot in its
+-- DOM, and a screenshot taken (left beside the report as report.png).
+local t = require "t"
+local store = require "kwb.store"
+local core = require "kwb.core"
+local rr = require "kwb.report_run"
+
+local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/report"
+os.execute("rm -rf '" .. dir .. "'")
+assert(core.mkdirs(dir))
+local st = store.open(dir .. "/planted.db")
+local recipe = kwb.load "tests/recipes/planted.lua"
+
+t.test("report_needs_a_start_kernel_in_the_cache", function()
+  t.raises(function() rr.write(recipe, dir, { store = st }) end,
+           "recipe planted_matmul: the cache holds no start kernel's result on this device (run the recipe first)")
+end)
+
+local sm, run = recipe:run { mode = "quiet", store = st }
+local d = rr.write(recipe, dir, { store = st })
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+t.test("report_md_has_the_runs_funnel_best_and_shapes", function()
+  local md = read(dir .. "/report.md")
+  for _, o in ipairs { "accepted", "slower", "wrong", "compile-error", "forbidden" } do
+    t.truthy(md:find(string.format("| %s | %d |", o, sm.funnel[o]), 1, true), o .. " " .. sm.funnel[o])
+  end
+  t.eq(sm.funnel.forbidden, 2)
+  t.eq(d.best.id, run.session.best.id, "the run's best")
+  t.truthy(md:find(string.format("the best is %s at %.2fx", d.best.short, d.best.score), 1, true))
+  t.truthy(md:find(string.format("| 6 | %.3fx |", d.best.score), 1, true), "the accepted sixth candidate lifts the best")
+  t.truthy(md:find(string.format("| 5 | 1.000x |"), 1, true), "before it, the start kernel's 1.0")
+  local row = d.shapes[2]
+  t.eq(row.key, "n=96")
+  t.near(row.speedup, run.session.start.shapes["n=96"].median / run.session.best.shapes["n=96"].median, 1e-9)
+  t.truthy(md:find("| n=96 |", 1, true))
+  t.truthy(md:find(d.best.short .. " (accepted, ", 1, true), "the lineage")
+end)
+
+t.test("report_html_is_one_file_with_every_plot", function()
+  local html = read(dir .. "/report.html")
+  for _, id in ipairs(rr.plots) do
+    t.truthy(html:find('<svg id="' .. id .. '"', 1, true), id)
+  end
+  t.eq(html:find("<script", 1, true), nil, "no script")
+  t.eq(html:find("http", 1, true) and html:match("https?://[^\"]*") ~= "http://www.w3.org/2000/svg", false,
+       "nothing fetched (the only address is the SVG namespace)")
+end)
+
+t.test("report_html_renders_in_headless_chromium", function()
+  local chrome = require("kwb.host").which("chromium-headless-shell") or require("kwb.host").which("chromium")
+  t.truthy(chrome, "chromium-headless-shell (Debian's package) is installed")
+  local url = "file://" .. (dir:sub(1, 1) == "/" and dir or core.cwd() .. "/" .. dir) .. "/report.html"
+  local base = { chrome, "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0" }
+  local shot = { table.unpack(base) }
+  for _, a in ipairs { "--window-size=1200,1400", "--screenshot=" .. dir .. "/report.png", url } do shot[#shot + 1] = a end
+  local r = assert(core.exec(shot, { timeout = 120 }))
+  t.eq(r.status, 0, r.err)
+  t.eq(r.err:find("CONSOLE", 1, true), nil, "no console message: " .. r.err)
+  local png = read(dir .. "/report.png")
+  t.eq(png:sub(1, 8), "\137PNG\r\n\26\n", "a PNG")
+  t.truthy(#png > 20000, "a page with plots on it: " .. #png .. " bytes")
+  local dom = { table.unpack(base) }
+  dom[#dom + 1] = "--dump-dom"
+  dom[#dom + 1] = url
+  local r2 = assert(core.exec(dom, { timeout = 120 }))
+  t.eq(r2.status, 0, r2.err)
+  for _, id in ipairs(rr.plots) do
+    local svg = r2.out:match('<svg id="' .. id:gsub("%-", "%%-") .. '".-</svg>')
+    t.truthy(svg and (svg:find("<rect", 1, true) or svg:find("<path", 1, true)), id .. " drawn")
+  end
+end)
+
+t.done()

@@ -8,7 +8,7 @@ local M = {}
 M.usage = [[
 usage: kwb cache COMMAND [args]
 
-  ls [PROBLEM]               candidates, oldest first
+  ls [PROBLEM] [--json]      candidates, oldest first (--json: one object a line)
   show ID                    a candidate: origin, lineage, builds, results, source, and
                              the model's prompt and rationale when a reply proposed it
   transcripts [RUN]          the model requests of every run, or of one: tokens, cost, tries, time
@@ -95,8 +95,13 @@ function commands.ls(c, pos)
   if #pos > 1 then return usage_error("ls takes at most one PROBLEM") end
   local rows = {}
   for _, r in ipairs(c:list(pos[1])) do
+    if M.json then
+      print(require("cjson").encode { id = r.id, problem = r.problem, parent = r.parent, strategy = r.strategy,
+                                      model = r.model, outcome = r.outcome, created = r.created })
+    end
     rows[#rows + 1] = { short(r.id), r.problem, short(r.parent), origin(r), r.outcome or "-", when(r.created) }
   end
+  if M.json then return 0 end
   if #rows == 0 then
     print(pos[1] and ("no candidates for " .. pos[1]) or "no candidates")
     return 0
@@ -361,7 +366,34 @@ function M.main(cmd, ...)
   end
   local fn = commands[cmd]
   if not fn then return usage_error("unknown command '" .. cmd .. "'") end
-  local words = { ... }
+  -- kwb's --cache after the subcommand too (--cache PATH, --cache=PATH);
+  -- ls --json: one object a candidate
+  local core = require "kwb.core"
+  local args, words, i = { ... }, {}, 1
+  M.json = false
+  while i <= #args do
+    local w = args[i]
+    local v = w:match("^%-%-cache=(.*)$")
+    if w == "--cache" then
+      v = args[i + 1]
+      if not v then return usage_error("'--cache' needs a path") end
+      i = i + 1
+    end
+    if v then
+      if v == "" then return usage_error("'--cache' needs a path, got an empty one") end
+      core.cache_path = v
+    elseif w == "--json" and cmd == "ls" then M.json = true
+    else words[#words + 1] = w end
+    i = i + 1
+  end
+  if cmd ~= "import" then   -- only an import may make a cache
+    local f = io.open(core.cache_path or "cache/kwb.db", "rb")
+    if not f then
+      return run_error(string.format("no cache at %s (a run makes one; kwb --cache PATH names another)",
+                                     core.cache_path or "cache/kwb.db"))
+    end
+    f:close()
+  end
   if cmd ~= "best" and cmd ~= "export" and cmd ~= "check" then
     for _, w in ipairs(words) do
       if w:sub(1, 2) == "--" then return usage_error(cmd .. ": unknown option '" .. w .. "'") end

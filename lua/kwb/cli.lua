@@ -40,7 +40,12 @@ end
 
 -- parse_run_options(words...) -> opts for kwb.run.run | nil, message.
 function M.parse_run_options(...)
-  local words, opts, i = table.pack(...), {}, 1
+  local words, opts, i = {}, {}, 1
+  for _, w in ipairs(table.pack(...)) do   -- --budget=5 is --budget 5
+    local name, v = tostring(w):match("^(%-%-[%w-]+)=(.*)$")
+    if name then words[#words + 1], words[#words + 2] = name, v else words[#words + 1] = w end
+  end
+  words.n = #words
   local function value(name, conv, what)
     local v = words[i + 1]
     local x = v and conv(v)
@@ -52,7 +57,8 @@ function M.parse_run_options(...)
   local pos_num = function(v) local n = tonumber(v); return n and n > 0 and n or nil end
   while i <= words.n do
     local w, err = words[i], nil
-    if w == "--json" then opts.mode = "json"
+    if w == "--help" or w == "-h" then opts.help = true
+    elseif w == "--json" then opts.mode = "json"
     elseif w == "--plain" then opts.mode = "plain"
     elseif w == "--quiet" then opts.mode = "quiet"
     elseif w == "--budget" then opts.candidates, err = value(w, pos_int, "a positive integer")
@@ -98,15 +104,31 @@ end
 function M.run_recipe(recipe, ...)
   local opts, err = M.parse_run_options(...)
   if not opts then return usage(err) end
+  if opts.help then
+    io.write(M.run_help(recipe))
+    return 0
+  end
   if opts.retime then return M.retime(recipe, opts.retime) end
   local ok, e = pcall(require("kwb.run").run, recipe, opts)
   if not ok then
     io.stderr:write("kwb: ", recipe.name, ": ", tostring(e), "\n")
+    if opts.mode == "json" then   -- the stream ends with the error, so a reader of stdout alone learns why
+      io.write(require("cjson").encode { event = "error", recipe = recipe.name, message = tostring(e) }, "\n")
+    end
     return 1
   end
   -- a run its model could not serve failed, whatever it measured before
   if e.stopped_by == "model" then return 1 end
   return 0
+end
+
+-- The run options, for `kwb FILE.lua --help`.
+function M.run_help(recipe)
+  local lines = { string.format("usage: kwb %s [run options]", recipe.file or recipe.name), "",
+                  string.format("Runs the research loop on recipe %s (%s, %d shapes). Run options (--opt=value works too):",
+                                recipe.name, recipe.problem:key(), #recipe.shapes) }
+  for _, o in ipairs(M.run_options) do lines[#lines + 1] = string.format("  %-14s %s", o[1], o[2]) end
+  return table.concat(lines, "\n") .. "\n"
 end
 
 function M.help()

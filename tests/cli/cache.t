@@ -14,6 +14,21 @@ b5013c3146fc  axpy     dd8d64fa1560  rewrite/m1  accepted  2026-12-02 10:01:00
 bf611c14e4bc  axpy     dd8d64fa1560  rewrite/m1  wrong     2026-12-02 10:02:00
 $ ./kwb --cache build/test-cache/cli.db cache ls nothing
 no candidates for nothing
+$ ./kwb cache ls axpy --cache build/test-cache/cli.db | tail -1
+bf611c14e4bc  axpy     dd8d64fa1560  rewrite/m1  wrong     2026-12-02 10:02:00
+$ ./kwb cache ls axpy --cache=build/test-cache/cli.db --json | wc -l
+3
+$ ./kwb cache ls --json --cache=build/test-cache/cli.db | head -1 | grep -o '"id":"dd8d64fa[0-9a-f]*"'
+"id":"dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e"
+$ ./kwb cache ls --cache build/test-cache/typo/nothere.db
+kwb cache: no cache at build/test-cache/typo/nothere.db (a run makes one; kwb --cache PATH names another)
+[exit 1]
+$ test -e build/test-cache/typo && echo made || echo nothing made
+nothing made
+$ ./kwb cache ls --cache=
+kwb cache: '--cache' needs a path, got an empty one
+try 'kwb cache --help'
+[exit 2]
 $ ./kwb --cache build/test-cache/cli.db cache show b501
 candidate  b5013c3146fc16fd082ff29750f983ff52c014f772b6c203d6b5cfbb44dc6e46
 problem    axpy
@@ -207,7 +222,7 @@ try 'kwb cache --help'
 $ ./kwb --cache build/test-cache/cli.db cache
 usage: kwb cache COMMAND [args]
 
-  ls [PROBLEM]               candidates, oldest first
+  ls [PROBLEM] [--json]      candidates, oldest first (--json: one object a line)
   show ID                    a candidate: origin, lineage, builds, results, source, and
                              the model's prompt and rationale when a reply proposed it
   transcripts [RUN]          the model requests of every run, or of one: tokens, cost, tries, time

@@ -206,11 +206,29 @@ function commands.transcripts(c, pos)
   return 0
 end
 
+-- A shape key's variables as a set: "rows=64,cols=100" and "cols=100,rows=64"
+-- are one shape (a key without names, "1000", stands for itself).
+local function shape_set(key)
+  local t = {}
+  for part in key:gmatch("[^,]+") do
+    local k, v = part:match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
+    if not k then return key end
+    t[#t + 1] = k .. "=" .. v
+  end
+  table.sort(t)
+  return table.concat(t, ",")
+end
+
 function commands.best(c, words)
   local pos, opts = parse(words, { shape = "value", device = "value" })
   if not pos then return usage_error(opts) end
   if #pos ~= 1 then return usage_error("best takes one PROBLEM") end
-  local best = c:best(pos[1], { shape = opts.shape, device = opts.device })
+  local best = c:best(pos[1], { device = opts.device })
+  if opts.shape then   -- the variables in any order
+    local want, kept = shape_set(opts.shape), {}
+    for _, r in ipairs(best) do if shape_set(r.shape) == want then kept[#kept + 1] = r end end
+    best = kept
+  end
   if #best == 0 then
     print("no timed correct candidates for " .. pos[1] .. (opts.shape and (" at shape " .. opts.shape) or ""))
     return 0

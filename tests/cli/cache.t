@@ -141,6 +141,9 @@ SPLIT      -             2
 STEP       1             4
 the same: BLOCK=64
 source the same
+$ ./kwb --cache build/test-cache/params.db cache best scale --shape cols=100,rows=64
+device           shape             candidate     median  outcome   measured
+host:Test CPU:2  rows=64,cols=100  d021b2f6673d  1.0 us  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache stats | grep -v '^file'
 cache       build/test-cache/cli.db (schema 2)
 candidates  4 in 2 problems

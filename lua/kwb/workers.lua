@@ -234,14 +234,20 @@ function Pool:dispatch()
       local task = table.remove(self.queue, 1)
       local w = slot.worker
       slot.fresh, slot.heard = false, false
-      if not w or not w:status().alive then w, slot.fresh = self:start_worker(slot), true end
-      w:output()   -- whatever an earlier task left unread is not this one's
+      if not w or not w:status().alive then w, slot.fresh = self:start_worker(slot), true
+      else w:output() end   -- whatever an earlier task left unread is not this one's
       local frame = worker.encode { id = task.id, fn = task.fn, args = task.args, nargs = #task.args }
       local ok, msg = w:send(frame)
       if not ok and not slot.fresh then   -- it died while idle: not this task's doing
         w:kill()
         w, slot.fresh = self:start_worker(slot), true
         ok, msg = w:send(frame)
+      end
+      if not ok and slot.fresh then   -- gone before its first task: it never got going (as in step)
+        core.worker_wait({ w }, 5)
+        local out = w:output()
+        error(string.format("a worker could not start (exit status %s): %s", tostring(w:status().exit_code),
+                            out ~= "" and out or "no output"), 0)
       end
       slot.task, task.slot = task, slot
       task.started = core.now()

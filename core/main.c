@@ -51,8 +51,10 @@ static int parse_options(cli *c) {
         } else if (strcmp(a, "--cache") == 0) {
             if (++i >= c->argc) { usage_error("'%s' needs a path", "--cache"); return EXIT_USAGE; }
             c->cache = c->argv[i];
+            if (!*c->cache) { usage_error("'%s' needs a path, got an empty one", "--cache"); return EXIT_USAGE; }
         } else if (strncmp(a, "--cache=", 8) == 0) {
             c->cache = a + 8;
+            if (!*c->cache) { usage_error("'%s' needs a path, got an empty one", "--cache"); return EXIT_USAGE; }
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ||
                    strcmp(a, "--version") == 0 || strcmp(a, "-v") == 0) {
             /* handled in pmain */

@@ -12,6 +12,14 @@ $ ./kwb --cache
 kwb: '--cache' needs a path
 try 'kwb --help'
 [exit 2]
+$ ./kwb --cache "" -e 'print(1)'
+kwb: '--cache' needs a path, got an empty one
+try 'kwb --help'
+[exit 2]
+$ ./kwb --cache= -e 'print(1)'
+kwb: '--cache' needs a path, got an empty one
+try 'kwb --help'
+[exit 2]
 $ ./kwb --help | head -1
 usage: kwb [options] [FILE.lua | - | COMMAND] [args...]
 # every subcommand in kwb.cli's table is listed by --help

@@ -27,7 +27,13 @@ end
 function M.main(...)
   local measure, own = true, false
   for _, a in ipairs { ... } do
-    if a == "--no-measure" then measure = false
+    if a == "--help" or a == "-h" then
+      print("usage: kwb doctor [--no-measure] [--own-gemm]\n\nThe GPU, driver, CUDA, NVRTC and tools this kwb finds, and"
+            .. " the device's ceilings\n(copy bandwidth, FMA and bf16 rates) measured and stored for its kind.\n"
+            .. "  --no-measure   report only, measure nothing\n"
+            .. "  --own-gemm     measure the bf16 rate with kwb's own kernel, not cuBLAS")
+      return 0
+    elseif a == "--no-measure" then measure = false
     elseif a == "--own-gemm" then own = true
     else
       io.stderr:write("kwb doctor: unknown option '", a, "' (known: --no-measure, --own-gemm)\n")

@@ -176,9 +176,13 @@ function M.export(recipe, dir, opts)
 end
 
 function M.main(file, dir, ...)
-  if not file or not dir or file == "--help" then
+  if file == "--help" or file == "-h" then
+    print(usage)
+    return 0
+  end
+  if not file or not dir then
     io.stderr:write(usage, "\n")
-    return file == "--help" and 0 or 2
+    return 2
   end
   local opts, words, i = {}, { ... }, 1
   while i <= #words do

@@ -233,9 +233,13 @@ function M.write(recipe, dir, opts)
 end
 
 function M.main(file, ...)
-  if not file or file == "--help" then
+  if file == "--help" or file == "-h" then
+    print(usage)
+    return 0
+  end
+  if not file then
     io.stderr:write(usage, "\n")
-    return file == "--help" and 0 or 2
+    return 2
   end
   local words, dir, opts, i = { ... }, ".", {}, 1
   while i <= #words do

@@ -99,6 +99,11 @@ function M.serve(req)
 end
 
 function M.main(...)
+  if ... == "--help" or ... == "-h" then
+    print("usage: kwb worker\n\nServes a pool of the loop: runs the candidates sent on fd 3, one at a time, and answers "
+          .. "each there.\nkwb starts its workers itself (kwb.workers); there is nothing to run by hand.")
+    return 0
+  end
   if select("#", ...) > 0 then
     io.stderr:write("kwb: 'kwb worker' takes no arguments (a pool starts it)\n")
     return 2

@@ -22,6 +22,8 @@ try 'kwb --help'
 [exit 2]
 $ ./kwb --help | head -1
 usage: kwb [options] [FILE.lua | - | COMMAND] [args...]
+# every subcommand answers --help with its usage
+$ ./kwb -e 'for _, c in ipairs(require("kwb.cli").commands) do print(c.name) end' | while read c; do ./kwb $c --help | head -1 | grep -q "^usage: kwb $c" || echo "no usage from $c --help"; done
 # every subcommand in kwb.cli's table is listed by --help
 $ ./kwb -e 'for _, c in ipairs(require("kwb.cli").commands) do print(c.name) end' | while read c; do ./kwb --help | grep -q "^  $c " || echo "missing $c"; done
 # Lua, LPeg and lua-cjson are linked statically; nothing from CUDA is linked

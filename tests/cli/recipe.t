@@ -15,7 +15,7 @@ $ ./kwb recipes/host_matmul.lua --help | head -3
 usage: kwb recipes/host_matmul.lua [run options]
 
 Runs the research loop on recipe host_matmul (matmul, 3 shapes). Run options (--opt=value works too):
-$ ./kwb --cache build/test-recipe-cli/eq.db tests/recipes/planted.lua --quiet --budget=2 --seed=7 | grep -o 'funnel: [0-9]* candidates'
+$ rm -rf build/test-recipe-cli/eq.db && ./kwb --cache build/test-recipe-cli/eq.db tests/recipes/planted.lua --quiet --budget=2 --seed=7 | grep -o 'funnel: [0-9]* candidates'
 funnel: 2 candidates
 $ ./kwb --cache build/test-recipe-cli/bad.db tests/cli/fixtures/bad_start.lua --json 2>/dev/null | tail -1 | grep -o -e '"event":"error"' -e '"message":"the start kernel planted_wrong.c fails: wrong: output c at n=16' | sort
 "event":"error"

@@ -142,13 +142,8 @@ end
 function M.export(recipe, dir, opts)
   opts = opts or {}
   local st = opts.store or store.open()
-  local backend = require("kwb.backend").load(recipe.backend)
-  local device = opts.device or backend.device()
-  local keys = {}
-  for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
-  local ctx = st:context { problem = recipe.problem:key(), shapes = keys, flags = recipe.flags, device = device,
-                           verified_on = require("kwb.unannounced").keys(recipe.verify_shapes or {}) }
-  local choices = M.plan(recipe, st:results(ctx))
+  local device = opts.device or require("kwb.backend").load(recipe.backend).device()
+  local choices = M.plan(recipe, st:results(st:recipe_context(recipe, device)))
   local rule = recipe.dispatch or "nearest"
   local ext = recipe.backend == "cuda" and ".cu" or ".c"
   assert(core.mkdirs(dir .. "/kernels"))

@@ -217,11 +217,7 @@ function M.write(recipe, dir, opts)
   opts = opts or {}
   local st = opts.store or store.open()
   local device = opts.device or require("kwb.backend").load(recipe.backend).device()
-  local keys = {}
-  for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
-  local ctx = st:context { problem = recipe.problem:key(), shapes = keys, flags = recipe.flags, device = device,
-                           verified_on = require("kwb.unannounced").keys(recipe.verify_shapes or {}) }
-  local d = M.data(recipe, st:results(ctx))
+  local d = M.data(recipe, st:results(st:recipe_context(recipe, device)))
   d.device = device
   for name, text in pairs { ["report.md"] = M.markdown(d), ["report.html"] = M.html(d) } do
     local f, err = io.open(dir .. "/" .. name, "w")

@@ -28,13 +28,8 @@ function M.new(recipe, opts)
   local s = setmetatable({ recipe = recipe, problem = recipe.problem, harness = h, backend = h.backend,
                            best_time = {}, shape_best = {}, ids = {} }, Session)
   s.store = opts.store or store.open()
-  local shape_keys = {}
-  for i, sh in ipairs(recipe.shapes) do shape_keys[i] = sh.key end
   -- the evaluation context: what besides the candidate decides a result
-  s.ctx = s.store:context { problem = recipe.problem:key(), shapes = shape_keys, flags = recipe.flags,
-                            device = s.backend.device(),
-                            toolchain = recipe.cc or os.getenv("CC") or "cc",
-                            verified_on = require("kwb.unannounced").keys(recipe.verify_shapes or {}) }
+  s.ctx = s.store:recipe_context(recipe, s.backend.device())
   s.template_source = recipe.template and assert(require("kwb.host").read_file(recipe.template))
   s.seq = #s.store:results(s.ctx)
   return s

@@ -32,6 +32,16 @@ function Store:context(c)
            toolchain = c.toolchain or "cc", verified_on = c.verified_on or {} }
 end
 
+-- recipe_context(recipe, device) -> the context the loop keys a recipe's
+-- results by on a device kind (kwb.session; kwb export and report read by it).
+function Store:recipe_context(recipe, device)
+  local keys = {}
+  for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
+  return self:context { problem = recipe.problem:key(), shapes = keys, flags = recipe.flags, device = device,
+                        toolchain = recipe.cc or os.getenv("CC") or "cc",
+                        verified_on = require("kwb.unannounced").keys(recipe.verify_shapes or {}) }
+end
+
 -- Was a stored result verified on every unannounced shape ctx asks for?
 local function covers(v, ctx)
   if #ctx.verified_on == 0 then return true end

@@ -21,12 +21,19 @@ Q := @
 endif
 
 CORE_SRC := $(filter-out core/main.c,$(wildcard core/*.c))
+# libkwb.so: the core without the CLI (no Lua, no REPL), for C programs and
+# LuaJIT's FFI; its objects built position-independent apart.
+LIB_SRC  := $(filter-out core/main.c core/lua_%.c core/luastate.c core/repl.c,$(wildcard core/*.c))
+LIB_OBJ  := $(LIB_SRC:core/%.c=build/pic/%.o)
+LIB_LIBS := $(shell pkg-config --libs libzstd sqlite3 libffi libcrypto libseccomp 2>/dev/null) -ldl -lm -lpthread -lutil
+PREFIX   ?= /usr/local
+VERSION  := $(shell sed -n 's/.*kwb_version(void) { return "\(.*\)"; }/\1/p' core/error.c)
 CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
-.PHONY: all run test unit deps clean bench-cache bench-workers gpu-test gpu-multi
-all: kwb
+.PHONY: all run test unit deps clean bench-cache bench-workers gpu-test gpu-multi install uninstall
+all: kwb libkwb.so
 
 deps:
 	$(Q)tools/deps.sh
@@ -47,6 +54,34 @@ build/obj/%.o: core/%.c $(wildcard core/*.h) | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
+libkwb.so: $(LIB_OBJ)
+	@printf '  LINK  %s\n' $@
+	$(Q)$(CC) -shared -Wl,--no-undefined -o $@ $^ $(LIB_LIBS)
+
+build/pic/%.o: core/%.c $(wildcard core/*.h) | build/pic
+	@printf '  CC    %s (pic)\n' $<
+	$(Q)$(CC) $(CFLAGS) -fPIC -c -o $@ $<
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the program, the library, its
+# header and pkg-config file, the man page and the shell completions.
+INSTALLED := bin/kwb lib/libkwb.so include/kwb.h lib/pkgconfig/kwb.pc share/man/man1/kwb.1 \
+             share/bash-completion/completions/kwb share/zsh/site-functions/_kwb
+install: kwb libkwb.so
+	@printf '  INSTALL %s\n' $(DESTDIR)$(PREFIX)
+	$(Q)install -d $(addprefix $(DESTDIR)$(PREFIX)/,bin lib/pkgconfig include share/man/man1 \
+	    share/bash-completion/completions share/zsh/site-functions)
+	$(Q)install -m 755 kwb $(DESTDIR)$(PREFIX)/bin/kwb
+	$(Q)install -m 644 libkwb.so $(DESTDIR)$(PREFIX)/lib/libkwb.so
+	$(Q)install -m 644 core/kwb.h $(DESTDIR)$(PREFIX)/include/kwb.h
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tools/kwb.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kwb.pc
+	$(Q)install -m 644 docs/kwb.1 $(DESTDIR)$(PREFIX)/share/man/man1/kwb.1
+	$(Q)install -m 644 tools/completion/kwb.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kwb
+	$(Q)install -m 644 tools/completion/_kwb $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_kwb
+
+uninstall:
+	@printf '  UNINSTALL %s\n' $(DESTDIR)$(PREFIX)
+	$(Q)rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
+
 build/obj/bundle.o: build/bundle.c core/bundle.h | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
@@ -61,6 +96,9 @@ build/embed: tools/embed.c | build/obj
 
 build/obj:
 	$(Q)mkdir -p $@ build/unit build/asan
+
+build/pic:
+	$(Q)mkdir -p $@
 
 # C unit tests, built twice: plain, and under AddressSanitizer + UBSan.
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -84,7 +122,7 @@ build/httpd: tests/httpd.c | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -o $@ $<
 
-test: kwb unit
+test: kwb libkwb.so unit
 	$(Q)tests/run
 
 # The candidate cache's compression ratio, insert and lookup rates (docs/perf.md).
@@ -103,4 +141,4 @@ gpu-test:
 	$(Q)tests/gpu/run
 
 clean:
-	rm -rf build kwb
+	rm -rf build kwb libkwb.so

@@ -1,11 +1,11 @@
 #!/bin/sh
-# deps.sh: install the Debian packages kwb builds against (and that its tests
-# use: chromium-headless-shell renders report.html), printing what it
-# installs (nothing when all are present).
+# deps.sh: install the Debian packages kwb builds against, and those its
+# tests use (chromium-headless-shell renders report.html, man-db the man
+# page), printing what it installs (nothing when all are present).
 set -e
 pkgs="build-essential pkg-config liblua5.4-dev lua-lpeg-dev lua-cjson-dev libzstd-dev
 libcurl4-openssl-dev libsqlite3-dev libedit-dev libffi-dev libssl-dev libseccomp-dev
-chromium-headless-shell"
+chromium-headless-shell man-db"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

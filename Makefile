@@ -29,11 +29,12 @@ LIB_LIBS := $(shell pkg-config --libs libzstd sqlite3 libffi libcrypto libseccom
 PREFIX   ?= /usr/local
 VERSION  := $(shell sed -n 's/.*kwb_version(void) { return "\(.*\)"; }/\1/p' core/error.c)
 CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
-LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
+# (lua/kwb/ffi.lua is LuaJIT's, for libkwb.so: installed, never bundled)
+LUA_SRC  := $(filter-out lua/kwb/ffi.lua,$(shell find lua -name '*.lua' | LC_ALL=C sort))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
 .PHONY: all run test unit deps clean bench-cache bench-workers gpu-test gpu-multi install uninstall
-all: kwb libkwb.so
+all: kwb libkwb.so build/kwb_cdef.h
 
 deps:
 	$(Q)tools/deps.sh
@@ -54,6 +55,11 @@ build/obj/%.o: core/%.c $(wildcard core/*.h) | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
+# kwb.h's declarations as LuaJIT's ffi.cdef reads them (lua/kwb/ffi.lua)
+build/kwb_cdef.h: core/kwb.h tools/cdef.sh | build/obj
+	@printf '  CDEF  %s\n' $@
+	$(Q)tools/cdef.sh core/kwb.h $@
+
 libkwb.so: $(LIB_OBJ)
 	@printf '  LINK  %s\n' $@
 	$(Q)$(CC) -shared -Wl,--no-undefined -o $@ $^ $(LIB_LIBS)
@@ -65,11 +71,12 @@ build/pic/%.o: core/%.c $(wildcard core/*.h) | build/pic
 # make install [PREFIX=/usr/local] [DESTDIR=]: the program, the library, its
 # header and pkg-config file, the man page and the shell completions.
 INSTALLED := bin/kwb lib/libkwb.so include/kwb.h lib/pkgconfig/kwb.pc share/man/man1/kwb.1 \
-             share/bash-completion/completions/kwb share/zsh/site-functions/_kwb
-install: kwb libkwb.so
+             share/bash-completion/completions/kwb share/zsh/site-functions/_kwb \
+             share/lua/5.1/kwb/ffi.lua share/lua/5.1/kwb/kwb_cdef.h
+install: kwb libkwb.so build/kwb_cdef.h build/kwb_cdef.h
 	@printf '  INSTALL %s\n' $(DESTDIR)$(PREFIX)
 	$(Q)install -d $(addprefix $(DESTDIR)$(PREFIX)/,bin lib/pkgconfig include share/man/man1 \
-	    share/bash-completion/completions share/zsh/site-functions)
+	    share/bash-completion/completions share/zsh/site-functions share/lua/5.1/kwb)
 	$(Q)install -m 755 kwb $(DESTDIR)$(PREFIX)/bin/kwb
 	$(Q)install -m 644 libkwb.so $(DESTDIR)$(PREFIX)/lib/libkwb.so
 	$(Q)install -m 644 core/kwb.h $(DESTDIR)$(PREFIX)/include/kwb.h
@@ -77,6 +84,7 @@ install: kwb libkwb.so
 	$(Q)install -m 644 docs/kwb.1 $(DESTDIR)$(PREFIX)/share/man/man1/kwb.1
 	$(Q)install -m 644 tools/completion/kwb.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kwb
 	$(Q)install -m 644 tools/completion/_kwb $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_kwb
+	$(Q)install -m 644 lua/kwb/ffi.lua build/kwb_cdef.h $(DESTDIR)$(PREFIX)/share/lua/5.1/kwb/
 
 uninstall:
 	@printf '  UNINSTALL %s\n' $(DESTDIR)$(PREFIX)
@@ -122,7 +130,7 @@ build/httpd: tests/httpd.c | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -o $@ $<
 
-test: kwb libkwb.so unit
+test: kwb libkwb.so build/kwb_cdef.h unit
 	$(Q)tests/run
 
 # The candidate cache's compression ratio, insert and lookup rates (docs/perf.md).

@@ -1,11 +1,12 @@
 #!/bin/sh
 # deps.sh: install the Debian packages kwb builds against, and those its
 # tests use (chromium-headless-shell renders report.html, man-db the man
-# page), printing what it installs (nothing when all are present).
+# page, luajit drives libkwb.so through kwb/ffi.lua), printing what it
+# installs (nothing when all are present).
 set -e
 pkgs="build-essential pkg-config liblua5.4-dev lua-lpeg-dev lua-cjson-dev libzstd-dev
 libcurl4-openssl-dev libsqlite3-dev libedit-dev libffi-dev libssl-dev libseccomp-dev
-chromium-headless-shell man-db"
+chromium-headless-shell man-db luajit"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

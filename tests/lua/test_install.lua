@@ -10,7 +10,8 @@ os.execute("rm -rf '" .. dir .. "'")
 assert(core.mkdirs(dir))
 local prefix = (dir:sub(1, 1) == "/" and dir or core.cwd() .. "/" .. dir) .. "/prefix"
 local files = { "bin/kwb", "lib/libkwb.so", "include/kwb.h", "lib/pkgconfig/kwb.pc", "share/man/man1/kwb.1",
-                "share/bash-completion/completions/kwb", "share/zsh/site-functions/_kwb" }
+                "share/bash-completion/completions/kwb", "share/zsh/site-functions/_kwb",
+                "share/lua/5.1/kwb/ffi.lua", "share/lua/5.1/kwb/kwb_cdef.h" }
 
 local function sh(cmd, shell)
   local r = assert(core.exec({ shell or "sh", "-c", cmd }, { timeout = 300 }))

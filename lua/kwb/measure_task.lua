@@ -69,19 +69,33 @@ end
 -- the candidate built and called once at the job's shape, on fresh inputs.
 -- An error exits with status 1.
 function M.sanitize_job(path)
+  local t0 = core.now()
+  local stages, last = {}, t0
+  local function stage(name)
+    local t = core.now()
+    stages[#stages + 1] = string.format("%s=%.3f", name, t - last)
+    last = t
+  end
   local f = assert(io.open(path, "r"))
   local spec = worker.decode(f:read("a"))
   f:close()
   local h = harness(spec.recipe)
+  stage("load")
   local res = { seconds = {}, shapes = {} }
   local fn = h:build(spec.cand, res)
   if not fn then error("the candidate does not build here: " .. tostring(res.outcome) .. ": " .. tostring(res.reason), 0) end
+  stage("build")
   local sh
   for _, s in ipairs(h.recipe.shapes) do if s.key == spec.shape then sh = s end end
   local b = h:bench(assert(sh, spec.shape))
+  stage("bench")
   require("kwb.inputs").fresh(h, b, math.tointeger(tonumber(spec.seed)) or 0, "sanitize")
+  stage("inputs")
   local ok, err = h.backend.call(fn, b, b.args)
   if not ok then error("the call failed at " .. sh.key .. ": " .. tostring(err), 0) end
+  stage("call")
+  -- where the tool's run spent its time inside kwb (kwb.sanitize keeps it)
+  io.stderr:write("kwb-sanitize-stages ", table.concat(stages, " "), "\n")
 end
 
 -- build(args) -> the build's verdict alone (the agent strategy's compile

@@ -45,7 +45,8 @@ function M.kernels(recipe, cand, sh)
   return names
 end
 
-local function sanitizer()
+-- path() -> compute-sanitizer's path, or nil.
+function M.path()
   local home = core.cuda_home()
   if home and core.executable(home .. "/bin/compute-sanitizer") then return home .. "/bin/compute-sanitizer" end
   return require("kwb.host").which("compute-sanitizer")
@@ -72,53 +73,74 @@ end
 
 local jobs = 0
 
--- check(recipe, args) -> { seconds = { [tool] = s } } when every tool is
--- clean, or with tool =, report =, shape =, log = the tool's output (its
--- first 16 KB): the first finding. args = { recipe = its absolute file, cand = { source, name,
+-- job(recipe, args) -> the job file's path, the shape: what each tool's run
+-- reads (in TMPDIR: a worker's own scratch, where all else is read-only to it).
+function M.job(recipe, args)
+  local sh = M.shape(recipe)
+  jobs = jobs + 1
+  local job = string.format("%s/kwb-sanitize-%d-%d.json", os.getenv("TMPDIR") or "/tmp", math.floor(core.now() * 1e6), jobs)
+  local f = assert(io.open(job, "w"))
+  f:write(require("kwb.worker").json.encode { recipe = args.recipe, cand = args.cand, shape = sh.key, seed = args.seed })
+  f:close()
+  return job, sh
+end
+
+-- argv(tool_path, tool, kernels, job) -> the command line of one tool's run
+-- (tool_path nil: the job alone, without a tool).
+function M.argv(tool_path, tool, kernels, job)
+  local argv = {}
+  if tool_path then
+    -- (kwb's own API calls are not the candidate's: only its kernels are reported)
+    argv = { tool_path, "--tool", tool, "--error-exitcode", tostring(M.found), "--print-limit", "1",
+             "--report-api-errors", "no" }
+    -- memcheck and racecheck look at the candidate's kernels alone; initcheck
+    -- at every kernel, or the inputs kwb's own kernels fill would look unwritten
+    for _, k in ipairs(tool ~= "initcheck" and kernels or {}) do
+      argv[#argv + 1] = "--kernel-name"
+      argv[#argv + 1] = "kns=" .. k
+    end
+    if tool == "racecheck" then argv[#argv + 1] = "--racecheck-report"; argv[#argv + 1] = "hazard" end
+  end
+  argv[#argv + 1] = assert(core.self_exe())
+  argv[#argv + 1] = "-e"
+  argv[#argv + 1] = string.format("require(%q).sanitize_job(%q)", M.job_module, job)
+  return argv
+end
+
+-- stages(err) -> the job's own split of its time ("load=s build=s ..."), from its stderr.
+function M.stages(err) return err and err:match("kwb%-sanitize%-stages ([^\n]*)") end
+
+-- check(recipe, args) -> { seconds = { [tool] = s }, stages = { [tool] =
+-- "load=s build=s bench=s inputs=s call=s", the job's own split } } when
+-- every tool is clean, or with tool =, report =, shape =, log = the tool's
+-- output (its first 16 KB): the first finding. args = { recipe = its absolute file, cand = { source, name,
 -- defines, params }, seed = "decimal" }. Raises when a tool cannot run.
 function M.check(recipe, args)
   if not args.recipe then
     error(string.format("recipe %s: the sanitizers run the recipe from its file, and this one has none (give it a "
                         .. "file, or set sanitize = false)", recipe.name), 0)
   end
-  local tool_path = sanitizer()
+  local tool_path = M.path()
   if not tool_path then
     error("compute-sanitizer is not installed (looked in CUDA_HOME/bin and on PATH); a recipe runs without it "
           .. "with sanitize = false", 0)
   end
-  local sh = M.shape(recipe)
-  -- in TMPDIR: a worker's own scratch, where all else is read-only to it
-  jobs = jobs + 1
-  local job = string.format("%s/kwb-sanitize-%d-%d.json", os.getenv("TMPDIR") or "/tmp", math.floor(core.now() * 1e6), jobs)
-  local f = assert(io.open(job, "w"))
-  f:write(require("kwb.worker").json.encode { recipe = args.recipe, cand = args.cand, shape = sh.key, seed = args.seed })
-  f:close()
-  local exe = assert(core.self_exe())
-  local seconds = {}
-  local finding = { seconds = seconds }
+  local job, sh = M.job(recipe, args)
+  local kernels = M.kernels(recipe, args.cand, sh)
+  local seconds, stages = {}, {}
+  local finding = { seconds = seconds, stages = stages }
   for _, tool in ipairs(M.tools) do
-    -- (kwb's own API calls are not the candidate's: only its kernels are reported)
-    local argv = { tool_path, "--tool", tool, "--error-exitcode", tostring(M.found), "--print-limit", "1",
-                   "--report-api-errors", "no" }
-    -- memcheck and racecheck look at the candidate's kernels alone; initcheck
-    -- at every kernel, or the inputs kwb's own kernels fill would look unwritten
-    for _, k in ipairs(tool ~= "initcheck" and M.kernels(recipe, args.cand, sh) or {}) do
-      argv[#argv + 1] = "--kernel-name"
-      argv[#argv + 1] = "kns=" .. k
-    end
-    if tool == "racecheck" then argv[#argv + 1] = "--racecheck-report"; argv[#argv + 1] = "hazard" end
-    argv[#argv + 1] = exe
-    argv[#argv + 1] = "-e"
-    argv[#argv + 1] = string.format("require(%q).sanitize_job(%q)", M.job_module, job)
     local t0 = core.now()
-    local r, msg = core.exec(argv, { timeout = M.limit, cap = 1 << 20 })
+    local r, msg = core.exec(M.argv(tool_path, tool, kernels, job), { timeout = M.limit, cap = 1 << 20 })
     seconds[tool] = core.now() - t0
+    stages[tool] = r and M.stages(r.err) or nil
     local why
     if not r then why = "did not start: " .. tostring(msg)
     elseif r.timed_out then why = string.format("ran past %d s", M.limit)
     elseif r.status == M.found then
       local text = r.out .. "\n" .. r.err
-      finding = { tool = tool, shape = sh.key, report = M.first_report(text), log = text:sub(1, 16384), seconds = seconds }
+      finding = { tool = tool, shape = sh.key, report = M.first_report(text), log = text:sub(1, 16384), seconds = seconds,
+                  stages = stages }
       break
     elseif r.status ~= 0 then
       why = string.format("failed (exit %d): %s", r.status, ((r.err ~= "" and r.err or r.out):gsub("%s+$", ""):sub(-600)))

@@ -239,6 +239,7 @@ function Session:sanitize(cand, res)
   end
   res.seconds.sanitize = core.now() - t0
   for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
+  res.sanitize_stages = finding.stages   -- (each tool's run split by the job: load, build, bench, inputs, call)
   if finding.tool then
     res.outcome = "unsafe"
     res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)

@@ -39,6 +39,7 @@ for _, res in ipairs(run.results) do
   if s.sanitize then
     print(string.format("#   sanitizers: memcheck %s  racecheck %s  initcheck %s", s.sanitize_memcheck or "-",
                         s.sanitize_racecheck or "-", s.sanitize_initcheck or "-"))
+    for tool, split in pairs(res.sanitize_stages or {}) do print(string.format("#   %s inside: %s", tool, split)) end
   end
   if res.reason then print("#   " .. res.reason) end
   -- the tools' own words, for tests/lua/test_sanitize.lua's parser fixtures

@@ -170,7 +170,6 @@ local timing_spec = { names = { "warmup", "warmup_min", "min_samples", "max_samp
 local ceilings_spec = { names = { "bandwidth", "flops" },
                         check = { bandwidth = positive_number, flops = positive_number } }
 
-
 function Checker:shapes(p, v, field)
   field = field or "shapes"
   local out = {}
@@ -446,9 +445,10 @@ function M.new(spec, level)
     if type(spec.arch) ~= "string" or not spec.arch:match("^sm_%d+a?$") then c:fail("arch", "a CUDA arch like \"sm_90\"", spec.arch) end
   end
   r.arch = spec.arch
-  if spec.sanitize ~= nil and spec.sanitize ~= false and spec.sanitize ~= "best" and spec.sanitize ~= "all" then c:fail("sanitize", "\"best\", \"all\" or false (the default)", spec.sanitize) end
+  if spec.sanitize ~= nil and spec.sanitize ~= false and spec.sanitize ~= "best" and spec.sanitize ~= "all" then c:fail("sanitize", "\"best\" (the default), \"all\" or false", spec.sanitize) end
   if spec.dispatch ~= nil and spec.dispatch ~= "nearest" and spec.dispatch ~= "larger" then c:fail("dispatch", "\"nearest\" (the default) or \"larger\": the measured shape kwb export picks for one between", spec.dispatch) end
-  r.sanitize, r.dispatch = r.backend == "cuda" and spec.sanitize or false, spec.dispatch or "nearest"   -- kwb.sanitize (CUDA only), kwb.export
+  r.sanitize, r.sanitize_default = r.backend == "cuda" and (spec.sanitize == nil and "best" or spec.sanitize), spec.sanitize == nil
+  r.dispatch = spec.dispatch or "nearest"   -- (kwb.sanitize: CUDA only, "best" unless set; kwb.export)
   if spec.cc ~= nil then a_string(c, "cc", spec.cc) end
   r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }

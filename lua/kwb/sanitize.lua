@@ -99,7 +99,10 @@ function M.argv(tool_path, tool, kernels, job)
       argv[#argv + 1] = "--kernel-name"
       argv[#argv + 1] = "kns=" .. k
     end
-    if tool == "racecheck" then argv[#argv + 1] = "--racecheck-report"; argv[#argv + 1] = "hazard" end
+    -- (racecheck reports in its default mode, "analysis": one report per race
+    -- with its count of hazards; "hazard" mode sends every hazard to the host,
+    -- and a race in every block of a 10^6-element launch ran past 45 s where
+    -- "analysis" took 6.5: docs/gpu-runs/2026-12-04-racecheck-probe.log)
   end
   argv[#argv + 1] = assert(core.self_exe())
   argv[#argv + 1] = "-e"
@@ -113,8 +116,11 @@ function M.stages(err) return err and err:match("kwb%-sanitize%-stages ([^\n]*)"
 -- check(recipe, args) -> { seconds = { [tool] = s }, stages = { [tool] =
 -- "load=s build=s bench=s inputs=s call=s", the job's own split } } when
 -- every tool is clean, or with tool =, report =, shape =, log = the tool's
--- output (its first 16 KB): the first finding. args = { recipe = its absolute file, cand = { source, name,
--- defines, params }, seed = "decimal" }. Raises when a tool cannot run.
+-- output (its first 16 KB): the first finding. A tool's run that ends past
+-- M.limit or fails (the candidate's fault as likely as not) is a finding
+-- too: a candidate the tools could not finish checking is not made the best.
+-- args = { recipe = its absolute file, cand = { source, name, defines,
+-- params }, seed = "decimal" }. Raises when the tool cannot be started.
 function M.check(recipe, args)
   if not args.recipe then
     error(string.format("recipe %s: the sanitizers run the recipe from its file, and this one has none (give it a "
@@ -134,20 +140,22 @@ function M.check(recipe, args)
     local r, msg = core.exec(M.argv(tool_path, tool, kernels, job), { timeout = M.limit, cap = 1 << 20 })
     seconds[tool] = core.now() - t0
     stages[tool] = r and M.stages(r.err) or nil
-    local why
-    if not r then why = "did not start: " .. tostring(msg)
-    elseif r.timed_out then why = string.format("ran past %d s", M.limit)
-    elseif r.status == M.found then
-      local text = r.out .. "\n" .. r.err
-      finding = { tool = tool, shape = sh.key, report = M.first_report(text), log = text:sub(1, 16384), seconds = seconds,
-                  stages = stages }
-      break
-    elseif r.status ~= 0 then
-      why = string.format("failed (exit %d): %s", r.status, ((r.err ~= "" and r.err or r.out):gsub("%s+$", ""):sub(-600)))
-    end
-    if why then
+    if not r then
       os.remove(job)
-      error(string.format("compute-sanitizer %s at %s %s", tool, sh.key, why), 0)
+      error(string.format("compute-sanitizer %s at %s did not start: %s", tool, sh.key, tostring(msg)), 0)
+    end
+    local report
+    if r.timed_out then
+      report = string.format("ran past %d s (a candidate the tool cannot finish checking is not made the best)", M.limit)
+    elseif r.status == M.found then report = M.first_report(r.out .. "\n" .. r.err)
+    elseif r.status ~= 0 then
+      report = string.format("the run failed (exit %d): %s", r.status,
+                             ((r.err ~= "" and r.err or r.out):gsub("%s+$", ""):sub(-600)))
+    end
+    if report then
+      local text = r.out .. "\n" .. r.err
+      finding = { tool = tool, shape = sh.key, report = report, log = text:sub(1, 16384), seconds = seconds, stages = stages }
+      break
     end
   end
   os.remove(job)

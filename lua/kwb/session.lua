@@ -212,7 +212,9 @@ function Session:complete(pending)
   if best and best.id == res.id then best = self.start end
   judge.judge(self.recipe, res, { ceilings = not res.outcome and self:ceilings() or nil, start = self.start,
                                   best = best, is_start = start })
+  -- (a recipe made in code, the REPL's, has no file for the tools' runs to load: not sanitized unless it asks)
   local san = self.recipe.sanitize
+  if self.recipe.sanitize_default and not self.recipe.returned_by then san = false end
   if res.outcome == "accepted" and san or res.outcome == "slower" and san == "all" then self:sanitize(pending.cand, res) end
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
@@ -230,19 +232,24 @@ function Session:sanitize(cand, res)
   local finding
   local pool = self:workers()
   if pool then
+    if not require("kwb.sanitize").path() then
+      error("compute-sanitizer is not installed (looked in CUDA_HOME/bin and on PATH); a recipe runs without it "
+            .. "with sanitize = false", 0)
+    end
     local answer = pool:wait(pool:submit("kwb.measure_task.sanitize", { args },
                                          { deadline = measure.build_limit, what = "compute-sanitizer's start" }))
-    if not answer.ok then error(string.format("compute-sanitizer on %s: %s", res.short or "?", tostring(answer.reason)), 0) end
-    finding = answer.value
+    -- a worker lost under the tools: the candidate is not made the best, and the run goes on
+    finding = answer.ok and answer.value
+              or { reason = "compute-sanitizer did not finish in the worker: " .. tostring(answer.reason) }
   else
     finding = require("kwb.sanitize").check(self.recipe, args)
   end
   res.seconds.sanitize = core.now() - t0
   for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
   res.sanitize_stages = finding.stages   -- (each tool's run split by the job: load, build, bench, inputs, call)
-  if finding.tool then
+  if finding.tool or finding.reason then
     res.outcome = "unsafe"
-    res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
+    res.reason = finding.reason or string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
     res.sanitizer_log = finding.log   -- (the tool's output, for the caller: the reason keeps its first report)
   end
 end

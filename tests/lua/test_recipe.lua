@@ -91,14 +91,15 @@ end
 t.test("recipe_sanitize_is_best_all_or_false_and_only_for_cuda", function()
   local base = head .. '  shapes = { n = { 8 } },\n  start = "k.c",\n'
   local msg = load_text(base .. '  sanitize = "sometimes",\n}\n')
-  t.truthy(type(msg) == "string" and msg:find("recipe field 'sanitize': expected \"best\", \"all\" or false (the default), "
+  t.truthy(type(msg) == "string" and msg:find("recipe field 'sanitize': expected \"best\" (the default), \"all\" or false, "
                                              .. "got \"sometimes\"", 1, true), tostring(msg))
-  t.eq(load_text(base .. '}\n').sanitize, false, "off unless asked for")
+  t.eq(load_text(base .. '}\n').sanitize, false, "a host recipe: compute-sanitizer is CUDA's")
   t.eq(load_text(base .. '  sanitize = "all",\n}\n').sanitize, false, "a host recipe: nothing to sanitize")
   local cuda = 'return kwb.recipe {\n  name = "y",\n  problem = "vecadd",\n  backend = "cuda",\n  shapes = { n = { 8 } },\n'
                .. '  start = "k.c",\n  launch = function() return { grid = 1, block = 8 } end,\n'
   t.eq(load_text(cuda .. '  sanitize = "best",\n}\n').sanitize, "best")
-  t.eq(load_text(cuda .. '}\n').sanitize, false)
+  t.eq(load_text(cuda .. '}\n').sanitize, "best", "on the candidates about to become the best unless set")
+  t.eq(load_text(cuda .. '  sanitize = false,\n}\n').sanitize, false)
 end)
 
 t.test("recipe_valid_fields_make_a_recipe_object", function()

@@ -46,4 +46,77 @@ t.test("sanitize_needs_the_recipe_file_and_the_tool", function()
            "recipe s3: the sanitizers run the recipe from its file, and this one has none (give it a file, or set sanitize = false)")
 end)
 
+-- check() with a stand-in for compute-sanitizer (a shell script): what each
+-- way a tool's run can end makes of the candidate
+local dir = os.tmpname()
+os.remove(dir)
+assert(require("kwb.core").mkdirs(dir))
+local function tool(name, body)
+  local path = dir .. "/" .. name
+  local f = assert(io.open(path, "w"))
+  f:write("#!/bin/sh\n", body, "\n")
+  f:close()
+  os.execute("chmod +x " .. path)
+  return path
+end
+local recipe_file = dir .. "/s4.lua"
+do
+  local f = assert(io.open(recipe_file, "w"))
+  f:write("return 1\n")
+  f:close()
+end
+local r4 = kwb.recipe { name = "s4", backend = "cuda", problem = vec, shapes = { n = { 64, 32 } },
+                        start = "../../kernels/cuda/vecadd.cu", verify_shapes = false, sanitize = "best",
+                        launch = function() return { grid = 1, block = 64 } end }
+local args4 = { recipe = recipe_file, cand = { source = "", name = "x.cu" }, seed = "1" }
+
+local function with_tool(path, limit, fn)
+  local path0, limit0 = sanitize.path, sanitize.limit
+  sanitize.path, sanitize.limit = function() return path end, limit or limit0
+  local ok, err = pcall(fn)
+  sanitize.path, sanitize.limit = path0, limit0
+  if not ok then error(err, 0) end
+end
+
+t.test("sanitize_a_clean_run_of_every_tool_is_no_finding", function()
+  with_tool(tool("clean", "exit 0"), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, nil)
+    for _, name in ipairs(sanitize.tools) do t.truthy(f.seconds[name] >= 0, name .. " timed") end
+  end)
+end)
+
+t.test("sanitize_a_report_is_the_tool_and_its_first_lines", function()
+  -- racecheck's own words on tests/candidates/cuda/smem_race.cu (docs/gpu-runs/2026-12-04-racecheck-probe.log)
+  with_tool(tool("race", [[
+case "$*" in *racecheck*) ;; *) exit 0 ;; esac
+echo '========= COMPUTE-SANITIZER'
+echo '========= Error: Race reported between Write access at vecadd+0x140 in smem_race.cu:8'
+echo '=========     and Read access at vecadd+0x190 in smem_race.cu:9 [4000012 hazards]'
+echo '========= '
+exit 86]]), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "racecheck")
+    t.eq(f.shape, "n=32", "the shape with the smallest buffers")
+    t.eq(f.report, "Error: Race reported between Write access at vecadd+0x140 in smem_race.cu:8 | and Read access at "
+         .. "vecadd+0x190 in smem_race.cu:9 [4000012 hazards]")
+    t.eq(f.seconds.initcheck, nil, "the tools after the finding do not run")
+  end)
+end)
+
+t.test("sanitize_a_run_past_the_limit_or_a_failed_run_is_a_finding", function()
+  with_tool(tool("slow", "exec sleep 30"), 1, function()
+    local t0 = require("kwb.core").now()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "memcheck")
+    t.eq(f.report, "ran past 1 s (a candidate the tool cannot finish checking is not made the best)")
+    t.truthy(require("kwb.core").now() - t0 < 10, "killed at the limit")
+  end)
+  with_tool(tool("fails", "echo 'the job: out of memory' >&2; exit 3"), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "memcheck")
+    t.eq(f.report, "the run failed (exit 3): the job: out of memory")
+  end)
+end)
+
 t.done()

@@ -71,6 +71,14 @@ static int l_uid(lua_State *L) {
     return 1;
 }
 
+/* core.cache_place(path, named) -> true | nil, msg (kwb_os_cache_place) */
+static int l_cache_place(lua_State *L) {
+    if (kwb_os_cache_place(luaL_checkstring(L, 1), lua_toboolean(L, 2)))
+        return kwb_lua_fail(L, "bad-cache", kwb_last_error());
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 /* core.mkdirs(path) -> true | nil, msg, { code = "no-dir" } */
 static int l_mkdirs(lua_State *L) {
     if (kwb_os_mkdirs(luaL_checkstring(L, 1))) return kwb_lua_fail(L, "no-dir", kwb_last_error());
@@ -147,6 +155,7 @@ static int l_self_exe(lua_State *L) {
 void kwb_lua_open_os(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"flock", l_flock}, {"environ", l_environ}, {"cwd", l_cwd}, {"uid", l_uid}, {"mkdirs", l_mkdirs},
+        {"cache_place", l_cache_place},
         {"isatty", l_isatty}, {"executable", l_executable}, {"machine", l_machine}, {"exec", l_exec},
         {"self_exe", l_self_exe},
         {NULL, NULL},

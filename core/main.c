@@ -17,6 +17,7 @@
 #include "kwb.h"
 #include "luastate.h"
 #include "repl.h"
+#include "os.h"
 
 enum { EXIT_RUN = 1, EXIT_USAGE = 2 };
 
@@ -113,6 +114,26 @@ static int run_chunks(lua_State *L, cli *c) {
     return 1;
 }
 
+/* The default cache: $XDG_CACHE_HOME/kwb/kwb.db, else ~/.cache/kwb/kwb.db
+ * (one per user, wherever kwb runs from); NULL when neither is set. */
+static const char *default_cache(char *buf, size_t n) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/') snprintf(buf, n, "%s/kwb/kwb.db", xdg);   /* (the spec ignores a relative one) */
+    else if (home && *home) snprintf(buf, n, "%s/.cache/kwb/kwb.db", home);
+    else return NULL;
+    return buf;
+}
+
+/* The cache's directory: made for the default (from NULL), required for a
+ * path the user named (from "--cache" or "KWB_CACHE"). 1, or 0 having said why. */
+static int cache_place(const char *path, const char *from) {
+    if (kwb_os_cache_place(path, from != NULL) == 0) return 1;
+    if (from) fprintf(stderr, "%s: %s%s%s: %s\n", progname, from, strcmp(from, "KWB_CACHE") == 0 ? "=" : " ", path,
+                      kwb_last_error());
+    else fprintf(stderr, "%s: the default cache %s: %s\n", progname, path, kwb_last_error());
+    return 0;
+}
+
 static int pmain(lua_State *L) {
     cli *c = lua_touserdata(L, 1);
     c->status = EXIT_RUN;
@@ -121,8 +142,15 @@ static int pmain(lua_State *L) {
         c->status = 0;
         return 0;
     }
-    const char *cache = c->cache ? c->cache : getenv("KWB_CACHE");
-    if (!cache || !*cache) cache = "cache/kwb.db";
+    char def[4096];
+    const char *cache = c->cache, *from = "--cache";
+    if (!cache && (cache = getenv("KWB_CACHE")) && *cache) from = "KWB_CACHE";
+    else if (!c->cache) cache = from = NULL;
+    if (!cache && !(cache = default_cache(def, sizeof def))) {
+        fprintf(stderr, "%s: no place for the cache: neither HOME nor XDG_CACHE_HOME is set "
+                        "(name one with --cache PATH or KWB_CACHE)\n", progname);
+        return 0;
+    }
     if (kwb_lua_setup(L, cache) != LUA_OK) { kwb_lua_report(L, progname); return 0; }
     if (has_flag(c, "--help", "-h")) {
         if (!call_cli(L, "help", c->argc, c)) { kwb_lua_report(L, progname); return 0; }
@@ -130,6 +158,7 @@ static int pmain(lua_State *L) {
         c->status = 0;
         return 0;
     }
+    if (!cache_place(cache, from)) { c->status = from ? EXIT_USAGE : EXIT_RUN; return 0; }
     if (!run_chunks(L, c)) return 0;
 
     int script = c->first_script;

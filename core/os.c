@@ -48,6 +48,22 @@ int kwb_os_mkdirs(const char *path) {
     return 0;
 }
 
+int kwb_os_cache_place(const char *path, int named) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return kwb_fail(KWB_EINVAL, "it is a directory: name the cache file, e.g. %s/kwb.db", path);
+    const char *slash = strrchr(path, '/');
+    if (!slash) return 0;   /* in the working directory */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (!named) {
+        if (kwb_mkdirs(dir) == 0) return 0;
+        return kwb_fail(KWB_EIO, "cannot create the cache directory %s: %s", dir, strerror(errno));
+    }
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    return kwb_fail(KWB_EINVAL, "the directory %s does not exist (kwb makes the cache file, not its directory)", dir);
+}
+
 int kwb_os_isatty(int fd) { return isatty(fd) == 1; }
 
 int kwb_os_executable(const char *path) {

@@ -16,6 +16,10 @@ int kwb_os_cwd(char *buf, size_t size);
 unsigned kwb_os_uid(void);
 /* mkdir -p: 0, or a negative kwb_status naming the directory. */
 int kwb_os_mkdirs(const char *path);
+/* Whether path can be the cache: for the default (named 0) its directory is
+ * made; for a path the user named it must exist, so a typo is an error and
+ * not a new empty cache. 0, or -1 with kwb_last_error() saying why. */
+int kwb_os_cache_place(const char *path, int named);
 /* Is fd a terminal? */
 int kwb_os_isatty(int fd);
 /* Is path a regular file this process may execute? */

@@ -24,8 +24,10 @@ usage: kwb cache COMMAND [args]
                              a corrupt copy from its sound one (exit 1 if a blob is lost)
   gc                         drop blobs no record needs, then compact the file
 
+Every command takes --json: its answer as one JSON object (ls, transcripts
+and best: one a line).
 IDs may be shortened to any unique prefix of at least 4 hex digits.
-The cache is kwb's --cache PATH, else $KWB_CACHE, else cache/kwb.db.
+The cache is kwb's --cache PATH, else $KWB_CACHE, else ~/.cache/kwb/kwb.db.
 ]]
 
 local function usage_error(msg)
@@ -53,43 +55,13 @@ local function fmt_time(s)
   return s and report.time(s) or "-"
 end
 
--- Parse words into positionals and options; spec maps an option to "value",
--- "list" or "flag". Returns pos, opts or nil, message.
-local function parse(words, spec)
-  local pos, opts = {}, {}
-  local i = 1
-  while i <= #words do
-    local w = words[i]
-    if w:sub(1, 2) == "--" and #w > 2 then
-      local name, val = w:match("^%-%-([^=]+)=(.*)$")
-      name = name or w:sub(3)
-      local kind = spec[name]
-      if not kind then return nil, "unknown option '--" .. name .. "'" end
-      if kind == "flag" then
-        if val then return nil, "'--" .. name .. "' takes no value" end
-        opts[name] = true
-      else
-        if not val then
-          i = i + 1
-          val = words[i]
-          if not val then return nil, "'--" .. name .. "' needs a value" end
-        end
-        if kind == "list" then
-          opts[name] = opts[name] or {}
-          table.insert(opts[name], val)
-        else
-          opts[name] = val
-        end
-      end
-    else
-      pos[#pos + 1] = w
-    end
-    i = i + 1
-  end
-  return pos, opts
-end
+local parse = require("kwb.args").parse
 
 local commands = {}
+
+-- --json: a command's answer as one JSON object (ls, transcripts and best: one a line)
+local json = require "cjson"
+local function emit(obj) print(json.encode(obj)) end
 
 function commands.ls(c, pos)
   if #pos > 1 then return usage_error("ls takes at most one PROBLEM") end
@@ -117,6 +89,17 @@ function commands.show(c, pos)
   local cand, msg = c:get(pos[1])
   if not cand then return run_error(msg) end
   local lineage = c:lineage(cand.id)
+  if M.json then
+    local tr = cand.transcript and c:transcript(cand.transcript)
+    local _, user = tr and require("kwb.agent").prompt_of(tr)
+    emit { id = cand.id, problem = cand.problem, parent = cand.parent, strategy = cand.strategy, model = cand.model,
+           created = cand.created, outcome = cand.outcome, rationale = cand.rationale, params = cand.params,
+           flags = cand.flags, lineage = lineage, builds = c:builds(cand.id), results = c:results(cand.id),
+           measurements = c:measurements(cand.id), source = cand.source,
+           transcript = tr and { id = tr.id, model = tr.model, tokens_in = tr.tokens_in, tokens_out = tr.tokens_out,
+                                 cost = tr.cost, seconds = tr.seconds, prompt = user } or nil }
+    return 0
+  end
   local line = {}
   for i, id in ipairs(lineage) do line[i] = short(id) end
   print("candidate  " .. cand.id)
@@ -195,11 +178,15 @@ function commands.transcripts(c, pos)
   end
   local rows = {}
   for _, t in ipairs(c:transcripts(run)) do
+    if M.json then emit { seq = t.seq, id = t.id, run = t.run, model = t.model, purpose = t.purpose, tokens_in = t.tokens_in,
+                          tokens_out = t.tokens_out, cost = t.cost, attempts = t.attempts, seconds = t.seconds,
+                          error = t.error } end
     rows[#rows + 1] = { tostring(t.seq), short(t.id), short(t.run), t.model, t.purpose or "-",
                         tostring(t.tokens_in or "-"), tostring(t.tokens_out or "-"),
                         t.cost and string.format("%.4f", t.cost) or "-", tostring(t.attempts), string.format("%.1f s", t.seconds),
                         t.error or "ok" }
   end
+  if M.json then return 0 end
   if #rows == 0 then print("no transcripts" .. (run and (" in run " .. short(run)) or "")); return 0 end
   report.print_table({ "seq", { "id", align = "left" }, { "run", align = "left" }, { "model", align = "left" },
                        { "purpose", align = "left" }, "in", "out", "cost", "tries", "time", { "result", align = "left" } }, rows)
@@ -229,6 +216,10 @@ function commands.best(c, words)
     for _, r in ipairs(best) do if shape_set(r.shape) == want then kept[#kept + 1] = r end end
     best = kept
   end
+  if M.json then
+    for _, r in ipairs(best) do emit(r) end
+    return 0
+  end
   if #best == 0 then
     print("no timed correct candidates for " .. pos[1] .. (opts.shape and (" at shape " .. opts.shape) or ""))
     return 0
@@ -246,15 +237,20 @@ end
 -- The parameters two candidates differ in, as a table (one the other lacks
 -- shows as -), or one line saying they are the same; nothing when neither
 -- has any.
-local function param_diff(a, b)
+local function param_keys(a, b)
   local keys, seen = {}, {}
   for _, p in ipairs { a.params or {}, b.params or {} } do
     for k in pairs(p) do
       if not seen[k] then seen[k] = true; keys[#keys + 1] = k end
     end
   end
-  if #keys == 0 then return end
   table.sort(keys)
+  return keys
+end
+
+local function param_diff(a, b)
+  local keys = param_keys(a, b)
+  if #keys == 0 then return end
   local function show(v) return v == nil and "-" or (type(v) == "table" and require("cjson").encode(v) or tostring(v)) end
   local rows, same = {}, {}
   for _, k in ipairs(keys) do
@@ -276,6 +272,16 @@ function commands.diff(c, pos)
   if not a then return run_error(msg) end
   local b, msg2 = c:get(pos[2])
   if not b then return run_error(msg2) end
+  if M.json then
+    local params = {}   -- name -> { a's value, b's } where they differ
+    for _, k in ipairs(param_keys(a, b)) do
+      local x, y = (a.params or {})[k], (b.params or {})[k]
+      if json.encode { x } ~= json.encode { y } then params[k] = { x, y } end
+    end
+    emit { a = a.id, b = b.id, params = params,
+           diff = a.source ~= b.source and linediff.unified(a.source, b.source, { from = short(a.id), to = short(b.id) }) or nil }
+    return 0
+  end
   param_diff(a, b)
   if a.source == b.source then print("source the same")
   else io.write(linediff.unified(a.source, b.source, { from = short(a.id), to = short(b.id) })) end
@@ -309,6 +315,7 @@ function commands.export(c, words)
   local n, msg = c:export(pos[1], { problem = opts.problem, ids = opts.id, outcome = opts.outcome, since = since,
                                     binaries = not opts["no-binaries"] })
   if not n then return run_error(msg) end
+  if M.json then n.file = pos[1]; emit(n); return 0 end
   print(string.format("wrote %s: %s", pos[1], counts_line(n)))
   return 0
 end
@@ -317,6 +324,7 @@ function commands.import(c, pos)
   if #pos ~= 1 then return usage_error("import takes one FILE") end
   local n, msg = c:import(pos[1])
   if not n then return run_error(msg) end
+  if M.json then n.file = pos[1]; emit(n); return 0 end
   print(string.format("imported %s: %s new (%s)", pos[1], counts_line(n), count(n.blobs, "blob")))
   return 0
 end
@@ -324,6 +332,7 @@ end
 function commands.stats(c, pos)
   if #pos > 0 then return usage_error("stats takes no arguments") end
   local s = c:stats()
+  if M.json then s.path = c.path; emit(s); return 0 end
   print(string.format("cache       %s (schema %d)", c.path, s.schema))
   print(string.format("file        %d bytes with its write-ahead log", s.file_bytes))
   print(string.format("candidates  %d in %d problems", s.candidates, s.problems))
@@ -343,7 +352,10 @@ function commands.check(c, words)
   if not pos then return usage_error(opts) end
   if #pos > 0 then return usage_error("check takes no arguments but --repair") end
   local r = c:check { repair = opts.repair }
-  local lost = 0
+  local lost = #r.unreadable
+  for _, e in ipairs(r.corrupt) do if not e.recoverable then lost = lost + 1 end end
+  if M.json then r.lost = lost; emit(r); return lost > 0 and 1 or 0 end
+  lost = 0
   for _, e in ipairs(r.corrupt) do
     local what = e.frame == "ok" and "its mirror copy is corrupt"
       or e.mirror == "corrupt" and "both copies of its frame are corrupt"
@@ -369,11 +381,20 @@ end
 function commands.gc(c, pos)
   if #pos > 0 then return usage_error("gc takes no arguments") end
   local r = c:gc()
+  if M.json then emit(r); return 0 end
   print(string.format("removed %s no record needs (%d bytes stored)", count(r.blobs, "blob"), r.bytes))
   return 0
 end
 
-function M.main(cmd, ...)
+function M.main(...)
+  -- the command is the first word that is not an option (kwb cache --json ls works)
+  local all, cmd = { ... }, nil
+  for i, w in ipairs(all) do
+    if w == "--help" or w == "-h" or w:sub(1, 2) ~= "--" and all[i - 1] ~= "--cache" then
+      cmd = table.remove(all, i)
+      break
+    end
+  end
   if cmd == nil then
     io.stderr:write(M.usage)
     return 2
@@ -384,25 +405,12 @@ function M.main(cmd, ...)
   end
   local fn = commands[cmd]
   if not fn then return usage_error("unknown command '" .. cmd .. "'") end
-  -- kwb's --cache after the subcommand too (--cache PATH, --cache=PATH);
-  -- ls --json: one object a candidate
+  -- (kwb.cli took --cache PATH from anywhere in the words); --json for every command
   local core = require "kwb.core"
-  local args, words, i = { ... }, {}, 1
+  local words = {}
   M.json = false
-  while i <= #args do
-    local w = args[i]
-    local v = w:match("^%-%-cache=(.*)$")
-    if w == "--cache" then
-      v = args[i + 1]
-      if not v then return usage_error("'--cache' needs a path") end
-      i = i + 1
-    end
-    if v then
-      if v == "" then return usage_error("'--cache' needs a path, got an empty one") end
-      core.cache_path = v
-    elseif w == "--json" and cmd == "ls" then M.json = true
-    else words[#words + 1] = w end
-    i = i + 1
+  for _, w in ipairs(all) do
+    if w == "--json" then M.json = true else words[#words + 1] = w end
   end
   if cmd ~= "import" then   -- only an import may make a cache
     local f = io.open(core.cache_path or "cache/kwb.db", "rb")

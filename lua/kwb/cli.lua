@@ -31,11 +31,48 @@ M.run_options = {
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
   { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
+  { "--cache PATH", "the candidate cache (as kwb --cache PATH)" },
 }
 
-local function usage(msg)
-  io.stderr:write("kwb: ", msg, "\ntry 'kwb --help'\n")
+local function usage(msg, cmd)
+  local who = cmd and ("kwb " .. cmd) or "kwb"
+  io.stderr:write(who, ": ", msg, "\ntry '", who, " --help'\n")
   return 2
+end
+
+-- set_cache(path): the cache from here on (kwb.cache_path, build products
+-- and locks beside it), for --cache after a subcommand or a recipe's file.
+function M.set_cache(path)
+  local core = require "kwb.core"
+  core.cache_path = path
+  rawset(kwb, "cache_path", path)
+  if package.loaded["kwb.cuda"] then core.cuda_set_build_dir(package.loaded["kwb.cuda"].build_dir()) end
+end
+
+-- take_cache(words) -> the words without --cache PATH (or --cache=PATH),
+-- that cache set | nil, message. Its directory must exist (core.cache_place).
+function M.take_cache(words)
+  local rest, i = {}, 1
+  while i <= #words do
+    local w = words[i]
+    if w == "--" then table.move(words, i, #words, #rest + 1, rest); break end
+    local v = w:match("^%-%-cache=(.*)$")
+    if w == "--cache" then
+      v = words[i + 1]
+      if not v then return nil, "'--cache' needs a path" end
+      i = i + 1
+    end
+    if v then
+      if v == "" then return nil, "'--cache' needs a path, got an empty one" end
+      local ok, msg = require("kwb.core").cache_place(v, true)
+      if not ok then return nil, "--cache " .. v .. ": " .. msg end
+      M.set_cache(v)
+    else
+      rest[#rest + 1] = w
+    end
+    i = i + 1
+  end
+  return rest
 end
 
 -- parse_run_options(words...) -> opts for kwb.run.run | nil, message.
@@ -102,7 +139,9 @@ end
 
 -- run_recipe(recipe, words...) -> exit status: the loop on a recipe a file returned.
 function M.run_recipe(recipe, ...)
-  local opts, err = M.parse_run_options(...)
+  local words, cerr = M.take_cache { ... }
+  if not words then return usage(cerr) end
+  local opts, err = M.parse_run_options(table.unpack(words))
   if not opts then return usage(err) end
   if opts.help then
     io.write(M.run_help(recipe))
@@ -195,7 +234,11 @@ end
 
 function M.main(word, ...)
   for _, c in ipairs(M.commands) do
-    if c.name == word then return require(c.module).main(...) or 0 end
+    if c.name == word then   -- (kwb's --cache after the subcommand too)
+      local words, err = M.take_cache { ... }
+      if not words then return usage(err, word) end
+      return require(c.module).main(table.unpack(words)) or 0
+    end
   end
   return M.run_file(word, ...)
 end

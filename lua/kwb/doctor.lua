@@ -8,7 +8,13 @@ local M = {}
 
 local on_path = require("kwb.host").which
 
-local function line(k, v) print(string.format("  %-22s %s", k, v)) end
+-- One finding: a line, or with --json a field of the one object printed at
+-- the end (its key the label in lower case, words joined by _).
+local found
+local function line(k, v)
+  if found then found[(k:lower():gsub("[^%w]+", "_"):gsub("^_", ""):gsub("_$", ""))] = v
+  else print(string.format("  %-22s %s", k, v)) end
+end
 
 local function write_json(path, t)
   local dir = path:match("^(.*)/[^/]*$")
@@ -23,25 +29,37 @@ local function write_json(path, t)
   return true
 end
 
--- doctor [--no-measure] [--own-gemm]
+local report
+
+-- doctor [--no-measure] [--own-gemm] [--json]
 function M.main(...)
-  local measure, own = true, false
+  local measure, own, json = true, false, false
   for _, a in ipairs { ... } do
     if a == "--help" or a == "-h" then
-      print("usage: kwb doctor [--no-measure] [--own-gemm]\n\nThe GPU, driver, CUDA, NVRTC and tools this kwb finds, and"
-            .. " the device's ceilings\n(copy bandwidth, FMA and bf16 rates) measured and stored for its kind.\n"
+      print("usage: kwb doctor [--no-measure] [--own-gemm] [--json]\n\nThe GPU, driver, CUDA, NVRTC and tools this kwb"
+            .. " finds, and the device's ceilings\n(copy bandwidth, FMA and bf16 rates) measured and stored for its kind.\n"
             .. "  --no-measure   report only, measure nothing\n"
-            .. "  --own-gemm     measure the bf16 rate with kwb's own kernel, not cuBLAS")
+            .. "  --own-gemm     measure the bf16 rate with kwb's own kernel, not cuBLAS\n"
+            .. "  --json         the findings as one JSON object")
       return 0
     elseif a == "--no-measure" then measure = false
     elseif a == "--own-gemm" then own = true
+    elseif a == "--json" then json = true
     else
-      io.stderr:write("kwb doctor: unknown option '", a, "' (known: --no-measure, --own-gemm)\n")
+      io.stderr:write("kwb doctor: unknown option '", a, "' (known: --no-measure, --own-gemm, --json)\n")
       return 2
     end
   end
+  found = json and {} or nil
+  local status = report(measure, own)
+  if json then print(require("cjson").encode(found)) end
+  found = nil
+  return status
+end
+
+function report(measure, own)
   local home, nvcc = core.cuda_home()
-  print("kwb doctor")
+  if not found then print("kwb doctor") end
   line("kwb", core.version)
   line("CUDA_HOME", home)
   local v, err = cuda.nvrtc_version()
@@ -52,7 +70,7 @@ function M.main(...)
   local n, derr = cuda.device_count()
   if not n then
     line("driver", derr)
-    print("no GPU work is possible here; NVRTC compiles " .. (v and "still work" or "do not work either"))
+    line("GPU work", "not possible here; NVRTC compiles " .. (v and "still work" or "do not work either"))
     return 0
   end
   if n == 0 then

@@ -18,7 +18,7 @@ local store = require "kwb.store"
 
 local M = {}
 
-local usage = "usage: kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME]"
+local usage = "usage: kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME] [--json]"
 
 local function write(path, text)
   local f, err = io.open(path, "w")
@@ -170,32 +170,29 @@ function M.export(recipe, dir, opts)
   return out
 end
 
-function M.main(file, dir, ...)
-  if file == "--help" or file == "-h" then
+function M.main(...)
+  local pos, opts = require("kwb.args").parse({ ... }, { device = "value", fallback = "value", json = "flag",
+                                                         help = "flag" })
+  if pos and (opts.help or pos[1] == "-h") then
     print(usage)
     return 0
   end
-  if not file or not dir then
-    io.stderr:write(usage, "\n")
+  if not pos or #pos ~= 2 then
+    io.stderr:write("kwb export: ", pos and "it takes RECIPE.lua and DIR" or opts, "\n", usage, "\n")
     return 2
   end
-  local opts, words, i = {}, { ... }, 1
-  while i <= #words do
-    local w = words[i]
-    if (w == "--device" or w == "--fallback") and words[i + 1] then
-      opts[w:sub(3)] = words[i + 1]
-      i = i + 2
-    else
-      io.stderr:write("kwb export: unknown option '", tostring(w), "'\n", usage, "\n")
-      return 2
-    end
-  end
+  local file, dir = pos[1], pos[2]
   local ok, res = pcall(function()
     return M.export(require("kwb.load").load(file), dir, opts)
   end)
   if not ok then
     io.stderr:write("kwb export: ", tostring(res), "\n")
     return 1
+  end
+  if opts.json then   -- dispatch.json's object, and where it was written
+    res.dir = dir
+    print(require("cjson").encode(res))
+    return 0
   end
   local chosen = 0
   for _, r in ipairs(res.shapes) do if not r.fallback then chosen = chosen + 1 end end

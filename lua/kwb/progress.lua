@@ -56,7 +56,7 @@ function Reporter:begin(run)
   local r = run.recipe
   if self.mode == "json" then
     emit { event = "start", recipe = r.name, problem = r.problem:key(), run = run.record.short, seed = run.seed,
-           strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device }
+           strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device, cache = run.session.store.path }
   elseif self.mode ~= "quiet" then
     out(self, string.format("kwb: recipe %s · %s · %d shapes on %s · strategy %s · budget %d candidates, %g min · seed %d · cache %s",
       r.name, r.problem:key(), #r.shapes, run.session.ctx.device, run.strategy_name, run.budget.candidates,

@@ -10,7 +10,7 @@ local store = require "kwb.store"
 
 local M = {}
 
-local usage = "usage: kwb report RECIPE.lua [DIR] [--device KIND]   (DIR: where report.md and report.html go, default .)"
+local usage = "usage: kwb report RECIPE.lua [DIR] [--device KIND] [--json]   (DIR: where report.md and report.html go, default .)"
 
 -- The plots, in the order the page shows them (each an <svg id=...>).
 M.plots = { "convergence-candidates", "convergence-time", "funnel", "speedup", "floor" }
@@ -215,6 +215,8 @@ end
 -- write(recipe, dir, { device =, store = }) -> the data shown.
 function M.write(recipe, dir, opts)
   opts = opts or {}
+  local ok, msg = require("kwb.core").mkdirs(dir)
+  if not ok then error(msg, 0) end
   local st = opts.store or store.open()
   local device = opts.device or require("kwb.backend").load(recipe.backend).device()
   local d = M.data(recipe, st:results(st:recipe_context(recipe, device)))
@@ -228,28 +230,26 @@ function M.write(recipe, dir, opts)
   return d
 end
 
-function M.main(file, ...)
-  if file == "--help" or file == "-h" then
+function M.main(...)
+  local pos, opts = require("kwb.args").parse({ ... }, { device = "value", json = "flag", help = "flag" })
+  if pos and (opts.help or pos[1] == "-h") then
     print(usage)
     return 0
   end
-  if not file then
-    io.stderr:write(usage, "\n")
+  if not pos or #pos < 1 or #pos > 2 then
+    io.stderr:write("kwb report: ", pos and "it takes RECIPE.lua and at most one DIR" or opts, "\n", usage, "\n")
     return 2
   end
-  local words, dir, opts, i = { ... }, ".", {}, 1
-  while i <= #words do
-    if words[i] == "--device" and words[i + 1] then opts.device = words[i + 1]; i = i + 2
-    elseif not words[i]:match("^%-") then dir = words[i]; i = i + 1
-    else
-      io.stderr:write("kwb report: unknown option '", words[i], "'\n", usage, "\n")
-      return 2
-    end
-  end
+  local file, dir = pos[1], pos[2] or "."
   local ok, res = pcall(function() return M.write(require("kwb.load").load(file), dir, opts) end)
   if not ok then
     io.stderr:write("kwb report: ", tostring(res), "\n")
     return 1
+  end
+  if opts.json then
+    print(require("cjson").encode { markdown = dir .. "/report.md", html = dir .. "/report.html", candidates = #res.conv,
+                                    best = res.best.id, best_score = res.best.score })
+    return 0
   end
   print(string.format("wrote %s/report.md and %s/report.html: %d candidates, best %s at %.2fx", dir, dir, #res.conv,
                       res.best.short, res.best.score or 1))

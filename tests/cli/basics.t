@@ -20,6 +20,25 @@ $ ./kwb --cache= -e 'print(1)'
 kwb: '--cache' needs a path, got an empty one
 try 'kwb --help'
 [exit 2]
+# a cache path the user names must have its directory: a typo is an error, not a new empty cache
+$ ./kwb --cache /tmp/kwb-no-such-dir/typo/kwb.db -e 'print(1)'; ls -d /tmp/kwb-no-such-dir 2>&1 | sed 's/^ls: //'
+kwb: --cache /tmp/kwb-no-such-dir/typo/kwb.db: the directory /tmp/kwb-no-such-dir/typo does not exist (kwb makes the cache file, not its directory)
+cannot access '/tmp/kwb-no-such-dir': No such file or directory
+$ KWB_CACHE=/tmp/kwb-no-such-dir/kwb.db ./kwb -e 'print(1)'
+kwb: KWB_CACHE=/tmp/kwb-no-such-dir/kwb.db: the directory /tmp/kwb-no-such-dir does not exist (kwb makes the cache file, not its directory)
+[exit 2]
+$ ./kwb --cache build -e 'print(1)'
+kwb: --cache build: it is a directory: name the cache file, e.g. build/kwb.db
+[exit 2]
+# the default is one per user, wherever kwb runs from (made on first use)
+$ rm -rf build/home && mkdir -p build/home/elsewhere && cd build/home/elsewhere && env -u KWB_CACHE -u XDG_CACHE_HOME HOME=$(dirname "$PWD") ../../../kwb -e 'print((kwb.cache_path:gsub("^.*/build/home", "~")))' && ls -d ../.cache/kwb
+~/.cache/kwb/kwb.db
+../.cache/kwb
+$ env -u KWB_CACHE XDG_CACHE_HOME=/tmp/kwb-xdg ./kwb -e 'print(kwb.cache_path)'; rm -rf /tmp/kwb-xdg
+/tmp/kwb-xdg/kwb/kwb.db
+$ env -u KWB_CACHE -u XDG_CACHE_HOME -u HOME ./kwb -e 'print(1)'
+kwb: no place for the cache: neither HOME nor XDG_CACHE_HOME is set (name one with --cache PATH or KWB_CACHE)
+[exit 1]
 $ ./kwb --help | head -1
 usage: kwb [options] [FILE.lua | - | COMMAND] [args...]
 # every subcommand answers --help with its usage

@@ -21,7 +21,11 @@ $ ./kwb cache ls axpy --cache=build/test-cache/cli.db --json | wc -l
 $ ./kwb cache ls --json --cache=build/test-cache/cli.db | head -1 | grep -o '"id":"dd8d64fa[0-9a-f]*"'
 "id":"dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e"
 $ ./kwb cache ls --cache build/test-cache/typo/nothere.db
-kwb cache: no cache at build/test-cache/typo/nothere.db (a run makes one; kwb --cache PATH names another)
+kwb cache: --cache build/test-cache/typo/nothere.db: the directory build/test-cache/typo does not exist (kwb makes the cache file, not its directory)
+try 'kwb cache --help'
+[exit 2]
+$ ./kwb cache ls --cache build/test-cache/nothere.db
+kwb cache: no cache at build/test-cache/nothere.db (a run makes one; kwb --cache PATH names another)
 [exit 1]
 $ test -e build/test-cache/typo && echo made || echo nothing made
 nothing made
@@ -99,9 +103,25 @@ host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache best dot
 no timed correct candidates for dot
 $ ./kwb --cache build/test-cache/cli.db cache best axpy --size 3
-kwb cache: unknown option '--size'
+kwb cache: unknown option '--size' (known: --device, --shape)
 try 'kwb cache --help'
 [exit 2]
+# --json on every command (tests/cli/json_fields.lua prints the named fields of each line)
+$ ./kwb --cache build/test-cache/cli.db cache best axpy --json | ./kwb tests/cli/json_fields.lua shape candidate median outcome
+1000	b5013c3146fc16fd082ff29750f983ff52c014f772b6c203d6b5cfbb44dc6e46	1.2e-06	accepted
+1000000	dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e	0.0015	accepted
+$ ./kwb cache show --json dd8d --cache build/test-cache/cli.db | ./kwb tests/cli/json_fields.lua id problem outcome '#lineage' '#results' results.2.shape results.2.timing.median
+dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e	axpy	accepted	1	2	1000000	0.0015
+$ ./kwb cache --json --cache build/test-cache/cli.db diff dd8d b501 | ./kwb tests/cli/json_fields.lua a b params.UNROLL
+dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e	b5013c3146fc16fd082ff29750f983ff52c014f772b6c203d6b5cfbb44dc6e46	[null,4]
+$ ./kwb --cache build/test-cache/cli.db cache stats --json | ./kwb tests/cli/json_fields.lua candidates problems path
+4	2	build/test-cache/cli.db
+$ ./kwb --cache build/test-cache/cli.db cache check --json | ./kwb tests/cli/json_fields.lua ok lost blobs
+true	0	5
+$ ./kwb cache --json --cache build/test-cache/cli.db ls axpy | ./kwb tests/cli/json_fields.lua id outcome
+dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e	accepted
+b5013c3146fc16fd082ff29750f983ff52c014f772b6c203d6b5cfbb44dc6e46	accepted
+bf611c14e4bce45bed274d74116ea8a4156ad2491602866c3daeb6860d21229c	wrong
 $ ./kwb --cache build/test-cache/cli.db cache diff dd8d b501
 parameter  dd8d64fa1560  b5013c3146fc
 UNROLL     -             4
@@ -215,7 +235,7 @@ blob 906cad73ee1740af334e0734621986557fda3659167dc0edafe1d13f5c4ec92b: its frame
 checked 5 blobs (6 stored frames): 1 blob lost
 [exit 1]
 $ ./kwb --cache build/test-cache/chk.db cache check --fix
-kwb cache: unknown option '--fix'
+kwb cache: unknown option '--fix' (known: --repair)
 try 'kwb cache --help'
 [exit 2]
 $ ./kwb --cache build/test-cache/cli.db cache frobnicate
@@ -241,6 +261,8 @@ usage: kwb cache COMMAND [args]
                              a corrupt copy from its sound one (exit 1 if a blob is lost)
   gc                         drop blobs no record needs, then compact the file
 
+Every command takes --json: its answer as one JSON object (ls, transcripts
+and best: one a line).
 IDs may be shortened to any unique prefix of at least 4 hex digits.
-The cache is kwb's --cache PATH, else $KWB_CACHE, else cache/kwb.db.
+The cache is kwb's --cache PATH, else $KWB_CACHE, else ~/.cache/kwb/kwb.db.
 [exit 2]

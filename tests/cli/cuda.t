@@ -10,9 +10,18 @@ kwb doctor
   nvcc                   not found
   ncu                    not found
   driver                 no CUDA driver: KWB_CUDA_DRIVER names /nonexistent/libcuda.so.1, which cannot be loaded
-no GPU work is possible here; NVRTC compiles do not work either
+  GPU work               not possible here; NVRTC compiles do not work either
+# --json: the same findings, one object
+$ env PATH=/usr/bin:/bin CUDA_HOME=/nonexistent KWB_NVRTC=/nonexistent/libnvrtc.so KWB_CUDA_DRIVER=/nonexistent/libcuda.so.1 ./kwb doctor --json | ./kwb -e 'local t = require("cjson").decode(io.read("a")); local ks = {}; for k in pairs(t) do ks[#ks + 1] = k end; table.sort(ks); for _, k in ipairs(ks) do print(k, t[k]) end'
+cuda_home	/nonexistent
+driver	no CUDA driver: KWB_CUDA_DRIVER names /nonexistent/libcuda.so.1, which cannot be loaded
+gpu_work	not possible here; NVRTC compiles do not work either
+kwb	0.1.0
+ncu	not found
+nvcc	not found
+nvrtc	no NVRTC: KWB_NVRTC names /nonexistent/libnvrtc.so, which cannot be loaded
 $ ./kwb doctor --frobnicate
-kwb doctor: unknown option '--frobnicate' (known: --no-measure, --own-gemm)
+kwb doctor: unknown option '--frobnicate' (known: --no-measure, --own-gemm, --json)
 [exit 2]
 $ KWB_NVRTC=/nonexistent/libnvrtc.so ./kwb -e 'local m, msg, info = kwb.cuda.compile { source = "x", arch = "sm_90" }; print(m, msg, info.code)'
 nil	no NVRTC: KWB_NVRTC names /nonexistent/libnvrtc.so, which cannot be loaded	no-nvrtc

@@ -1,4 +1,5 @@
 # Recipes on the command line: run options, schema errors, plain scripts.
+$ rm -rf build/test-recipe-cli && mkdir -p build/test-recipe-cli
 $ ./kwb recipes/host_matmul.lua --frobnicate
 kwb: unknown run option '--frobnicate'
 try 'kwb --help'
@@ -20,6 +21,15 @@ funnel: 2 candidates
 $ ./kwb --cache build/test-recipe-cli/bad.db tests/cli/fixtures/bad_start.lua --json 2>/dev/null | tail -1 | grep -o -e '"event":"error"' -e '"message":"the start kernel planted_wrong.c fails: wrong: output c at n=16' | sort
 "event":"error"
 "message":"the start kernel planted_wrong.c fails: wrong: output c at n=16
+# --cache after the recipe's file too; the run's first line (and --json's start event) says which cache
+$ ./kwb tests/recipes/planted.lua --budget 1 --plain --cache=build/test-recipe-cli/after.db --seed 7 | head -1 | grep -o 'cache .*'
+cache build/test-recipe-cli/after.db
+$ ./kwb tests/recipes/planted.lua --budget 1 --json --cache build/test-recipe-cli/after.db --seed 7 | head -1 | ./kwb tests/cli/json_fields.lua event cache
+start	build/test-recipe-cli/after.db
+$ ./kwb tests/recipes/planted.lua --budget 1 --cache build/test-recipe-cli/typo/after.db
+kwb: --cache build/test-recipe-cli/typo/after.db: the directory build/test-recipe-cli/typo does not exist (kwb makes the cache file, not its directory)
+try 'kwb --help'
+[exit 2]
 $ ./kwb recipes/host_matmul.lua --strategy
 kwb: '--strategy' needs a strategy name, got nothing
 try 'kwb --help'

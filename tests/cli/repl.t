@@ -1,8 +1,9 @@
 # The REPL on a pseudo-terminal: bare expressions print (tables pretty), input
 # continues while a chunk is incomplete, errors carry a traceback, Ctrl-C stops
 # running code and drops a half-typed line, Tab completes fields, Ctrl-D exits.
-$ build/ttydrive ./kwb --cache c/kwb.db -- 'expect:> ' 'send:1 + 1\r' 'expect:> ' 'send:{ b = 2, a = { 1, 2 } }\r' 'expect:> ' 'send:\x04'
-kwb 0.1.0 · Lua 5.4 · cache c/kwb.db
+$ rm -rf build/repl && mkdir -p build/repl
+$ build/ttydrive ./kwb --cache build/repl/kwb.db -- 'expect:> ' 'send:1 + 1\r' 'expect:> ' 'send:{ b = 2, a = { 1, 2 } }\r' 'expect:> ' 'send:\x04'
+kwb 0.1.0 · Lua 5.4 · cache build/repl/kwb.db
 > 1 + 1
 2
 > { b = 2, a = { 1, 2 } }
@@ -10,8 +11,8 @@ kwb 0.1.0 · Lua 5.4 · cache c/kwb.db
 > ^D
 
 [tty exit 0]
-$ build/ttydrive ./kwb --cache c/kwb.db -- 'expect:> ' 'send:function f(x)\r' 'expect:>> ' 'send:return x * 2 end\r' 'expect:> ' 'send:f(21), "two"\r' 'expect:> ' 'send:\x04'
-kwb 0.1.0 · Lua 5.4 · cache c/kwb.db
+$ build/ttydrive ./kwb --cache build/repl/kwb.db -- 'expect:> ' 'send:function f(x)\r' 'expect:>> ' 'send:return x * 2 end\r' 'expect:> ' 'send:f(21), "two"\r' 'expect:> ' 'send:\x04'
+kwb 0.1.0 · Lua 5.4 · cache build/repl/kwb.db
 > function f(x)
 >> return x * 2 end
 > f(21), "two"
@@ -19,8 +20,8 @@ kwb 0.1.0 · Lua 5.4 · cache c/kwb.db
 > ^D
 
 [tty exit 0]
-$ build/ttydrive ./kwb --cache c/kwb.db -- 'expect:> ' 'send:while true do end\r' 'wait:300' 'send:\x03' 'expect:> ' 'send:x = {\r' 'expect:>> ' 'send:\x03' 'expect:> ' 'send:print("still here")\r' 'expect:> ' 'send:\x04'
-kwb 0.1.0 · Lua 5.4 · cache c/kwb.db
+$ build/ttydrive ./kwb --cache build/repl/kwb.db -- 'expect:> ' 'send:while true do end\r' 'wait:300' 'send:\x03' 'expect:> ' 'send:x = {\r' 'expect:>> ' 'send:\x03' 'expect:> ' 'send:print("still here")\r' 'expect:> ' 'send:\x04'
+kwb 0.1.0 · Lua 5.4 · cache build/repl/kwb.db
 > while true do end
 ^Ckwb: interrupted!
 stack traceback:
@@ -34,8 +35,8 @@ still here
 > ^D
 
 [tty exit 0]
-$ build/ttydrive ./kwb --cache c/kwb.db -- 'expect:> ' 'send:kwb.host.compi\t' 'wait:200' 'send: ~= nil\r' 'expect:> ' 'send:error("boom")\r' 'expect:> ' 'send:\x04'
-kwb 0.1.0 · Lua 5.4 · cache c/kwb.db
+$ build/ttydrive ./kwb --cache build/repl/kwb.db -- 'expect:> ' 'send:kwb.host.compi\t' 'wait:200' 'send: ~= nil\r' 'expect:> ' 'send:error("boom")\r' 'expect:> ' 'send:\x04'
+kwb 0.1.0 · Lua 5.4 · cache build/repl/kwb.db
 > kwb.host.compi> kwb.host.compile ~= nil
 true
 > error("boom")
@@ -48,8 +49,8 @@ stack traceback:
 
 [tty exit 0]
 # History is kept across sessions in $KWB_HISTORY (~/.kwb_history by default).
-$ rm -f "$KWB_HISTORY"; build/ttydrive ./kwb --cache c/kwb.db -- 'expect:> ' 'send:print(1)\r' 'expect:> ' 'send:\x04' >/dev/null; build/ttydrive ./kwb --cache c/kwb.db -- 'expect:> ' 'send:\x1b[A' 'wait:200' 'send:\r' 'expect:> ' 'send:\x04'
-kwb 0.1.0 · Lua 5.4 · cache c/kwb.db
+$ rm -f "$KWB_HISTORY"; build/ttydrive ./kwb --cache build/repl/kwb.db -- 'expect:> ' 'send:print(1)\r' 'expect:> ' 'send:\x04' >/dev/null; build/ttydrive ./kwb --cache build/repl/kwb.db -- 'expect:> ' 'send:\x1b[A' 'wait:200' 'send:\r' 'expect:> ' 'send:\x04'
+kwb 0.1.0 · Lua 5.4 · cache build/repl/kwb.db
 > > print(1)
 1
 > ^D

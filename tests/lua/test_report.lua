@@ -79,4 +79,15 @@ t.test("report_html_renders_in_headless_chromium", function()
   end
 end)
 
+t.test("report_cli_answers_json", function()
+  local r = assert(core.exec({ "./kwb", "--cache", dir .. "/planted.db", "report", "tests/recipes/planted.lua", "--json",
+                               dir .. "/cli" }, { timeout = 120 }))
+  t.eq(r.status, 0, r.err)
+  local j = require("cjson").decode(r.out)
+  t.eq(j.best, run.session.best.id)
+  t.eq(j.markdown, dir .. "/cli/report.md")
+  t.eq(j.candidates, #d.conv)
+  t.truthy(io.open(j.html), j.html)
+end)
+
 t.done()

@@ -171,6 +171,11 @@ function M.fresh(h, b, seed, tag, pool)
   end
 end
 
+-- pooled(h, b, pool): are pool set `pool`'s expected outputs at b's shape kept?
+function M.pooled(h, b, pool)
+  return (h.pools and h.pools[b.key] and h.pools[b.key][pool]) ~= nil
+end
+
 -- expect(h, b [, pool]): the reference's outputs for the inputs fresh() drew
 -- (the inputs as they were: a candidate that changed one is wrong for that);
 -- for a pool set, computed once and kept.

@@ -123,6 +123,8 @@ function Harness:time_shape(fn, b, full)
       st.partial = true
       return st
     end
+    -- a first look that passes is timed in full: a timing of its own, under the phase's limit from now
+    if self.phase_limit then worker.deadline(self.phase_limit[1], self.phase_limit[2]) end
     if self.backend.fresh_timing then   -- and on, while its median's interval says it is that much slower
       local raced = setmetatable({ race_above = best * (1 + self.race) }, { __index = t })
       return time(fn, b, raced, outs)
@@ -136,6 +138,23 @@ end
 local function timing_limit(t, call_s)
   local calls = (t.warmup_min or 3) + (t.min_samples or 5) + 2
   return (t.warmup or 0.05) + (t.cap or 1) + calls * math.max(call_s or 0, 1e-3) * 2 + 1
+end
+
+-- phase(seconds, what): the candidate's step now under way and its limit
+-- (the worker's deadline), kept so that off_the_clock can give it back.
+function Harness:phase(seconds, what)
+  self.phase_limit = { seconds, what }
+  worker.deadline(seconds, what)
+end
+
+-- off_the_clock(what, fn, ...): the harness's own work inside a candidate's
+-- phase (a pool set's reference outputs, computed the first time a candidate
+-- meets the set and kept): under the harness's limit, not the candidate's,
+-- then the phase's limit again, from now.
+function Harness:off_the_clock(what, fn, ...)
+  worker.deadline(M.harness_limit, what)
+  fn(...)
+  if self.phase_limit then worker.deadline(self.phase_limit[1], self.phase_limit[2]) end
 end
 
 -- The start kernel's checks count against the run's budget.minutes
@@ -209,11 +228,11 @@ function Harness:measure(cand, res, opts)
     out, why = past_deadline(self, sh)
     if out then res.outcome, res.reason = out, why; break end
     local b = self:bench(sh)
-    worker.deadline(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
+    self:phase(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
     local st, terr, tout = self:time_shape(fn, b, opts.start)
     if st and not st.partial and robust_spread(st) > M.noisy_spread then   -- timed again; still noisy, it says so
       local again
-      worker.deadline(timing_limit(self.timing, call_s[sh.key]), "timing again at " .. sh.key)
+      self:phase(timing_limit(self.timing, call_s[sh.key]), "timing again at " .. sh.key)
       again, terr, tout = self:time_shape(fn, b, true)
       if again and robust_spread(again) < robust_spread(st) then st = again end
       if not again then st = nil end

@@ -116,6 +116,45 @@ t.test("steps_fixed_inputs_fill_once_and_the_reference_runs_once_per_shape_and_r
   t.eq(runs.ref_down, 12 + sets)
 end)
 
+-- A pool set's reference outputs are computed the first time a candidate's
+-- verified timed run meets the set, inside the candidate's timing: under the
+-- harness's limit (on the GPU the reference at T = 4096 takes seconds; under
+-- the timing's limit a worker was killed and the candidate called a
+-- timeout), then the timing's limit again.
+t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings", function()
+  local worker = require "kwb.worker"
+  local calls, deadline0 = {}, worker.deadline
+  worker.deadline = function(seconds, what) calls[#calls + 1] = { seconds, what } end
+  local r2 = kwb.recipe {
+    name = "fake_steps_pool", backend = "cuda", problem = problem, shapes = { n = { 100, 300 } },
+    start = { source = up .. down, defines = { SCALE = "1.0f" } }, launch = r.launch,
+    strategy = require("kwb.strategies.list")({ proposals[1] }), verify_shapes = false,
+    timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 }, sanitize = false,
+  }
+  local s2 = r2:session { store = require("kwb.store").open(dir .. "/fake_steps_pool.db") }
+  local ok, err = pcall(function() r2:run { mode = "quiet", seed = 7 } end)
+  worker.deadline = deadline0
+  assert(ok, err)
+  local sets, refs, rearmed = 0, 0, 0
+  for _, pool in pairs(s2.harness.pools) do for _ in pairs(pool) do sets = sets + 1 end end
+  for i, c in ipairs(calls) do
+    local set, key = c[2]:match("^the reference on pool set (%d+) at (n=%d+)$")
+    if set then
+      refs = refs + 1
+      t.eq(c[1], require("kwb.measure").harness_limit, "the harness's limit")
+      local phase
+      for j = i - 1, 1, -1 do if calls[j][2]:match("^timing") then phase = calls[j]; break end end
+      t.eq(phase[2]:match("at (n=%d+)$"), key, "met while timing that shape")
+      t.eq(calls[i + 1][2], phase[2], "the timing's limit again")
+      t.eq(calls[i + 1][1], phase[1])
+      rearmed = rearmed + 1
+    end
+  end
+  t.truthy(sets >= 4, "the start kernel and the candidate at two shapes: a set each, more when timed again")
+  t.eq(refs, sets, "each set's reference once, off the candidate's clock")
+  t.eq(rearmed, refs)
+end)
+
 t.test("steps_scratch_is_poisoned_before_timed_runs_with_the_outputs", function()
   for _, b in ipairs(poisoned) do
     t.eq(b.n == 100 or b.n == 300, true, "only scratch (tmp) goes to poison_before")

@@ -15,6 +15,20 @@ t.test("sanitize_first_report_is_the_first_error_up_to_six_lines", function()
   t.eq(sanitize.first_report("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"), "", "a clean run")
 end)
 
+t.test("sanitize_first_report_of_the_h200_findings", function()
+  -- both kept from tests/gpu/integrity.lua on the H200 (docs/gpu-runs/2026-12-04-gpu-integrity-8.log)
+  local race = assert(host.read_file("tests/sanitize/racecheck_smem_race.txt"))
+  t.eq(sanitize.first_report(race), "Error: Race reported between Write access at vecadd+0x140 in smem_race.cu:8 | "
+       .. "and Read access at vecadd+0x190 in smem_race.cu:9 [4000012 hazards]", "racecheck, analysis mode")
+  t.eq(sanitize.stages(race), "load=0.003 build=0.602 bench=0.002 inputs=0.001 call=4.748", "the job's own split")
+  local slack = assert(host.read_file("tests/sanitize/memcheck_read_slack.txt"))
+  t.eq(sanitize.first_report(slack), "Invalid __global__ read of size 4 bytes | at vecadd+0xe0 in read_slack.cu:7 | "
+       .. "by thread (0,0,0) in block (0,0,0) | Access to 0x7fb6879d390c is out of bounds | and is 3,853 bytes after "
+       .. "the nearest allocation at 0x7fb687600000 of size 4,008,448 bytes | Saved host backtrace up to driver entry "
+       .. "point at kernel launch time", "memcheck: six lines at most")
+  t.eq(sanitize.stages(slack), nil, "a job that failed under the tool reports no split")
+end)
+
 local vec = kwb.problem.define {
   name = "vec_s", vars = { "n" }, fn = "vecadd",
   args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" }, { "b", "f32", shape = "n", role = "in" },

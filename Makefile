@@ -11,7 +11,7 @@ WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -Icore -Ibuild \
            $(shell pkg-config --cflags lua5.4 $(PKGS) 2>/dev/null)
-LDLIBS  := $(LUA_A) $(SECCOMP_A) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lm -lpthread -lutil
+LDLIBS  := $(LUA_A) $(SECCOMP_A) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lm -lpthread
 LDFLAGS += -Wl,-E
 
 ifeq ($(V),1)
@@ -25,7 +25,7 @@ CORE_SRC := $(filter-out core/main.c,$(wildcard core/*.c))
 # LuaJIT's FFI; its objects built position-independent apart.
 LIB_SRC  := $(filter-out core/main.c core/lua_%.c core/luastate.c core/repl.c,$(wildcard core/*.c))
 LIB_OBJ  := $(LIB_SRC:core/%.c=build/pic/%.o)
-LIB_LIBS := $(shell pkg-config --libs libzstd sqlite3 libffi libcrypto libseccomp 2>/dev/null) -ldl -lm -lpthread -lutil
+LIB_LIBS := $(shell pkg-config --libs libzstd sqlite3 libffi libcrypto libseccomp 2>/dev/null) -ldl -lm -lpthread
 PREFIX   ?= /usr/local
 VERSION  := $(shell sed -n 's/.*kwb_version(void) { return "\(.*\)"; }/\1/p' core/error.c)
 CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
@@ -33,7 +33,7 @@ CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
 LUA_SRC  := $(filter-out lua/kwb/ffi.lua,$(shell find lua -name '*.lua' | LC_ALL=C sort))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
-.PHONY: all run test unit deps clean bench-cache bench-workers gpu-test gpu-multi install uninstall
+.PHONY: all run test unit deps clean bench-cache bench-workers gpu-test gpu-multi install uninstall man
 all: kwb libkwb.so build/kwb_cdef.h
 
 deps:
@@ -85,6 +85,11 @@ install: kwb libkwb.so build/kwb_cdef.h build/kwb_cdef.h
 	$(Q)install -m 644 tools/completion/kwb.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kwb
 	$(Q)install -m 644 tools/completion/_kwb $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_kwb
 	$(Q)install -m 644 lua/kwb/ffi.lua build/kwb_cdef.h $(DESTDIR)$(PREFIX)/share/lua/5.1/kwb/
+
+# make man: docs/kwb.1's sections that lua/kwb/help.lua describes, written again
+# (the tests fail while the page and help.lua differ)
+man: kwb
+	$(Q)./kwb tools/man.lua docs/kwb.1
 
 uninstall:
 	@printf '  UNINSTALL %s\n' $(DESTDIR)$(PREFIX)

@@ -5,30 +5,7 @@ local report = require "kwb.report"
 
 local M = {}
 
-M.usage = [[
-usage: kwb cache COMMAND [args]
-
-  ls [PROBLEM] [--json]      candidates, oldest first (--json: one object a line)
-  show ID                    a candidate: origin, lineage, builds, results, source, and
-                             the model's prompt and rationale when a reply proposed it
-  transcripts [RUN]          the model requests of every run, or of one: tokens, cost, tries, time
-  best PROBLEM [--shape S] [--device D]
-                             the fastest correct candidate of each device kind and shape
-  diff ID1 ID2               the parameters two candidates differ in, and their sources' line diff
-  export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]
-                             write matching candidates (with their ancestors, builds,
-                             results and runs) to a bundle file for a teammate
-  import FILE                add a bundle's records: all of them, or none if the file is bad
-  stats                      counts, sizes and the compression ratio
-  check [--repair]           decode every stored copy of every blob; --repair rewrites
-                             a corrupt copy from its sound one (exit 1 if a blob is lost)
-  gc                         drop blobs no record needs, then compact the file
-
-Every command takes --json: its answer as one JSON object (ls, transcripts
-and best: one a line).
-IDs may be shortened to any unique prefix of at least 4 hex digits.
-The cache is kwb's --cache PATH, else $KWB_CACHE, else ~/.cache/kwb/kwb.db.
-]]
+M.usage = require("kwb.help").command_help("cache")
 
 local function usage_error(msg)
   io.stderr:write("kwb cache: ", msg, "\ntry 'kwb cache --help'\n")

@@ -2,37 +2,12 @@
 local M = {}
 
 local strategy = require "kwb.strategy"
+local help = require "kwb.help"
 
--- Subcommands: words in the first position. A file of the same name is still
--- reachable as ./NAME.
-M.commands = {
-  { name = "demo", module = "kwb.demo",
-    summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo" },
-  { name = "worker", module = "kwb.worker",
-    summary = "serve a pool of the loop: run candidates sent on fd 3 (started by kwb itself)" },
-  { name = "cache", module = "kwb.cache_cli",
-    summary = "the candidate cache: ls, show, best, diff, export, import, check, stats, gc" },
-  { name = "export", module = "kwb.export",
-    summary = "write a per-shape dispatch of a recipe's best kernels: sources, dispatch.json, a C header and its test" },
-  { name = "report", module = "kwb.report_run",
-    summary = "write report.md and report.html of a recipe's runs: convergence, outcomes, speedups, floor, lineage" },
-  { name = "doctor", module = "kwb.doctor",
-    summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings" },
-}
-
--- The words after a recipe's file: `kwb recipes/x.lua --json --budget 50 --strategy random`.
-M.run_options = {
-  { "--json", "one JSON object per line on stdout, the last the summary" },
-  { "--plain", "plain progress lines even on a terminal" },
-  { "--quiet", "only the summary" },
-  { "--budget N", "evaluate at most N candidates" },
-  { "--minutes M", "stop after M minutes" },
-  { "--strategy S", table.concat(strategy.builtin, ", ") .. " or a .lua file" },
-  { "--seed N", "the run's seed (inputs and proposals)" },
-  { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
-  { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
-  { "--cache PATH", "the candidate cache (as kwb --cache PATH)" },
-}
+-- Subcommands (words in the first position) and the run options (the words
+-- after a recipe's file): their one description is kwb/help.lua.
+M.commands = help.commands
+M.run_options = help.run_options
 
 local function usage(msg, cmd)
   local who = cmd and ("kwb " .. cmd) or "kwb"
@@ -106,7 +81,7 @@ function M.parse_run_options(...)
     elseif w == "--strategy" then
       opts.strategy, err = value(w, function(v) return v end, "a strategy name")
       if opts.strategy and not strategy.known(opts.strategy) then err = strategy.unknown_message(opts.strategy) end
-    else err = string.format("unknown run option '%s'", w) end
+    else err = string.format("unknown run option '%s' (known: %s)", w, table.concat(help.words("run"), ", ")) end
     if err then return nil, err end
     i = i + 1
   end
@@ -140,9 +115,14 @@ end
 -- run_recipe(recipe, words...) -> exit status: the loop on a recipe a file returned.
 function M.run_recipe(recipe, ...)
   local words, cerr = M.take_cache { ... }
-  if not words then return usage(cerr) end
+  -- (a usage error points at the recipe's own --help: its run options)
+  local function run_usage(msg)
+    io.stderr:write("kwb: ", msg, "\ntry 'kwb ", recipe.file or "FILE.lua", " --help'\n")
+    return 2
+  end
+  if not words then return run_usage(cerr) end
   local opts, err = M.parse_run_options(table.unpack(words))
-  if not opts then return usage(err) end
+  if not opts then return run_usage(err) end
   if opts.help then
     io.write(M.run_help(recipe))
     return 0
@@ -161,55 +141,9 @@ function M.run_recipe(recipe, ...)
   return 0
 end
 
--- The run options, for `kwb FILE.lua --help`.
-function M.run_help(recipe)
-  local lines = { string.format("usage: kwb %s [run options]", recipe.file or recipe.name), "",
-                  string.format("Runs the research loop on recipe %s (%s, %d shapes). Run options (--opt=value works too):",
-                                recipe.name, recipe.problem:key(), #recipe.shapes) }
-  for _, o in ipairs(M.run_options) do lines[#lines + 1] = string.format("  %-14s %s", o[1], o[2]) end
-  return table.concat(lines, "\n") .. "\n"
-end
-
-function M.help()
-  local lines = {
-    "usage: kwb [options] [FILE.lua | - | COMMAND] [args...]",
-    "",
-    "Runs FILE.lua with the kwb API loaded; the words after it reach the script",
-    "as `arg` and `...`. With no file kwb starts the REPL on a terminal, or runs",
-    "stdin as a script otherwise.",
-    "",
-    "options:",
-    "  -e CODE        run CODE (repeatable; no REPL afterwards unless a file follows)",
-    "  --cache PATH   the candidate cache (default cache/kwb.db, or $KWB_CACHE)",
-    "  -              run stdin as the script",
-    "  --version      print the version",
-    "  --help         print this help",
-    "",
-    "commands:",
-  }
-  for _, c in ipairs(M.commands) do
-    lines[#lines + 1] = string.format("  %-14s %s", c.name, c.summary)
-  end
-  lines[#lines + 1] = ""
-  lines[#lines + 1] = "A FILE.lua that returns a recipe (kwb.recipe { ... }) runs the research loop;"
-  lines[#lines + 1] = "the words after it are run options:"
-  for _, o in ipairs(M.run_options) do
-    lines[#lines + 1] = string.format("  %-14s %s", o[1], o[2])
-  end
-  for _, l in ipairs {
-    "",
-    "environment:",
-    "  KWB_LUA_PATH   directories searched before the bundled kwb modules (try: lua)",
-    "  KWB_CACHE      the candidate cache path",
-    "  KWB_HISTORY    the REPL history file (default ~/.kwb_history)",
-    "  CUDA_HOME      the CUDA toolkit: NVRTC, nvcc, headers (default /usr/local/cuda)",
-    "  KWB_NVRTC      the NVRTC library to load, exactly (default: found under CUDA_HOME)",
-    "  KWB_CUDA_DRIVER  the CUDA driver library (default libcuda.so.1 on the loader path)",
-    "",
-    "exit status: 0 success, 1 a Lua or run error, 2 a usage error",
-  } do lines[#lines + 1] = l end
-  return table.concat(lines, "\n") .. "\n"
-end
+-- `kwb FILE.lua --help` and `kwb --help` (kwb/help.lua)
+M.run_help = help.run_help
+M.help = help.main_help
 
 -- Run a script file (nil or "-": stdin) with args as `...`. Returns the exit
 -- status; an error inside the script propagates with its traceback.

@@ -29,10 +29,7 @@ end
 
 function M.main(...)
   if ... == "--help" or ... == "-h" then
-    print("usage: kwb demo [run options]\n\nThe main demo (`make run`): " .. M.gpu_recipe .. " where a CUDA device is "
-          .. "present, else the research loop\non the host, " .. M.cpu_recipe .. ", its model's replies replayed from a "
-          .. "transcript when no model\nis configured (KWB_MODEL). The run options are a recipe's: kwb " .. M.cpu_recipe
-          .. " --help.")
+    io.write(require("kwb.help").command_help("demo"))
     return 0
   end
   local reason = M.gpu_unavailable()

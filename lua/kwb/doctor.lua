@@ -36,11 +36,7 @@ function M.main(...)
   local measure, own, json = true, false, false
   for _, a in ipairs { ... } do
     if a == "--help" or a == "-h" then
-      print("usage: kwb doctor [--no-measure] [--own-gemm] [--json]\n\nThe GPU, driver, CUDA, NVRTC and tools this kwb"
-            .. " finds, and the device's ceilings\n(copy bandwidth, FMA and bf16 rates) measured and stored for its kind.\n"
-            .. "  --no-measure   report only, measure nothing\n"
-            .. "  --own-gemm     measure the bf16 rate with kwb's own kernel, not cuBLAS\n"
-            .. "  --json         the findings as one JSON object")
+      io.write(require("kwb.help").command_help("doctor"))
       return 0
     elseif a == "--no-measure" then measure = false
     elseif a == "--own-gemm" then own = true

@@ -18,7 +18,7 @@ local store = require "kwb.store"
 
 local M = {}
 
-local usage = "usage: kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME] [--json]"
+local usage = "usage: " .. require("kwb.help").command("export").usage
 
 local function write(path, text)
   local f, err = io.open(path, "w")
@@ -174,7 +174,7 @@ function M.main(...)
   local pos, opts = require("kwb.args").parse({ ... }, { device = "value", fallback = "value", json = "flag",
                                                          help = "flag" })
   if pos and (opts.help or pos[1] == "-h") then
-    print(usage)
+    io.write(require("kwb.help").command_help("export"))
     return 0
   end
   if not pos or #pos ~= 2 then

@@ -61,11 +61,8 @@ end
 
 -- ---- the schema ---------------------------------------------------------
 
-local fields = {
-  "name", "description", "problem", "shapes", "start", "template", "space", "strategy", "model",
-  "context", "ideas", "forbid", "accept", "score", "budget", "seed", "flags", "cc", "timing", "dispatch",
-  "race", "ceilings", "backend", "launch", "arch", "prompt", "verify_shapes", "allow", "sanitize",
-}
+local fields = {}   -- (their one description: kwb/help.lua)
+for i, f in ipairs(require("kwb.help").recipe_fields) do fields[i] = f[1] end
 M.fields = fields
 
 local function describe(v)

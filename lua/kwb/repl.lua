@@ -3,13 +3,22 @@ local pretty = require "kwb.pretty"
 
 local M = {}
 
+-- banner(cache): the REPL's first line; the REPL starts here, so this is
+-- where its global help (kwb.help_show) is set.
 function M.banner(cache)
+  if rawget(_G, "help") == nil then rawset(_G, "help", require "kwb.help_show") end
   return string.format("kwb %s · %s · cache %s", kwb and kwb.version or "?", _VERSION, cache)
 end
 
+-- show(...): the values of a bare expression; one of kwb's functions prints
+-- as its signature (help(f) says more), not as function: 0x...
 function M.show(...)
   local out = {}
-  for i = 1, select("#", ...) do out[i] = pretty.format((select(i, ...))) end
+  for i = 1, select("#", ...) do
+    local v = (select(i, ...))
+    local sig = type(v) == "function" and require("kwb.help_show").signature(v)
+    out[i] = sig and ("function " .. sig) or pretty.format(v)
+  end
   print(table.concat(out, "\t"))
 end
 

@@ -10,7 +10,7 @@ local store = require "kwb.store"
 
 local M = {}
 
-local usage = "usage: kwb report RECIPE.lua [DIR] [--device KIND] [--json]   (DIR: where report.md and report.html go, default .)"
+local usage = "usage: " .. require("kwb.help").command("report").usage
 
 -- The plots, in the order the page shows them (each an <svg id=...>).
 M.plots = { "convergence-candidates", "convergence-time", "funnel", "speedup", "floor" }
@@ -233,7 +233,7 @@ end
 function M.main(...)
   local pos, opts = require("kwb.args").parse({ ... }, { device = "value", json = "flag", help = "flag" })
   if pos and (opts.help or pos[1] == "-h") then
-    print(usage)
+    io.write(require("kwb.help").command_help("report"))
     return 0
   end
   if not pos or #pos < 1 or #pos > 2 then

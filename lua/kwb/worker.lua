@@ -100,8 +100,7 @@ end
 
 function M.main(...)
   if ... == "--help" or ... == "-h" then
-    print("usage: kwb worker\n\nServes a pool of the loop: runs the candidates sent on fd 3, one at a time, and answers "
-          .. "each there.\nkwb starts its workers itself (kwb.workers); there is nothing to run by hand.")
+    io.write(require("kwb.help").command_help("worker"))
     return 0
   end
   if select("#", ...) > 0 then

@@ -1,16 +1,16 @@
 # Recipes on the command line: run options, schema errors, plain scripts.
 $ rm -rf build/test-recipe-cli && mkdir -p build/test-recipe-cli
 $ ./kwb recipes/host_matmul.lua --frobnicate
-kwb: unknown run option '--frobnicate'
-try 'kwb --help'
+kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --seed, --workers, --retime, --cache, --help, -h)
+try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --budget x
 kwb: '--budget' needs a positive integer, got 'x'
-try 'kwb --help'
+try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --budget=x
 kwb: '--budget' needs a positive integer, got 'x'
-try 'kwb --help'
+try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --help | head -3
 usage: kwb recipes/host_matmul.lua [run options]
@@ -28,11 +28,11 @@ $ ./kwb tests/recipes/planted.lua --budget 1 --json --cache build/test-recipe-cl
 start	build/test-recipe-cli/after.db
 $ ./kwb tests/recipes/planted.lua --budget 1 --cache build/test-recipe-cli/typo/after.db
 kwb: --cache build/test-recipe-cli/typo/after.db: the directory build/test-recipe-cli/typo does not exist (kwb makes the cache file, not its directory)
-try 'kwb --help'
+try 'kwb tests/recipes/planted.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --strategy
 kwb: '--strategy' needs a strategy name, got nothing
-try 'kwb --help'
+try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb tests/recipes/bad_typo.lua --json
 kwb: tests/recipes/bad_typo.lua:8: unknown recipe field 'stratgy' (did you mean 'strategy'?)
@@ -41,5 +41,5 @@ $ ./kwb tests/recipes/script.lua --json --budget 5
 script	3	--json	--budget	5
 $ ./kwb recipes/host_matmul.lua --strategy simplex --quiet
 kwb: unknown strategy 'simplex' (known: grid, random, anneal, genetic, llm, llm+tune, agent, or a .lua file)
-try 'kwb --help'
+try 'kwb recipes/host_matmul.lua --help'
 [exit 2]

@@ -6,5 +6,5 @@ kwb: 'kwb worker' takes no arguments (a pool starts it)
 [exit 2]
 $ ./kwb tests/recipes/isolation.lua --workers 0 2>&1
 kwb: '--workers' needs a positive integer, got '0'
-try 'kwb --help'
+try 'kwb tests/recipes/isolation.lua --help'
 [exit 2]

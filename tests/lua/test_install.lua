@@ -67,6 +67,15 @@ t.test("install_the_bash_completion_completes_a_command", function()
                                    .. "COMP_CWORD=1; _kwb; echo \"${COMPREPLY[*]}\"", prefix, prefix), "bash")
   t.eq(st, 0, out)
   t.eq(out, "report\n")
+  local function complete(words, cword)
+    local o, s2 = sh(string.format(". '%s/share/bash-completion/completions/kwb'; COMP_WORDS=('%s/bin/kwb' %s); "
+                                   .. "COMP_CWORD=%d; _kwb; echo \"${COMPREPLY[*]}\"", prefix, prefix, words, cword), "bash")
+    t.eq(s2, 0, o)
+    return o
+  end
+  t.eq(complete("cache tr", 2), "transcripts\n", "a cache command, from kwb.help")
+  t.eq(complete("recipes/host_matmul.lua --bu", 2), "--budget\n", "a run option")
+  t.eq(complete("export x.lua out --fa", 4), "--fallback\n", "a command's option")
 end)
 
 t.test("uninstall_removes_every_file", function()

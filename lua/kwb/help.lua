@@ -1,0 +1,262 @@
+-- kwb/help.lua: the one description of kwb's options, commands, run
+-- options, environment, recipe fields and Lua functions (kwb/help_api.lua).
+-- Everything that describes them reads it: `kwb --help`, each command's
+-- --help, `kwb FILE.lua --help`, the man page's generated sections
+-- (tools/man.lua), the shell completions, the recipe checker's field names
+-- and help(x) at the REPL (kwb/help_show.lua).
+local M = {}
+
+local strategies = table.concat(require("kwb.strategy").builtin, ", ") .. ", or a .lua file"
+
+-- kwb's own options, before a file or command.
+M.options = {
+  { "-e CODE", "run CODE (repeatable; no REPL afterwards unless a file follows)" },
+  { "--cache PATH", "the candidate cache (default ~/.cache/kwb/kwb.db, or $KWB_CACHE); build products and device "
+    .. "locks live beside it. An empty PATH, a directory, or a PATH whose directory does not exist is an error: kwb "
+    .. "makes the cache file, not its directory. It may also follow a command or a recipe's file" },
+  { "-", "run standard input as the script" },
+  { "--version", "print the version" },
+  { "--help, -h", "print this help" },
+}
+
+-- The commands: words in the first position (a file of the same name is
+-- still reachable as ./NAME). usage: the first line of `kwb NAME --help`;
+-- text: what it does; options, or subcommands (cache): { words, text }.
+M.commands = {
+  { name = "demo", module = "kwb.demo", usage = "kwb demo [run options]",
+    summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo",
+    text = "The main demo (make run): recipes/nvfp4_moe.lua where a CUDA device is present, else the research loop "
+      .. "on the host, recipes/host_matmul_llm.lua, its model's replies replayed from a transcript when no model is "
+      .. "configured (KWB_MODEL), and saying so. The run options are a recipe's." },
+  { name = "cache", module = "kwb.cache_cli", usage = "kwb cache COMMAND [args]",
+    summary = "the candidate cache: ls, show, best, diff, export, import, check, stats, gc",
+    text = "What the candidate cache knows. Every command takes --json: its answer as one JSON object (ls, "
+      .. "transcripts and best: one a line). IDs may be shortened to any unique prefix of at least 4 hex digits. The "
+      .. "cache is kwb's --cache PATH (before or after the command), else $KWB_CACHE, else ~/.cache/kwb/kwb.db; one "
+      .. "that does not exist is an error (only import makes one).",
+    subcommands = {
+      { "ls [PROBLEM]", "candidates, oldest first" },
+      { "show ID", "a candidate: origin, lineage, builds, results, source, and the model's prompt and rationale when "
+        .. "a reply proposed it" },
+      { "transcripts [RUN]", "the model requests of every run, or of one: tokens, cost, tries, time" },
+      { "best PROBLEM [--shape S] [--device D]", "the fastest correct candidate of each device kind and shape (the "
+        .. "shape's variables in any order: --shape cols=100,rows=64)" },
+      { "diff ID1 ID2", "the parameters two candidates differ in, and their sources' line diff" },
+      { "export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]",
+        "write matching candidates (with their ancestors, builds, results and runs) to a bundle file for a teammate" },
+      { "import FILE", "add a bundle's records: all of them, or none if the file is bad" },
+      { "stats", "counts, sizes and the compression ratio" },
+      { "check [--repair]", "decode every stored copy of every blob; --repair rewrites a corrupt copy from its sound "
+        .. "one (exit 1 if a blob is lost)" },
+      { "gc", "drop blobs no record needs, then compact the file" },
+    } },
+  { name = "export", module = "kwb.export",
+    usage = "kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME] [--json]",
+    summary = "write a per-shape dispatch of a recipe's best kernels: sources, dispatch.json, a C header and its test",
+    text = "A per-shape dispatch from what the cache knows of the recipe on one device kind: at each timed shape the "
+      .. "verified candidate with the lowest median, where it beats the fallback beyond the noise, else the "
+      .. "fallback. Writes kernels/ (each chosen source, its parameters as #defines), dispatch.json (shapes to "
+      .. "kernels, with the times measured), dispatch.h (a selection function) and dispatch_test.c. Shapes between "
+      .. "the measured ones take the recipe's dispatch rule (nearest or larger).",
+    options = {
+      { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
+      { "--fallback NAME", "a library kernel to fall back to instead of the start kernel" },
+      { "--json", "dispatch.json's object and the directory, as one JSON object" },
+    } },
+  { name = "report", module = "kwb.report_run", usage = "kwb report RECIPE.lua [DIR] [--device KIND] [--json]",
+    summary = "write report.md and report.html of a recipe's runs: convergence, outcomes, speedups, floor, lineage",
+    text = "report.md and one self-contained report.html (inline SVG, nothing fetched) in DIR (default .; made if "
+      .. "missing): the best score over candidates and over time, the outcome funnel, per-shape speedup over the "
+      .. "start kernel and share of the physical floor, the best's lineage.",
+    options = {
+      { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
+      { "--json", "the files written, the candidates and the best, as one JSON object" },
+    } },
+  { name = "doctor", module = "kwb.doctor", usage = "kwb doctor [--no-measure] [--own-gemm] [--json]",
+    summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings",
+    text = "The GPU, driver, CUDA, NVRTC and tools this kwb finds, and the device's ceilings (copy bandwidth, FMA "
+      .. "and bf16 rates) measured and stored for its kind.",
+    options = {
+      { "--no-measure", "report only, measure nothing" },
+      { "--own-gemm", "measure the bf16 rate with kwb's own kernel, not cuBLAS" },
+      { "--json", "the findings as one JSON object" },
+    } },
+  { name = "worker", module = "kwb.worker", usage = "kwb worker",
+    summary = "serve a pool of the loop: run candidates sent on fd 3 (started by kwb itself)",
+    text = "Serves a pool of the loop: runs the candidates sent on fd 3, one at a time, and answers each there. kwb "
+      .. "starts its workers itself (kwb.workers); there is nothing to run by hand." },
+}
+
+-- The words after a recipe's file (`kwb recipes/x.lua --budget=50`); the
+-- parser is kwb.cli.parse_run_options.
+M.run_options = {
+  { "--json", "one JSON object per line on stdout, the last the summary, or {\"event\":\"error\"} when the run fails" },
+  { "--plain", "plain progress lines even on a terminal" },
+  { "--quiet", "only the summary" },
+  { "--budget N", "evaluate at most N candidates" },
+  { "--minutes M", "stop after M minutes" },
+  { "--strategy S", strategies },
+  { "--seed N", "the run's seed (inputs and proposals)" },
+  { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
+  { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
+  { "--cache PATH", "the candidate cache (as kwb --cache PATH)" },
+  { "--help, -h", "print these" },
+}
+
+M.env = {
+  { "KWB_CACHE", "the candidate cache's path (--cache wins)" },
+  { "XDG_CACHE_HOME", "where the default cache goes: $XDG_CACHE_HOME/kwb/kwb.db (else ~/.cache/kwb/kwb.db)" },
+  { "KWB_LUA_PATH", "directories searched before the bundled kwb modules (KWB_LUA_PATH=lua loads them from the "
+    .. "source tree)" },
+  { "KWB_MODEL", "the model a recipe's model-driven strategy talks to, where the recipe names none" },
+  { "KWB_HISTORY", "the REPL's history file (default ~/.kwb_history)" },
+  { "CUDA_HOME", "the CUDA toolkit: NVRTC, nvcc, headers, compute-sanitizer (default /usr/local/cuda)" },
+  { "KWB_NVRTC", "the NVRTC library to load, exactly (default: found under CUDA_HOME)" },
+  { "KWB_CUDA_DRIVER", "the CUDA driver library to load (default libcuda.so.1 on the loader path)" },
+}
+
+M.exit_status = "0 success, 1 a Lua or run error (the message, with file:line, on stderr), 2 a usage error"
+
+-- The fields of kwb.recipe { ... }, in the order the checker lists them
+-- (kwb.recipe takes its field names from here).
+M.recipe_fields = {
+  { "name", "the recipe's name: letters, digits, '_', '.' or '-' (required)" },
+  { "description", "a sentence on what the recipe is for" },
+  { "problem", "the problem: kwb.problem.define { ... }, a kwb.problems module, or a problem's name (required)" },
+  { "shapes", "the timed shapes: { n = { 64, 128 } } (the product of the lists) or a list of shapes (required)" },
+  { "start", "the start kernel every score is relative to: a file path or { file = | source =, defines =, name = } "
+    .. "(required)" },
+  { "template", "a source file whose parameters the strategies fill in as #defines" },
+  { "space", "the template's parameters: { NAME = { values... }, restrict = function(params) -> boolean, start = "
+    .. "{ a point } }" },
+  { "strategy", "what proposes candidates: " .. strategies .. ", a table { propose =, observe = }, { \"llm+tune\", "
+    .. "sweep = 8 } (a builtin with options) or a list of them taken in turn (default random with a space)" },
+  { "model", "the model the llm, llm+tune and agent strategies ask: { provider =, model =, base_url =, key_env =, "
+    .. "temperature =, max_tokens =, price =, fallback =, ... }" },
+  { "context", "files the model reads (hwdocs/, modeldocs/), relative to the recipe's file" },
+  { "ideas", "sentences for the model's prompt: the ideas a human brings" },
+  { "forbid", "the rules candidates must keep: \"default\", rule names, \"-name\" to drop one, or { name =, words = } "
+    .. "(default { \"default\" })" },
+  { "accept", "function(candidate, best) -> boolean: the accept rule (default: faster beyond the noise)" },
+  { "score", "function(candidate) -> number: the score (default: the geometric mean speedup over the start kernel)" },
+  { "budget", "{ candidates = 100, minutes = 10, timeout = 10 (s a call), cost = (model money) }" },
+  { "seed", "the run's seed (an integer; default the time)" },
+  { "flags", "compiler flags (default { \"-O2\" } on the host)" },
+  { "cc", "the host C compiler (default $CC, else cc)" },
+  { "timing", "{ warmup = 0.02, warmup_min, min_samples = 5, max_samples, cap = 0.25, target = 0.01, min_sample, "
+    .. "verify_runs }: how each shape is timed" },
+  { "dispatch", "\"nearest\" (default) or \"larger\": the measured shape kwb export picks for one between" },
+  { "race", "how much slower than the best a first look may be before its timing stops (default 0.10; false: "
+    .. "no racing)" },
+  { "ceilings", "{ bandwidth =, flops = }: limits (bytes/s, FLOP/s) the floor takes where they are above the "
+    .. "measured ones" },
+  { "backend", "\"host\" (default) or \"cuda\"" },
+  { "launch", "function(shape, params) -> { grid =, block =, smem = } or { steps = { ... }, scratch = { ... } } "
+    .. "(CUDA)" },
+  { "arch", "the CUDA architecture to build for, like \"sm_90\" (default: the device's)" },
+  { "prompt", "function(parts, info) -> the model's user message, or { system =, user = }" },
+  { "verify_shapes", "shapes verified but never timed (default: derived unannounced ones; false: none)" },
+  { "allow", "more symbols a host kernel may call" },
+  { "sanitize", "\"best\" (CUDA's default: compute-sanitizer on each new best), \"all\" or false" },
+}
+
+-- ---- rendering ------------------------------------------------------------
+
+-- wrap(text, width, indent) -> lines of at most width columns
+function M.wrap(text, width, indent)
+  local lines, cur = {}, nil
+  for word in text:gmatch("%S+") do
+    if cur and #cur + 1 + #word > width then lines[#lines + 1] = cur; cur = nil end
+    cur = cur and (cur .. " " .. word) or (indent .. word)
+  end
+  lines[#lines + 1] = cur or indent
+  return lines
+end
+
+-- A list of { words, text } as `  words   text`, wrapped at 80 columns.
+local function list(out, items, col)
+  for _, it in ipairs(items) do
+    local body = M.wrap(it[2], 80, string.rep(" ", col))
+    local head = "  " .. it[1]
+    if #head + 1 < col then body[1] = head .. body[1]:sub(#head + 1)
+    else table.insert(body, 1, head) end
+    for _, l in ipairs(body) do out[#out + 1] = l end
+  end
+end
+
+function M.command(name)
+  for _, c in ipairs(M.commands) do if c.name == name then return c end end
+end
+
+-- The text of `kwb NAME --help`.
+function M.command_help(name)
+  local c = assert(M.command(name), name)
+  local out = { "usage: " .. c.usage, "" }
+  for _, l in ipairs(M.wrap(c.text, 80, "")) do out[#out + 1] = l end
+  if c.subcommands then out[#out + 1] = ""; list(out, c.subcommands, 30) end
+  if c.options then out[#out + 1] = ""; list(out, c.options, 20) end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- The text of `kwb FILE.lua --help`.
+function M.run_help(recipe)
+  local out = { string.format("usage: kwb %s [run options]", recipe.file or recipe.name), "",
+                string.format("Runs the research loop on recipe %s (%s, %d shapes). Run options "
+                              .. "(--opt=value works too):",
+                              recipe.name, recipe.problem:key(), #recipe.shapes) }
+  list(out, M.run_options, 18)
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- The text of `kwb --help`.
+function M.main_help()
+  local out = { "usage: kwb [options] [FILE.lua | - | COMMAND] [args...]", "",
+                "Runs FILE.lua with the kwb API loaded; the words after it reach the script",
+                "as `arg` and `...`. With no file kwb starts the REPL on a terminal, or runs",
+                "stdin as a script otherwise.", "",
+                "options:" }
+  list(out, M.options, 18)
+  out[#out + 1] = ""
+  out[#out + 1] = "commands (each takes --help):"
+  local cs = {}
+  for i, c in ipairs(M.commands) do cs[i] = { c.name, c.summary } end
+  list(out, cs, 18)
+  out[#out + 1] = ""
+  out[#out + 1] = "A FILE.lua that returns a recipe (kwb.recipe { ... }) runs the research loop;"
+  out[#out + 1] = "the words after it are run options:"
+  list(out, M.run_options, 18)
+  out[#out + 1] = ""
+  out[#out + 1] = "environment:"
+  list(out, M.env, 20)
+  out[#out + 1] = ""
+  for _, l in ipairs(M.wrap("exit status: " .. M.exit_status, 80, "")) do out[#out + 1] = l end
+  out[#out + 1] = ""
+  out[#out + 1] = "At the REPL, help() says what help(x) knows: kwb's functions, recipe fields, commands."
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- words(where) -> what a shell completes there: "" (the first word: commands
+-- and kwb's options), a command's name (its subcommands or options), "run"
+-- (after a recipe's file).
+function M.words(where)
+  local out = {}
+  local function flags(items)
+    for _, it in ipairs(items) do
+      for w in it[1]:gmatch("[^,%s]+") do if w:match("^%-") then out[#out + 1] = w end end
+    end
+  end
+  if where == "" then
+    for _, c in ipairs(M.commands) do out[#out + 1] = c.name end
+    flags(M.options)
+  elseif where == "run" then
+    flags(M.run_options)
+  else
+    local c = M.command(where)
+    if c and c.subcommands then for _, s in ipairs(c.subcommands) do out[#out + 1] = s[1]:match("^%S+") end end
+    if c and c.options then flags(c.options) end
+    if c then out[#out + 1] = "--help" end
+  end
+  return out
+end
+
+return M

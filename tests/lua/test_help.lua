@@ -1,0 +1,149 @@
+-- tests/lua/test_help.lua: the one description (kwb/help.lua, kwb/help_api.lua)
+-- covers what kwb has, and what reads it says the same: the recipe checker's
+-- fields, the run-option parser, the commands' modules, help(x).
+local t = require "t"
+local help = require "kwb.help"
+local api = require "kwb.help_api"
+local show = require "kwb.help_show"
+
+local entries = {}
+for _, e in ipairs(api) do
+  t.eq(entries[e[1]], nil, "one entry for " .. e[1])
+  entries[e[1]] = e
+end
+
+t.test("help_every_function_of_kwbs_modules_has_an_entry", function()
+  for _, m in ipairs { "host", "cuda", "cache", "problem", "report" } do
+    local n = 0
+    for k, v in pairs(kwb[m]) do
+      if type(v) == "function" then
+        n = n + 1
+        t.truthy(entries["kwb." .. m .. "." .. k], "an entry for kwb." .. m .. "." .. k)
+      end
+    end
+    t.truthy(n > 2, "kwb." .. m .. " has functions")
+  end
+  for k, v in pairs(kwb) do
+    if type(v) == "function" then t.truthy(entries["kwb." .. k], "an entry for kwb." .. k) end
+  end
+end)
+
+t.test("help_every_entry_of_kwb_names_what_is_there", function()
+  for _, e in ipairs(api) do
+    t.eq(type(e[2]), "string")
+    t.truthy(e[2]:find(e[1], 1, true) == 1, e[1] .. "'s signature starts with its name: " .. e[2])
+    t.truthy(#e[3] > 20, e[1] .. " is described")
+    if e[1]:match("^kwb%.") then
+      local v = _G
+      for part in e[1]:gmatch("[^%.]+") do v = v[part] end
+      t.truthy(v ~= nil, e[1] .. " exists")
+    end
+  end
+end)
+
+-- Methods, on objects made here (device objects need a GPU: tests/gpu/)
+local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local mod = assert(kwb.host.compile { source = "int twice(int x) { return 2 * x; }", name = "help_twice.c" })
+local objects = {
+  buf = kwb.host.buffer("f32", 4),
+  mod = mod,
+  fn = mod:fn("twice", "int twice(int)"),
+  cache = assert(kwb.cache.open(dir .. "/help.db")),
+  problem = require("kwb.problems.vecadd") {},
+  recipe = kwb.recipe { name = "help_r", problem = require("kwb.problems.matmul") {}, shapes = { n = { 64 } },
+                        start = "../../kernels/host/matmul_naive.c", verify_shapes = false },
+}
+
+t.test("help_every_method_entry_is_a_method_of_its_object", function()
+  for _, e in ipairs(api) do
+    local recv, m = e[1]:match("^(%a+):([%w_]+)$")
+    if recv and objects[recv] then
+      t.eq(type(objects[recv][m]), "function", e[1])
+    end
+  end
+end)
+
+t.test("help_every_method_of_a_cache_module_recipe_has_an_entry", function()
+  local function methods(v)
+    local out = {}
+    local idx = rawget(getmetatable(v) or {}, "__index")
+    for _, tab in ipairs { type(idx) == "table" and idx or {}, type(v) == "table" and v or {} } do
+      for k, x in pairs(tab) do if type(x) == "function" and not k:match("^_") then out[#out + 1] = k end end
+    end
+    return out
+  end
+  for _, recv in ipairs { "cache", "mod", "recipe" } do
+    for _, m in ipairs(methods(objects[recv])) do
+      t.truthy(entries[recv .. ":" .. m], "an entry for " .. recv .. ":" .. m)
+    end
+  end
+  -- a problem's functions: its methods, and the spec's bytes, flops and launch
+  for _, m in ipairs(methods(objects.problem)) do
+    t.truthy(entries["problem:" .. m] or m == "bytes" or m == "flops" or m == "launch", "an entry for problem:" .. m)
+  end
+end)
+
+t.test("help_the_recipe_checker_takes_its_fields_from_help", function()
+  local names = {}
+  for i, f in ipairs(help.recipe_fields) do names[i] = f[1] end
+  t.eq(table.concat(require("kwb.recipe").fields, " "), table.concat(names, " "))
+  t.raises(function() kwb.recipe { name = "x", frobnicate = 1 } end,
+           "unknown recipe field 'frobnicate' (known: " .. table.concat(names, ", ") .. ")")
+end)
+
+t.test("help_every_run_option_is_parsed_and_every_parsed_one_is_described", function()
+  local cli = require "kwb.cli"
+  local values = { ["--budget"] = "3", ["--minutes"] = "2", ["--strategy"] = "grid", ["--seed"] = "7",
+                   ["--workers"] = "2", ["--retime"] = "abcd" }
+  for _, w in ipairs(help.words("run")) do
+    if w ~= "--cache" then   -- (taken off the words before the parser: kwb.cli.take_cache)
+      local opts, err = cli.parse_run_options(w, values[w])
+      t.truthy(opts, w .. ": " .. tostring(err))
+    end
+  end
+  t.eq(select(2, cli.parse_run_options("--frob")), "unknown run option '--frob' (known: --json, --plain, --quiet, "
+       .. "--budget, --minutes, --strategy, --seed, --workers, --retime, --cache, --help, -h)")
+end)
+
+t.test("help_every_command_has_its_module_and_its_help", function()
+  for _, c in ipairs(help.commands) do
+    t.eq(type(require(c.module).main), "function", c.name)
+    t.truthy(help.command_help(c.name):find("^usage: kwb " .. c.name), c.name)
+  end
+  local demo = require "kwb.demo"
+  local text = help.command("demo").text
+  t.truthy(text:find(demo.gpu_recipe, 1, true) and text:find(demo.cpu_recipe, 1, true), "the demo's recipes: " .. text)
+  t.eq(table.concat(help.words("cache"), " "),
+       "ls show transcripts best diff export import stats check gc --help", "what the shell completes after cache")
+  t.eq(table.concat(help.words("doctor"), " "), "--no-measure --own-gemm --json --help")
+end)
+
+t.test("help_x_finds_a_function_by_value_and_by_name", function()
+  local e = entries["kwb.report.time"]
+  local want = e[2] .. "\n" .. table.concat(help.wrap(e[3], 80, "  "), "\n")
+  t.eq(show.text(kwb.report.time), want, "by the function itself")
+  t.eq(show.text("kwb.report.time"), want, "by its name")
+  t.eq(show.signature(kwb.host.compile), "kwb.host.compile(spec) -> mod | nil, message, info")
+  t.eq(show.signature(print), nil, "not one of kwb's")
+  t.eq(select(2, show.text(print)), "no help for this function: it is not one of kwb's (help() lists what there is)")
+  t.eq(select(2, show.text("frobnicate")), "no help for 'frobnicate' (help() lists what there is)")
+  local all_time = show.text("time")
+  for _, n in ipairs { "kwb.host.time", "fn:time", "kwb.cuda.time", "plan:time", "kwb.report.time" } do
+    t.truthy(all_time:find(entries[n][2], 1, true), "help 'time' lists " .. n)
+  end
+end)
+
+t.test("help_x_lists_a_module_or_an_objects_methods", function()
+  t.eq(show.text(kwb.problem):match("^[^\n]*"), "kwb.problem:")
+  t.eq(show.text(objects.buf):match("^[^\n]*"), "buf methods:")
+  t.eq(show.text(objects.cache):match("^[^\n]*"), "cache methods:")
+  t.eq(show.text(objects.mod):match("^[^\n]*"), "mod methods:")
+  local r = show.text(objects.recipe)
+  t.truthy(r:find("^recipe fields %(kwb.recipe { ... }%):\n  name "), r)
+  t.truthy(r:find("\nrecipe methods:\n  recipe:try", 1, true), r)
+  t.eq(show.text("kwb export"), (help.command_help("export"):gsub("\n$", "")))
+  t.truthy(show.text("run"):find("  --budget N     evaluate at most N candidates", 1, true))
+end)
+
+objects.cache:close()
+t.done()

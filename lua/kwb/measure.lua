@@ -224,6 +224,7 @@ function Harness:measure(cand, res, opts)
     return res
   end
   local tt = core.now()
+  self.calls_s = 0   -- (kwb.timed adds its calls' wall time: res.seconds.calls)
   for _, sh in ipairs(self.recipe.shapes) do
     out, why = past_deadline(self, sh)
     if out then res.outcome, res.reason = out, why; break end
@@ -254,6 +255,7 @@ function Harness:measure(cand, res, opts)
     end
   end
   res.seconds.time = core.now() - tt
+  if self.backend.fresh_timing then res.seconds.calls = self.calls_s end
   if res.outcome == "crashed" then res.signal = res.signal or (res.reason or ""):match("died of (SIG%u+)") end
   return res
 end

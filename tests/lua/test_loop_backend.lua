@@ -79,6 +79,14 @@ t.test("loop_backend_cuda_timed_runs_get_fresh_inputs_and_poisoned_outputs", fun
   t.eq(#poisoned, 0, "a plan of one kernel has no scratch to poison in its graph")
 end)
 
+t.test("loop_backend_cuda_timing_splits_into_the_calls_and_the_checks_around_them", function()
+  local sec = run.results[1].seconds
+  t.eq(type(sec.calls), "number", "the timed calls' wall time is kept")
+  t.truthy(sec.calls > 0 and sec.calls < sec.time,
+           string.format("the calls (%.4f s) are part of the timing (%.4f s), the checks the rest", sec.calls, sec.time))
+  t.eq(run.results[3].seconds.calls, nil, "a candidate that crashed in verification was never timed")
+end)
+
 t.test("loop_backend_cuda_results_are_keyed_by_the_device_kind", function()
   local st = require("kwb.store").open(dir .. "/fake_cuda.db")
   local rows = st.cache:results(run.results[1].id)

@@ -153,7 +153,9 @@ end
 -- then the phase's limit again, from now.
 function Harness:off_the_clock(what, fn, ...)
   worker.deadline(M.harness_limit, what)
+  local t0 = core.now()
   fn(...)
+  self.reference_s = (self.reference_s or 0) + (core.now() - t0)   -- (res.seconds.reference)
   if self.phase_limit then worker.deadline(self.phase_limit[1], self.phase_limit[2]) end
 end
 
@@ -225,6 +227,7 @@ function Harness:measure(cand, res, opts)
   end
   local tt = core.now()
   self.calls_s = 0   -- (kwb.timed adds its calls' wall time: res.seconds.calls)
+  self.reference_s = 0   -- (and off_the_clock the harness's own work: res.seconds.reference)
   for _, sh in ipairs(self.recipe.shapes) do
     out, why = past_deadline(self, sh)
     if out then res.outcome, res.reason = out, why; break end
@@ -256,6 +259,7 @@ function Harness:measure(cand, res, opts)
   end
   res.seconds.time = core.now() - tt
   if self.backend.fresh_timing then res.seconds.calls = self.calls_s end
+  if self.reference_s > 0 then res.seconds.reference = self.reference_s end
   if res.outcome == "crashed" then res.signal = res.signal or (res.reason or ""):match("died of (SIG%u+)") end
   return res
 end

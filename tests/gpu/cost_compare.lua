@@ -2,7 +2,7 @@
 -- from two runs of one recipe (tests/gpu/integrity_cost: the build before
 -- the checks, then this one, grid strategy, same seed). Candidates are paired
 -- by id; for each pair the seconds of the run before and of this one with its
--- sanitizer run aside, then the median of the ratios and the ratio of the sums
+-- sanitizer run and the pool sets' references (computed once a run) aside, then the median of the ratios and the ratio of the sums
 -- (the checks' cost: ratio - 1). Outcomes that differ are named.
 --   ./kwb tests/gpu/cost_compare.lua BEFORE.jsonl AFTER.jsonl
 local cjson = require "cjson"
@@ -14,8 +14,10 @@ local function read(file)
   for l in f:lines() do
     local ok, e = pcall(cjson.decode, l)
     if ok and type(e) == "table" and e.event == "candidate" and e.id and not c[e.id] then
-      local san = type(e.stages) == "table" and type(e.stages.sanitize) == "number" and e.stages.sanitize or 0
-      c[e.id] = { seconds = (e.seconds or 0) - san, outcome = e.outcome, sanitize = san }
+      local g = type(e.stages) == "table" and e.stages or {}
+      local san = type(g.sanitize) == "number" and g.sanitize or 0
+      local ref = type(g.reference) == "number" and g.reference or 0   -- (a pool set's reference: once a run)
+      c[e.id] = { seconds = (e.seconds or 0) - san - ref, outcome = e.outcome, sanitize = san }
       order[#order + 1] = e.id
     end
   end

@@ -132,7 +132,8 @@ t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings
     timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 }, sanitize = false,
   }
   local s2 = r2:session { store = require("kwb.store").open(dir .. "/fake_steps_pool.db") }
-  local ok, err = pcall(function() r2:run { mode = "quiet", seed = 7 } end)
+  local run2
+  local ok, err = pcall(function() run2 = select(2, r2:run { mode = "quiet", seed = 7 }) end)
   worker.deadline = deadline0
   assert(ok, err)
   local sets, refs, rearmed = 0, 0, 0
@@ -153,6 +154,11 @@ t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings
   t.truthy(sets >= 4, "the start kernel and the candidate at two shapes: a set each, more when timed again")
   t.eq(refs, sets, "each set's reference once, off the candidate's clock")
   t.eq(rearmed, refs)
+  -- and its time is the harness's, kept apart in the result (the timing's checks are the rest)
+  local sec = run2.results[1].seconds
+  t.truthy(type(sec.reference) == "number" and sec.reference > 0 and sec.reference < sec.time - sec.calls,
+           string.format("the references (%s s) are a part of the timing (%.4f s) outside the calls (%.4f s)",
+                         tostring(sec.reference), sec.time, sec.calls))
 end)
 
 t.test("steps_scratch_is_poisoned_before_timed_runs_with_the_outputs", function()

@@ -155,10 +155,18 @@ t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings
   t.eq(refs, sets, "each set's reference once, off the candidate's clock")
   t.eq(rearmed, refs)
   -- and its time is the harness's, kept apart in the result (the timing's checks are the rest)
-  local sec = run2.results[1].seconds
-  t.truthy(type(sec.reference) == "number" and sec.reference > 0 and sec.reference < sec.time - sec.calls,
-           string.format("the references (%s s) are a part of the timing (%.4f s) outside the calls (%.4f s)",
-                         tostring(sec.reference), sec.time, sec.calls))
+  -- (which measurement meets a set first depends on how often each was timed: the start's or the candidate's)
+  local with = 0
+  for _, res in ipairs { s2.start, run2.results[1] } do
+    local sec = res.seconds
+    if sec.reference then
+      with = with + 1
+      t.truthy(sec.reference > 0 and sec.reference < sec.time - sec.calls,
+               string.format("the references (%s s) are a part of the timing (%.4f s) outside the calls (%.4f s)",
+                             tostring(sec.reference), sec.time, sec.calls))
+    end
+  end
+  t.truthy(with >= 1, "the references' time kept in the result of the measurement that met a set first")
 end)
 
 t.test("steps_scratch_is_poisoned_before_timed_runs_with_the_outputs", function()

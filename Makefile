@@ -1,17 +1,20 @@
 # kwb: build, test and run. `make` prints one short line per step (V=1 shows commands).
 
 CC      ?= cc
-PKGS    := libzstd libcurl sqlite3 libedit libffi libcrypto
+PKGS    := libzstd libcurl sqlite3 libedit libffi libssl libcrypto
 LUADIR  := $(shell pkg-config --variable=libdir lua5.4 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)
 # Lua, LPeg and lua-cjson are linked statically: the GPU machine has no Lua.
 LUA_A   := $(LUADIR)/liblua5.4-lpeg.a $(LUADIR)/liblua5.4-cjson.a $(LUADIR)/liblua5.4.a
 # libseccomp too: the sandbox's system call filter (core/sandbox.c).
 SECCOMP_A := $(shell pkg-config --variable=libdir libseccomp 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/libseccomp.a
+# hiredis too (kwb.queue's Redis Streams): the GPU machine has no libhiredis
+# (and Debian's hiredis.pc names the wrong libdir: the compiler finds it).
+HIREDIS_A := $(shell $(CC) -print-file-name=libhiredis.a)
 WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -Icore -Ibuild \
            $(shell pkg-config --cflags lua5.4 $(PKGS) 2>/dev/null)
-LDLIBS  := $(LUA_A) $(SECCOMP_A) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lm -lpthread
+LDLIBS  := $(LUA_A) $(SECCOMP_A) $(HIREDIS_A) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lm -lpthread
 LDFLAGS += -Wl,-E
 
 ifeq ($(V),1)

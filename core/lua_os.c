@@ -1,6 +1,8 @@
 /* lua_os.c: Lua bindings of the operating-system services (core/os.c):
  * kwb.core.flock, environ, cwd, uid, mkdirs, isatty, executable, machine, exec */
+#include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -108,6 +110,7 @@ static int l_machine(lua_State *L) {
  * with its stdout and stderr apart, killed with its process group on timeout. */
 static int l_exec(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 2);   /* (the options, or nil: the argv below goes above them) */
     int n = (int)luaL_len(L, 1);
     if (n < 1) return luaL_argerror(L, 1, "an argv list with the program first");
     const char **argv = lua_newuserdatauv(L, sizeof *argv * (size_t)(n + 1), 0);
@@ -152,12 +155,35 @@ static int l_self_exe(lua_State *L) {
     return 1;
 }
 
+/* core.sleep(seconds): wait that long (signals do not cut it short) */
+static int l_sleep(lua_State *L) {
+    double s = luaL_checknumber(L, 1);
+    if (!(s >= 0)) return luaL_argerror(L, 1, "a number of seconds >= 0");
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+    return 0;
+}
+
+/* core.pid() -> this process's id; core.hostname() -> the machine's name */
+static int l_pid(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)getpid());
+    return 1;
+}
+
+static int l_hostname(lua_State *L) {
+    char buf[256];
+    if (gethostname(buf, sizeof buf) < 0) return kwb_lua_fail(L, "no-hostname", "gethostname failed");
+    buf[sizeof buf - 1] = 0;
+    lua_pushstring(L, buf);
+    return 1;
+}
+
 void kwb_lua_open_os(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"flock", l_flock}, {"environ", l_environ}, {"cwd", l_cwd}, {"uid", l_uid}, {"mkdirs", l_mkdirs},
         {"cache_place", l_cache_place},
         {"isatty", l_isatty}, {"executable", l_executable}, {"machine", l_machine}, {"exec", l_exec},
-        {"self_exe", l_self_exe},
+        {"self_exe", l_self_exe}, {"sleep", l_sleep}, {"pid", l_pid}, {"hostname", l_hostname},
         {NULL, NULL},
     };
     static const luaL_Reg lock_meta[] = {

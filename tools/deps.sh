@@ -6,6 +6,7 @@
 set -e
 pkgs="build-essential pkg-config liblua5.4-dev lua-lpeg-dev lua-cjson-dev libzstd-dev
 libcurl4-openssl-dev libsqlite3-dev libedit-dev libffi-dev libssl-dev libseccomp-dev
+libhiredis-dev redis-server openssl
 chromium-headless-shell man-db luajit"
 missing=""
 for p in $pkgs; do

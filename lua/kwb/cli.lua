@@ -77,6 +77,13 @@ function M.parse_run_options(...)
     elseif w == "--minutes" then opts.minutes, err = value(w, pos_num, "a positive number")
     elseif w == "--workers" then opts.workers, err = value(w, pos_int, "a positive integer")
     elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
+    elseif w == "--queue" then
+      opts.queue, err = value(w, function(v) return v end, "a redis:// URL")
+      if opts.queue then
+        local ok, perr = require("kwb.queue").parse(opts.queue)
+        if not ok then err = perr end
+      end
+    elseif w == "--device" then opts.device, err = value(w, function(v) return v ~= "" and v end, "a device kind")
     elseif w == "--retime" then opts.retime, err = value(w, function(v) return v:match("^%x+$") and v end, "a candidate id")
     elseif w == "--strategy" then
       opts.strategy, err = value(w, function(v) return v end, "a strategy name")
@@ -85,6 +92,8 @@ function M.parse_run_options(...)
     if err then return nil, err end
     i = i + 1
   end
+  if opts.queue and opts.workers then return nil, "'--workers' is for workers on this machine; a queue's are its fleet" end
+  if opts.device and not opts.queue then return nil, "'--device' picks among a queue's device kinds: it needs --queue" end
   return opts
 end
 

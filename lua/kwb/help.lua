@@ -81,10 +81,30 @@ M.commands = {
       { "--own-gemm", "measure the bf16 rate with kwb's own kernel, not cuBLAS" },
       { "--json", "the findings as one JSON object" },
     } },
-  { name = "worker", module = "kwb.worker", usage = "kwb worker",
-    summary = "serve a pool of the loop: run candidates sent on fd 3 (started by kwb itself)",
-    text = "Serves a pool of the loop: runs the candidates sent on fd 3, one at a time, and answers each there. kwb "
-      .. "starts its workers itself (kwb.workers); there is nothing to run by hand." },
+  { name = "worker", module = "kwb.queue_worker",
+    usage = "kwb worker --queue URL [--backend host|cuda] [--gpu N] [--recipes DIR] [--tasks N]",
+    summary = "a fleet's worker: evaluate the candidates a queue holds for this host's device",
+    text = "With --queue, a worker of a fleet: it announces its device kind on the queue (Redis Streams), takes the "
+      .. "candidates that runs with --queue send for that kind, one at a time, evaluates each in its usual worker "
+      .. "process and sandbox, and answers on the run's result stream; one per GPU. It runs evaluations only, of "
+      .. "recipes it has itself: a task names its recipe by path and SHA-256, found under --recipes. The URL is "
+      .. "redis://[USER]:PASSWORD@HOST:PORT/NAME (rediss:// for TLS, ?ca=FILE to trust a CA); the password may come "
+      .. "from $KWB_QUEUE_PASSWORD. Without --queue it is the process a local pool starts, reading fd 3.",
+    options = {
+      { "--queue URL", "the fleet's queue" },
+      { "--backend B", "host or cuda (default: cuda where the driver sees a GPU)" },
+      { "--gpu N", "the GPU this worker measures on (default 0)" },
+      { "--recipes DIR", "where the recipes named by tasks are (default: the working directory)" },
+      { "--tasks N", "stop after N tasks (default: serve until stopped)" },
+    } },
+  { name = "fleet", module = "kwb.fleet", usage = "kwb fleet URL [--json]",
+    summary = "a queue's fleet: its workers, their devices, the tasks waiting and in flight, the throughput",
+    text = "What a queue (kwb worker --queue) holds: each live worker (host, backend, device kind, busy or idle, "
+      .. "tasks done, seconds since its last heartbeat), per device kind the tasks waiting and in flight, and the "
+      .. "tasks finished in the last minute.",
+    options = {
+      { "--json", "the fleet as one JSON object" },
+    } },
 }
 
 -- The words after a recipe's file (`kwb recipes/x.lua --budget=50`); the
@@ -98,6 +118,9 @@ M.run_options = {
   { "--strategy S", strategies },
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
+  { "--queue URL", "evaluate on a fleet's workers through Redis Streams (redis://[USER]:PASSWORD@HOST:PORT/NAME, "
+    .. "rediss:// for TLS; see kwb worker and kwb fleet)" },
+  { "--device KIND", "with --queue: the device kind to measure on, where the fleet has several (a part of its name)" },
   { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
   { "--cache PATH", "the candidate cache (as kwb --cache PATH)" },
   { "--help, -h", "print these" },
@@ -112,6 +135,7 @@ M.env = {
   { "KWB_HISTORY", "the REPL's history file (default ~/.kwb_history)" },
   { "CUDA_HOME", "the CUDA toolkit: NVRTC, nvcc, headers, compute-sanitizer (default /usr/local/cuda)" },
   { "KWB_NVRTC", "the NVRTC library to load, exactly (default: found under CUDA_HOME)" },
+  { "KWB_QUEUE_PASSWORD", "a queue's password, where its URL holds none (kwb worker, kwb fleet, --queue)" },
   { "KWB_CUDA_DRIVER", "the CUDA driver library to load (default libcuda.so.1 on the loader path)" },
 }
 

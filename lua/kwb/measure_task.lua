@@ -98,6 +98,24 @@ function M.sanitize_job(path)
   io.stderr:write("kwb-sanitize-stages ", table.concat(stages, " "), "\n")
 end
 
+-- device(backend) -> this worker's device kind for the backend (what a
+-- queue worker announces; results are keyed by it).
+function M.device(args)
+  return require("kwb.backend").load(args.backend).device()
+end
+
+-- ceilings(args) -> the ceilings of this worker's device for the recipe
+-- (args.recipe), measured with the device to itself: a loop whose workers
+-- are on other hosts has none of its own to measure.
+function M.ceilings(args)
+  local h = harness(args.recipe)
+  worker.deadline(nil, "waiting for the device")
+  local locked = worker.serving() and core.worker_lock(true)
+  local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
+  worker.deadline(600, "measuring the device's ceilings")
+  return h.backend.ceilings(h.recipe.ceilings)
+end
+
 -- build(args) -> the build's verdict alone (the agent strategy's compile
 -- tool): nil outcome when it built. args = { recipe =, cand = }.
 function M.build(args)

@@ -54,13 +54,16 @@ end
 
 function Reporter:begin(run)
   local r = run.recipe
+  local q = run.session.queue   -- (a fleet's workers measure: kwb.queue)
   if self.mode == "json" then
     emit { event = "start", recipe = r.name, problem = r.problem:key(), run = run.record.short, seed = run.seed,
-           strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device, cache = run.session.store.path }
+           strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device, cache = run.session.store.path,
+           queue = q and q.q.url or nil, queue_workers = q and q.n or nil }
   elseif self.mode ~= "quiet" then
-    out(self, string.format("kwb: recipe %s · %s · %d shapes on %s · strategy %s · budget %d candidates, %g min · seed %d · cache %s",
-      r.name, r.problem:key(), #r.shapes, run.session.ctx.device, run.strategy_name, run.budget.candidates,
-      run.budget.minutes, run.seed, run.session.store.path))
+    out(self, string.format("kwb: recipe %s · %s · %d shapes on %s%s · strategy %s · budget %d candidates, %g min · seed %d · cache %s",
+      r.name, r.problem:key(), #r.shapes, run.session.ctx.device,
+      q and string.format(" (queue %s, %d worker%s)", q.q.url, q.n, q.n == 1 and "" or "s") or "",
+      run.strategy_name, run.budget.candidates, run.budget.minutes, run.seed, run.session.store.path))
   end
 end
 

@@ -21,15 +21,33 @@ local M = {}
 local Session = {}
 Session.__index = Session
 
--- new(recipe [, { store = }]) -> the loop's state for one recipe.
+local function absolute(path)
+  local abs = require("kwb.host").resolve(path)
+  if abs:sub(1, 1) ~= "/" then error("cannot make " .. path .. " absolute: no working directory", 0) end
+  return abs
+end
+
+-- new(recipe [, { store =, queue = URL, device = KIND }]) -> the loop's state
+-- for one recipe; with a queue, its candidates are measured by the fleet's
+-- workers of the recipe's backend (kwb.queue), on their device kind.
 function M.new(recipe, opts)
   opts = opts or {}
   local h = measure.harness(recipe)
   local s = setmetatable({ recipe = recipe, problem = recipe.problem, harness = h, backend = h.backend,
                            best_time = {}, shape_best = {}, ids = {} }, Session)
   s.store = opts.store or store.open()
+  -- a fleet on other hosts (kwb.queue) measures on its device kind, else this machine's device
+  local device
+  if opts.queue then
+    if not recipe.returned_by then error("a queue's workers load the recipe's file: run a recipe a file returns", 0) end
+    s.pool = require("kwb.queue").pool { url = opts.queue, backend = recipe.backend, device = opts.device,
+                                         wait = opts.queue_wait }
+    s.queue, device = s.pool, s.pool.kind
+  else
+    device = s.backend.device()
+  end
   -- the evaluation context: what besides the candidate decides a result
-  s.ctx = s.store:recipe_context(recipe, s.backend.device())
+  s.ctx = s.store:recipe_context(recipe, device)
   s.template_source = recipe.template and assert(require("kwb.host").read_file(recipe.template))
   s.seq = #s.store:results(s.ctx)
   return s
@@ -46,7 +64,9 @@ function Session:known(cand)
 end
 
 function Session:ceilings()
-  if not self._ceilings then
+  if not self._ceilings and self.queue then   -- the fleet's device, measured by one of its workers
+    self._ceilings = self.queue:ceilings(absolute(self.recipe.returned_by))
+  elseif not self._ceilings then
     local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
     self._ceilings = self.backend.ceilings(self.recipe.ceilings)
   end
@@ -55,16 +75,11 @@ end
 
 -- ---- workers ------------------------------------------------------------
 
-local function absolute(path)
-  local abs = require("kwb.host").resolve(path)
-  if abs:sub(1, 1) ~= "/" then error("cannot make " .. path .. " absolute: no working directory", 0) end
-  return abs
-end
-
 -- The pool this session's candidates run in, started on first use: a recipe
 -- that a file returns is measured in workers (the file is what they load);
 -- one built in a script or the REPL, in this process.
 function Session:workers()
+  if self.queue then return self.queue end
   if self.pool ~= nil then return self.pool or nil end
   if not self.recipe.returned_by then self.pool = false; return nil end
   local n, devices = self.n_workers, nil
@@ -85,7 +100,7 @@ end
 
 function Session:close_workers()
   if self.pool then self.pool:close() end
-  self.pool = nil
+  self.pool, self.queue = nil, nil
 end
 
 -- Fold a pool's answer into the result: the measured fields, or `crashed` /
@@ -232,7 +247,7 @@ function Session:sanitize(cand, res)
   local finding
   local pool = self:workers()
   if pool then
-    if not require("kwb.sanitize").path() then
+    if not pool.remote and not require("kwb.sanitize").path() then   -- (a fleet's worker says so itself)
       error("compute-sanitizer is not installed (looked in CUDA_HOME/bin and on PATH); a recipe runs without it "
             .. "with sanitize = false", 0)
     end

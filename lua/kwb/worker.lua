@@ -104,7 +104,7 @@ function M.main(...)
     return 0
   end
   if select("#", ...) > 0 then
-    io.stderr:write("kwb: 'kwb worker' takes no arguments (a pool starts it)\n")
+    io.stderr:write("kwb: 'kwb worker' takes no arguments here (a pool starts it; kwb.queue_worker takes --queue)\n")
     return 2
   end
   while true do

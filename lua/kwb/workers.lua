@@ -123,7 +123,8 @@ end
 -- of each call's time is the exact one).
 -- pool { n =, backend = "host" | "cuda", devices =, grace =, slack =, limits = { cpu =,
 -- fsize =, nproc =, as =, output_cap = }, scratch_in =, isolate =, uid =, gid =,
--- recycle_cpu =, deny = { secret variable names } } -> pool. Under root worker i runs as uid `uid + i - 1`
+-- recycle_cpu =, deny = { secret variable names }, first_device = } -> pool (first_device:
+-- the GPU of the first worker, default 0). Under root worker i runs as uid `uid + i - 1`
 -- (default M.uid_base), with gid `gid` (default 65534, nogroup).
 M.uid_base = 65000   -- Debian policy leaves 65000-65533 unassigned ("reserved")
 M.uid_last = 65533
@@ -131,9 +132,9 @@ function M.pool(opts)
   opts = opts or {}
   for k in pairs(opts) do
     if not ({ n = 1, backend = 1, devices = 1, grace = 1, slack = 1, limits = 1, scratch_in = 1, isolate = 1,
-              uid = 1, gid = 1, recycle_cpu = 1, deny = 1 })[k] then
+              uid = 1, gid = 1, recycle_cpu = 1, deny = 1, first_device = 1 })[k] then
       error(string.format("unknown pool option '%s' (known: n, backend, devices, grace, slack, limits, scratch_in, "
-                          .. "isolate, uid, gid, recycle_cpu, deny)", k), 2)
+                          .. "isolate, uid, gid, recycle_cpu, deny, first_device)", k), 2)
     end
   end
   local backend = opts.backend or "host"
@@ -171,7 +172,7 @@ function M.pool(opts)
   for i = 1, n do
     local extra, lock = {}, lockdir .. "/host.lock"
     if backend == "cuda" then   -- workers beyond one per GPU share them, in turn
-      local dev = (i - 1) % devices
+      local dev = (opts.first_device or 0) + (i - 1) % devices
       extra[1] = "CUDA_VISIBLE_DEVICES=" .. dev
       lock = lockdir .. "/cuda" .. dev .. ".lock"
     end

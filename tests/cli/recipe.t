@@ -1,7 +1,7 @@
 # Recipes on the command line: run options, schema errors, plain scripts.
 $ rm -rf build/test-recipe-cli && mkdir -p build/test-recipe-cli
 $ ./kwb recipes/host_matmul.lua --frobnicate
-kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --seed, --workers, --retime, --cache, --help, -h)
+kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --seed, --workers, --queue, --device, --retime, --cache, --help, -h)
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --budget x
@@ -41,5 +41,18 @@ $ ./kwb tests/recipes/script.lua --json --budget 5
 script	3	--json	--budget	5
 $ ./kwb recipes/host_matmul.lua --strategy simplex --quiet
 kwb: unknown strategy 'simplex' (known: grid, random, anneal, genetic, llm, llm+tune, agent, or a .lua file)
+try 'kwb recipes/host_matmul.lua --help'
+[exit 2]
+# a fleet through a queue (tests/lua/test_queue.lua runs one): the URL checked before anything runs
+$ ./kwb recipes/host_matmul.lua --queue redis://127.0.0.1/q
+kwb: queue redis://127.0.0.1/q: no password (give redis://[USER]:PASSWORD@HOST:PORT/NAME or $KWB_QUEUE_PASSWORD): a queue anyone can reach could hand the workers code
+try 'kwb recipes/host_matmul.lua --help'
+[exit 2]
+$ ./kwb recipes/host_matmul.lua --queue redis://:pw@127.0.0.1/q --workers 2
+kwb: '--workers' is for workers on this machine; a queue's are its fleet
+try 'kwb recipes/host_matmul.lua --help'
+[exit 2]
+$ ./kwb recipes/host_matmul.lua --device H200
+kwb: '--device' picks among a queue's device kinds: it needs --queue
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]

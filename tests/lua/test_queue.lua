@@ -107,6 +107,13 @@ t.test("queue_url_needs_a_password_and_names_the_setting_it_refuses", function()
   t.eq(p.name, "fleet.a"); t.eq(p.ca, "/etc/ca.pem"); t.eq(p.visibility, 2.5)
 end)
 
+t.test("queue_a_session_measuring_here_is_not_moved_to_a_queue", function()
+  local r = kwb.load "recipes/host_matmul.lua"
+  r:session { store = store.open(tmp .. "/here.db") }
+  t.raises(function() r:run { queue = url, mode = "quiet" } end,
+           "this recipe's session measures on this machine; load the recipe again (kwb.load) to run it on a queue")
+end)
+
 t.test("queue_a_wrong_password_is_refused_with_a_clear_error", function()
   local r = core.exec({ "./kwb", "fleet", string.format("redis://:wrong@127.0.0.1:%d/%s", port, name) })
   t.eq(r.status, 1)

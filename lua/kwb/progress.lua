@@ -54,7 +54,7 @@ end
 
 function Reporter:begin(run)
   local r = run.recipe
-  local q = run.session.queue   -- (a fleet's workers measure: kwb.queue)
+  local q = run.session:fleet()   -- (a fleet's workers measure: kwb.queue)
   if self.mode == "json" then
     emit { event = "start", recipe = r.name, problem = r.problem:key(), run = run.record.short, seed = run.seed,
            strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device, cache = run.session.store.path,

@@ -176,7 +176,7 @@ end
 function M.run(recipe, opts)
   opts = opts or {}
   local s = recipe:session(opts)
-  if opts.queue and s.queue == nil then   -- (its results are keyed by this machine's device already)
+  if opts.queue and not s.fleet_opts then   -- (its results are keyed by this machine's device already)
     error("this recipe's session measures on this machine; load the recipe again (kwb.load) to run it on a queue", 0)
   end
   if opts.workers then

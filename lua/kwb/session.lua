@@ -40,9 +40,9 @@ function M.new(recipe, opts)
   local device
   if opts.queue then
     if not recipe.returned_by then error("a queue's workers load the recipe's file: run a recipe a file returns", 0) end
-    s.pool = require("kwb.queue").pool { url = opts.queue, backend = recipe.backend, device = opts.device,
-                                         wait = opts.queue_wait }
-    s.queue, device = s.pool, s.pool.kind
+    s.fleet_opts = { url = opts.queue, backend = recipe.backend, device = opts.device, wait = opts.queue_wait }
+    s.pool = require("kwb.queue").pool(s.fleet_opts)
+    device = s.pool.kind
   else
     device = s.backend.device()
   end
@@ -63,9 +63,14 @@ function Session:known(cand)
   return self.store:known(self.ctx, cand.id)
 end
 
+-- The fleet's pool (kwb.queue) when a queue's workers measure, else nil.
+function Session:fleet()
+  return self.pool and self.pool.remote and self.pool or nil
+end
+
 function Session:ceilings()
-  if not self._ceilings and self.queue then   -- the fleet's device, measured by one of its workers
-    self._ceilings = self.queue:ceilings(absolute(self.recipe.returned_by))
+  if not self._ceilings and self:fleet() then   -- the fleet's device, measured by one of its workers
+    self._ceilings = self.pool:ceilings(absolute(self.recipe.returned_by))
   elseif not self._ceilings then
     local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
     self._ceilings = self.backend.ceilings(self.recipe.ceilings)
@@ -79,8 +84,17 @@ end
 -- that a file returns is measured in workers (the file is what they load);
 -- one built in a script or the REPL, in this process.
 function Session:workers()
-  if self.queue then return self.queue end
   if self.pool ~= nil then return self.pool or nil end
+  if self.fleet_opts then   -- a fleet's session stays one (its results are keyed by the fleet's device)
+    local p = require("kwb.queue").pool(self.fleet_opts)
+    if p.kind ~= self.ctx.device then
+      p:close()
+      error(string.format("the queue's workers are of %s now, not %s as when the session began", p.kind,
+                          self.ctx.device), 0)
+    end
+    self.pool = p
+    return p
+  end
   if not self.recipe.returned_by then self.pool = false; return nil end
   local n, devices = self.n_workers, nil
   if self.recipe.backend == "cuda" then   -- one worker per GPU unless --workers says more
@@ -100,7 +114,7 @@ end
 
 function Session:close_workers()
   if self.pool then self.pool:close() end
-  self.pool, self.queue = nil, nil
+  self.pool = nil
 end
 
 -- Fold a pool's answer into the result: the measured fields, or `crashed` /

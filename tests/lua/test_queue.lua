@@ -280,6 +280,19 @@ t.test("queue_fleet_shows_the_workers_left_and_the_throughput", function()
   t.truthy(r.out:find("host " .. require("kwb.cache").host_kind() .. ": 2 workers, 0 waiting, 0 in flight", 1, true), r.out)
 end)
 
+t.test("queue_a_fleets_session_measures_on_the_fleet_after_its_run", function()
+  local r = kwb.load "recipes/host_matmul.lua"
+  local s = r:session { store = store.open(tmp .. "/again.db"), queue = url }
+  r:run { queue = url, candidates = 1, mode = "quiet", seed = 3 }
+  t.eq(s.pool, nil, "the run closed its pool")
+  local before = fleet().done_minute
+  local res = r:try { BK = 8, BM = 4, BN = 64, UNROLL = 1 }
+  t.truthy(res.outcome == "accepted" or res.outcome == "slower", res.outcome)
+  t.truthy(s:fleet(), "measured through the queue again")
+  t.eq(fleet().done_minute, before + 1, "one more task done by the fleet")
+  s:close_workers()
+end)
+
 sh(string.format("pkill -f -- '--queue %s' ; true", url))
 stop(port)
 t.done()

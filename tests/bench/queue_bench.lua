@@ -11,6 +11,7 @@
 -- once on one device), so more workers there overlap builds and
 -- verification with the one timing, not timings with each other.
 local core = require "kwb.core"
+local run_json = dofile("tests/lua/run_json.lua")   -- (the run's summary from its JSON events)
 local queue = require "kwb.queue"
 
 local budget = math.tointeger(tonumber((...) or "24")) or 24
@@ -36,15 +37,7 @@ local function run(what, extra)
   local cache = string.format("%s/%s-%.0f.db", dir, what:gsub("%W+", "-"), core.now() * 1000)
   local cmd = string.format("./kwb --cache %s recipes/host_matmul.lua --json --budget %d --seed 1 --strategy grid %s 2>&1",
                             cache, budget, extra)
-  local t0 = core.now()
-  local p = assert(io.popen(cmd))
-  local summary
-  for line in p:lines() do
-    if line:find('"event":"summary"', 1, true) then summary = require("cjson").decode(line) end
-  end
-  p:close()
-  local wall = core.now() - t0
-  if not summary then error("no summary from: " .. cmd) end
+  local summary, wall = run_json.summary(cmd)
   local rate = summary.candidates / summary.seconds
   print(string.format("%-16s %2d candidates  %6.2f s in the loop  %6.2f s wall  %5.2f candidates/s", what,
                       summary.candidates, summary.seconds, wall, rate))

@@ -5,7 +5,7 @@
 -- are fresh too: they live in each worker's scratch directory).
 --
 --   ./kwb tests/bench/workers_bench.lua [REPEATS]      (make bench-workers)
-local core = require "kwb.core"
+local run_json = dofile("tests/lua/run_json.lua")   -- (the run's summary from its JSON events)
 
 local repeats = math.tointeger(tonumber((...) or "3")) or 3
 local recipe = "tests/bench/compile_heavy.lua"
@@ -15,16 +15,8 @@ local function run(workers, i)
   os.remove(dir)
   assert(os.execute("mkdir -p " .. dir))
   local cmd = string.format("./kwb --cache %s/kwb.db %s --json --workers %d 2>&1", dir, recipe, workers)
-  local t0 = core.now()
-  local p = assert(io.popen(cmd))
-  local summary
-  for line in p:lines() do
-    if line:find('"event":"summary"', 1, true) then summary = require("cjson").decode(line) end
-  end
-  p:close()
-  local wall = core.now() - t0
+  local summary, wall = run_json.summary(cmd)
   os.execute("rm -rf " .. dir)
-  if not summary then error("no summary from: " .. cmd) end
   local per_min = summary.candidates / summary.seconds * 60
   print(string.format("run %d  workers %d  %2d candidates  %6.2f s in the loop  %6.2f s wall  %6.1f candidates/min",
                       i, workers, summary.candidates, summary.seconds, wall, per_min))

@@ -8,6 +8,7 @@
 --   ./kwb tests/gpu/multi_gpu.lua [GPUS]     (GPUS: default every visible GPU, at least 2)
 local t = require "t"
 local core = require "kwb.core"
+local run_json = require("run_json")   -- (the run's summary from its JSON events)
 local cuda = kwb.cuda
 
 local recipe = "tests/gpu/matmul_fixed.lua"
@@ -47,15 +48,7 @@ local function run(workers)
   assert(os.execute("mkdir -p " .. dir .. "/nvcache"))
   local cmd = string.format("CUDA_CACHE_PATH=%s/nvcache ./kwb --cache %s/kwb.db %s --json --workers %d 2>&1",
                             dir, dir, recipe, workers)
-  local t0 = core.now()
-  local p = assert(io.popen(cmd))
-  local summary
-  for line in p:lines() do
-    if line:find('"event":"summary"', 1, true) then summary = require("cjson").decode(line) end
-  end
-  p:close()
-  local wall = core.now() - t0
-  if not summary then error("no summary from: " .. cmd) end
+  local summary, wall = run_json.summary(cmd)
   local c = assert(kwb.cache.open(dir .. "/kwb.db"))
   local results = {}
   for _, cand in ipairs(c:list()) do

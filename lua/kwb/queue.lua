@@ -301,7 +301,7 @@ function M.identity(file)
   return { path = path, sha256 = core.sha256(text) }
 end
 
--- pool { url =, backend =, device = KIND (a part of it), wait = seconds } ->
+-- pool { url =, backend =, device = KIND (a part of it) } ->
 -- a pool for kwb.session: submit, wait, call, close, ceilings, like kwb.workers'.
 -- Its kind is the one device kind of the recipe's backend the fleet has (or
 -- the one `device` names); n, its workers now.
@@ -309,18 +309,13 @@ function M.pool(opts)
   local q = assert(M.parse(opts.url))
   local link = M.connect(q)
   local backend = opts.backend or "host"
-  local t0 = core.now()
-  local kinds, found
-  repeat
-    kinds, found = {}, {}
-    for _, w in ipairs(M.workers(link, q)) do
-      if w.backend == backend and (not opts.device or w.kind:find(opts.device, 1, true)) then
-        if not found[w.kind] then found[w.kind] = 0; kinds[#kinds + 1] = w.kind end
-        found[w.kind] = found[w.kind] + 1
-      end
+  local kinds, found = {}, {}
+  for _, w in ipairs(M.workers(link, q)) do
+    if w.backend == backend and (not opts.device or w.kind:find(opts.device, 1, true)) then
+      if not found[w.kind] then found[w.kind] = 0; kinds[#kinds + 1] = w.kind end
+      found[w.kind] = found[w.kind] + 1
     end
-    if #kinds == 0 and core.now() - t0 < (opts.wait or 0) then core.sleep(0.2) end
-  until #kinds > 0 or core.now() - t0 >= (opts.wait or 0)
+  end
   if #kinds == 0 then
     link:close()
     error(string.format("no worker on the queue %s serves the %s backend%s (start `kwb worker --queue URL` on each "
@@ -336,7 +331,7 @@ function M.pool(opts)
   local p = setmetatable({ q = q, link = link, backend = backend, kind = kind, n = found[kind], remote = true,
                            tasks_key = M.tasks_key(q, backend, kind), results_key = M.key(q, "results", run),
                            consumer = "loop-" .. run, last = "0-0", next_tid = 0, by_tid = {}, open = {},
-                           seen_reconnects = 0, reclaimed = 0, resent = 0, duplicates = 0,
+                           seen_reconnects = 0,
                            next_reclaim = core.now() + q.visibility / 2 }, Pool)
   M.ensure_group(link, p.tasks_key)
   return p
@@ -388,9 +383,7 @@ function Pool:poll(seconds)
         task.result.seconds = core.now() - task.started
         self.open[f.tid] = nil
         if task.entry then self.link:call("XDEL", self.tasks_key, task.entry) end
-      elseif task then
-        self.duplicates = self.duplicates + 1
-      end
+      end   -- (a second result for a task: counted once, by the first)
     end
   end
 end
@@ -412,7 +405,6 @@ function Pool:recover()
     local have = task.entry and self.link:call("XRANGE", self.tasks_key, task.entry, task.entry)
     if type(have) ~= "table" or #have == 0 then
       self:send(task)
-      self.resent = self.resent + 1
     end
   end
 end
@@ -437,7 +429,6 @@ function Pool:reclaim()
         local new = self.link:call("XADD", self.tasks_key, "*", "task", f.task or "", "reply", f.reply or "")
         local mine = ok and type(t) == "table" and self.by_tid[t.tid]
         if mine then mine.entry = new end
-        self.reclaimed = self.reclaimed + 1
         io.stderr:write(string.format("kwb: queue %s: %s, unanswered %g s after its worker's last heartbeat, sent "
                                       .. "again\n", self.q.url, ok and M.describe(t) or "a task", self.q.visibility))
       end

@@ -40,7 +40,7 @@ function M.new(recipe, opts)
   local device
   if opts.queue then
     if not recipe.returned_by then error("a queue's workers load the recipe's file: run a recipe a file returns", 0) end
-    s.fleet_opts = { url = opts.queue, backend = recipe.backend, device = opts.device, wait = opts.queue_wait }
+    s.fleet_opts = { url = opts.queue, backend = recipe.backend, device = opts.device }
     s.pool = require("kwb.queue").pool(s.fleet_opts)
     device = s.pool.kind
   else

@@ -75,6 +75,8 @@ typedef struct kwb_cu_api {
     CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
     CUresult (*MemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
     CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
     CUresult (*MemsetD16Async)(CUdeviceptr, unsigned short, size_t, CUstream);
     CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);

@@ -235,6 +235,26 @@ const char kwb_cuda_builtin_source[] =
     "    if (*q != zone_byte(d[4], i)) { atomicMin(&r[2 * blockIdx.y], i); atomicMax(&r[2 * blockIdx.y + 1], i); }\n"
     "  }\n"
     "}\n"
+    /* after a call, in one launch: block rows y < ng check buffer y's guard
+     * bands (z[5y..5y+4] as kwb_guards takes them); the rows after count the
+     * elements of output y - ng still poison (z[5y..5y+2] = data, dtype, n;
+     * r[2y] the count, r[2y+1] the first) */
+    "extern \"C\" __global__ void kwb_zones(const u64 *z, u64 ng, u64 *r) {\n"
+    "  const u64 *d = z + 5 * blockIdx.y; u64 y = blockIdx.y;\n"
+    "  u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;\n"
+    "  if (y < ng) {\n"
+    "    u8 *before = (u8 *)d[0], *after = (u8 *)d[2]; u64 nb = d[1], na = d[3];\n"
+    "    for (u64 i = t; i < nb + na; i += stride) {\n"
+    "      const u8 *q = i < nb ? before + i : after + (i - nb);\n"
+    "      if (*q != zone_byte(d[4], i)) { atomicMin(&r[2 * y], i); atomicMax(&r[2 * y + 1], i); }\n"
+    "    }\n"
+    "    return;\n"
+    "  }\n"
+    "  const void *p = (const void *)d[0]; int dt = (int)d[1]; u64 n = d[2], c = 0, fb = ~0ull;\n"
+    "  for (u64 i = t; i < n; i += stride) if (is_poison(p, dt, i)) { c++; if (i < fb) fb = i; }\n"
+    "  c = wsumu(c); fb = wminu(fb);\n"
+    "  if ((threadIdx.x & 31) == 0 && c) { atomicAdd(&r[2 * y], c); atomicMin(&r[2 * y + 1], fb); }\n"
+    "}\n"
     /* reads the L2 flush buffer: leaves L2 full of clean lines of it, so the
      * timed kernel pays no write-back of a flush */
     "extern \"C\" __global__ void kwb_flush_read(const u64 *p, u64 n, u64 *sink) {\n"
@@ -322,13 +342,18 @@ CUfunction kwb_cuda_builtin(const char *name) {
     return get_fn(&builtin_mod, kwb_cuda_builtin_source, "kwb_builtin.cu", name);
 }
 
-/* Launch a built-in kernel on the harness stream and wait. */
-static int run_builtin(const char *name, unsigned grid, unsigned block, void **args) {
+/* Queue a built-in kernel on the harness stream. */
+static int queue_builtin(const char *name, unsigned grid, unsigned block, void **args) {
     CUfunction f = kwb_cuda_builtin(name);
     if (!f) return KWB_ERUN;
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
-    int rc = kwb_cu_check(c->cu->LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, c->stream, args, NULL), name);
-    return rc ? rc : kwb_cu_check(c->cu->StreamSynchronize(c->stream), name);
+    return kwb_cu_check(c->cu->LaunchKernel(f, grid, 1, 1, block, 1, 1, 0, c->stream, args, NULL), name);
+}
+
+/* The same, and wait for it. */
+static int run_builtin(const char *name, unsigned grid, unsigned block, void **args) {
+    int rc = queue_builtin(name, grid, block, args);
+    return rc ? rc : kwb_cu_check(kwb_cuda_ctx_get()->cu->StreamSynchronize(kwb_cuda_ctx_get()->stream), name);
 }
 
 static unsigned grid_for(uint64_t n) {
@@ -342,7 +367,9 @@ static int fill(kwb_cuda_buffer *b, uint64_t seed, double a, double bb, int mode
     int dt = kwb_cuda_buffer_dtype(b);
     unsigned long long n = kwb_cuda_buffer_len(b), s = seed;
     void *args[] = {&p, &dt, &n, &s, &a, &bb, &mode};
-    return run_builtin("kwb_fill", grid_for(n), 256, args);
+    /* queued: whatever reads the buffer next is queued after it on the same
+     * stream, or waits for the stream first (kwb_cuda_buffer_download) */
+    return queue_builtin("kwb_fill", grid_for(n), 256, args);
 }
 
 int kwb_cuda_buffer_fill_uniform(kwb_cuda_buffer *b, uint64_t seed, double lo, double hi) {
@@ -383,11 +410,8 @@ int kwb_cuda_buffer_poison_enqueue(kwb_cuda_buffer *b) {
     }
 }
 
-int kwb_cuda_buffer_poison(kwb_cuda_buffer *b) {
-    int rc = kwb_cuda_buffer_poison_enqueue(b);
-    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
-    return rc ? rc : kwb_cu_check(c->cu->StreamSynchronize(c->stream), "poison");
-}
+/* Queued as well (see fill). */
+int kwb_cuda_buffer_poison(kwb_cuda_buffer *b) { return kwb_cuda_buffer_poison_enqueue(b); }
 
 /* A small device scratch area for results, kept for the process. */
 static CUdeviceptr scratch(kwb_cuda_ctx *c) {
@@ -459,51 +483,71 @@ int kwb_cuda_buffer_poisoned(const kwb_cuda_buffer *b, uint64_t *count, int64_t 
     return rc;
 }
 
-/* The guard bands of n buffers in one launch: hit[i] = 1 where buffer i's
- * changed, with first[i] and last[i] as kwb_cuda_guard gives them (and its
- * bands filled again). */
-int kwb_cuda_buffers_redzone(kwb_cuda_buffer *const *bufs, uint32_t n, int *hit, int64_t *first, int64_t *last) {
-    if (n == 0) return 0;
+/* After a call, in one launch and one wait: the guard bands of n buffers
+ * (hit[i] = 1 where buffer i's changed, with first[i] and last[i] as
+ * kwb_cuda_guard gives them, and its bands filled again) and, for m outputs,
+ * the elements still poison (count[j], pfirst[j]: -1 for none). The table
+ * and the results go through page-locked memory kept for the process. */
+int kwb_cuda_buffers_check(kwb_cuda_buffer *const *bufs, uint32_t n, kwb_cuda_buffer *const *outs, uint32_t m,
+                           int *hit, int64_t *first, int64_t *last, uint64_t *count, int64_t *pfirst) {
+    if (n + m == 0) return 0;
+    if (n + m > 65535) return kwb_fail(KWB_EINVAL, "at most 65535 buffers checked at once (got %u)", n + m);
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     if (!c) return KWB_ERUN;
     static CUdeviceptr area;
+    static uint64_t *stage;
     static size_t area_bytes;
-    size_t need = (size_t)n * 7 * 8;
+    size_t rows = (size_t)n + m, need = rows * 7 * 8;
     if (area_bytes < need) {
         if (area) c->cu->MemFree(area);
-        area = 0;
-        area_bytes = 0;
-        if (kwb_cu_check(c->cu->MemAlloc(&area, need), "allocating the guard band table")) return KWB_ERUN;
+        if (stage) c->cu->MemFreeHost(stage);
+        area = 0, stage = NULL, area_bytes = 0;
+        if (kwb_cu_check(c->cu->MemAlloc(&area, need), "allocating the guard band table") ||
+            kwb_cu_check(c->cu->MemAllocHost((void **)&stage, need), "allocating the guard band table"))
+            return KWB_ERUN;
         area_bytes = need;
     }
-    uint64_t *tab = malloc(need);
-    if (!tab) return kwb_fail(KWB_ENOMEM, "out of memory");
-    uint64_t *res = tab + 5 * (size_t)n, most = 0;
+    uint64_t *res = stage + 5 * rows, most = 0;
     for (uint32_t i = 0; i < n; i++) {
         CUdeviceptr before, after;
         unsigned long long nb, na, pattern;
         kwb_cuda_buffer_zones(bufs[i], &before, &nb, &after, &na, &pattern);
-        uint64_t *d = tab + 5 * (size_t)i;
+        uint64_t *d = stage + 5 * (size_t)i;
         d[0] = before, d[1] = nb, d[2] = after, d[3] = na, d[4] = pattern;
         res[2 * i] = ~0ull, res[2 * i + 1] = 0;
         if (nb + na > most) most = nb + na;
     }
-    CUdeviceptr z = area, r = area + 5 * 8 * (size_t)n;
-    int rc = kwb_cu_check(c->cu->MemcpyHtoD(area, tab, need), "checking guard bands");
-    CUfunction f = rc ? NULL : kwb_cuda_builtin("kwb_guards");
-    if (!rc && !f) rc = KWB_ERUN;
-    void *args[] = {&z, &r};
-    if (!rc) rc = kwb_cu_check(c->cu->LaunchKernel(f, (unsigned)((most + 255) / 256 > 64 ? 64 : (most + 255) / 256), n, 1,
-                                                   256, 1, 1, 0, c->stream, args, NULL), "checking guard bands");
-    if (!rc) rc = kwb_cu_check(c->cu->MemcpyDtoH(res, r, 2 * 8 * (size_t)n), "checking guard bands");
+    for (uint32_t j = 0; j < m; j++) {
+        uint64_t *d = stage + 5 * ((size_t)n + j), len = kwb_cuda_buffer_len(outs[j]);
+        d[0] = kwb_cuda_buffer_ptr(outs[j]), d[1] = (uint64_t)kwb_cuda_buffer_dtype(outs[j]), d[2] = len, d[3] = d[4] = 0;
+        res[2 * (n + j)] = 0, res[2 * (n + j) + 1] = ~0ull;
+        if (len > most) most = len;
+    }
+    CUdeviceptr r = area + 5 * 8 * rows;
+    unsigned long long ng = n;
+    CUfunction f = kwb_cuda_builtin("kwb_zones");
+    if (!f) return KWB_ERUN;
+    void *args[] = {&area, &ng, &r};
+    int rc = kwb_cu_check(c->cu->MemcpyHtoDAsync(area, stage, need, c->stream), "checking guard bands");
+    if (!rc) rc = kwb_cu_check(c->cu->LaunchKernel(f, grid_for(most), (unsigned)rows, 1, 256, 1, 1, 0, c->stream,
+                                                   args, NULL), "checking guard bands");
+    if (!rc) rc = kwb_cu_check(c->cu->MemcpyDtoHAsync(res, r, 2 * 8 * rows, c->stream), "checking guard bands");
+    if (!rc) rc = kwb_cu_check(c->cu->StreamSynchronize(c->stream), "checking guard bands");
+    for (uint32_t j = 0; !rc && j < m; j++) {
+        count[j] = res[2 * (n + j)];
+        pfirst[j] = res[2 * (n + j) + 1] == ~0ull ? -1 : (int64_t)res[2 * (n + j) + 1];
+    }
     for (uint32_t i = 0; !rc && i < n; i++) {
         hit[i] = res[2 * i] != ~0ull;
         if (!hit[i]) continue;
         /* the one that changed: its offsets, its bands filled again */
         rc = kwb_cuda_guard(bufs[i], 0, &hit[i], &first[i], &last[i]);
     }
-    free(tab);
     return rc;
+}
+
+int kwb_cuda_buffers_redzone(kwb_cuda_buffer *const *bufs, uint32_t n, int *hit, int64_t *first, int64_t *last) {
+    return kwb_cuda_buffers_check(bufs, n, NULL, 0, hit, first, last, NULL, NULL);
 }
 
 /* The guard bands: filled (fill = 1), or checked, the first and last byte

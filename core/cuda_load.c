@@ -74,6 +74,8 @@ static void cu_load(void) {
     LOAD(t, MemcpyDtoH, "cuMemcpyDtoH_v2", 1);
     LOAD(t, MemcpyDtoD, "cuMemcpyDtoD_v2", 1);
     LOAD(t, MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 1);
+    LOAD(t, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 1);
+    LOAD(t, MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 1);
     LOAD(t, MemsetD8Async, "cuMemsetD8Async", 1);
     LOAD(t, MemsetD16Async, "cuMemsetD16Async", 1);
     LOAD(t, MemsetD32Async, "cuMemsetD32Async", 1);

@@ -263,7 +263,10 @@ kwb_cuda_buffer *kwb_cuda_buffer_new(int dtype, uint64_t n) {
 
 void kwb_cuda_buffer_free(kwb_cuda_buffer *b) {
     if (!b) return;
-    if (ctx_ready && kwb_cuda_ctx_get()) ctx.cu->MemFree(b->base);
+    if (ctx_ready && kwb_cuda_ctx_get()) {
+        ctx.cu->StreamSynchronize(ctx.stream);   /* nothing queued still writes it (fills and poison are queued) */
+        ctx.cu->MemFree(b->base);
+    }
     free(b);
 }
 
@@ -276,7 +279,10 @@ int kwb_cuda_buffer_upload(kwb_cuda_buffer *b, const void *src, size_t bytes) {
     if (bytes != b->bytes) return kwb_fail(KWB_EINVAL, "%zu bytes given for a device buffer of %zu bytes", bytes, b->bytes);
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     if (!c) return KWB_ERUN;
-    return kwb_cu_check(c->cu->MemcpyHtoD(b->ptr, src, bytes), "cuMemcpyHtoD");
+    /* the copy is not on the harness stream: what is queued there (a fill,
+     * a poison) lands first */
+    int rc = kwb_cu_check(c->cu->StreamSynchronize(c->stream), "cuStreamSynchronize");
+    return rc ? rc : kwb_cu_check(c->cu->MemcpyHtoD(b->ptr, src, bytes), "cuMemcpyHtoD");
 }
 
 int kwb_cuda_buffer_download(const kwb_cuda_buffer *b, void *dst, size_t bytes) {

@@ -544,6 +544,10 @@ int kwb_cuda_buffer_redzone(kwb_cuda_buffer *b, int *hit, int64_t *first, int64_
 void kwb_cuda_guard_layout(size_t bytes, uint64_t *before, uint64_t *after, size_t *alloc);
 /* The same for n buffers in one launch: hit[i], first[i], last[i]. */
 int kwb_cuda_buffers_redzone(kwb_cuda_buffer *const *bufs, uint32_t n, int *hit, int64_t *first, int64_t *last);
+/* Those n buffers' guard bands and, for m outputs, the elements still poison
+ * (count[j], pfirst[j]: -1 for none), in one launch and one wait. */
+int kwb_cuda_buffers_check(kwb_cuda_buffer *const *bufs, uint32_t n, kwb_cuda_buffer *const *outs, uint32_t m,
+                           int *hit, int64_t *first, int64_t *last, uint64_t *count, int64_t *pfirst);
 uint64_t kwb_cuda_checksum_host(const void *data, size_t bytes);
 /* Compare on the device (worst is not computed there: -1). */
 int kwb_cuda_compare(const kwb_cuda_buffer *out, const kwb_cuda_buffer *ref, double atol,

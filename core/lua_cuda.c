@@ -537,23 +537,33 @@ static int l_dbuf_redzone(lua_State *L) {
     return 2;
 }
 
-/* kwb.core.cuda_redzones({buf...}) -> { [i] = { first, last } } for each
- * buffer whose guard bands changed (kwb_cuda_buffers_redzone); raises on a
+/* kwb.core.cuda_redzones({buf...} [, {out...}]) -> { [i] = { first, last } }
+ * for each buffer whose guard bands changed (kwb_cuda_buffers_check), and
+ * with outputs given, { [j] = { count, first } } for each output with
+ * elements still poison (first 1-based, as dbuf:poisoned); raises on a
  * device failure. */
-static int l_redzones(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_Integer n = luaL_len(L, 1);
-    if (n < 0 || n > 4096) return luaL_error(L, "cuda_redzones takes 0 to 4096 buffers (got %d)", (int)n);
-    kwb_cuda_buffer **bufs = lua_newuserdatauv(L, sizeof *bufs * (size_t)(n ? n : 1), 0);
-    int *hit = lua_newuserdatauv(L, sizeof *hit * (size_t)(n ? n : 1), 0);
-    int64_t *first = lua_newuserdatauv(L, sizeof *first * (size_t)(n ? n : 1), 0);
-    int64_t *last = lua_newuserdatauv(L, sizeof *last * (size_t)(n ? n : 1), 0);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_geti(L, 1, i);
+static kwb_cuda_buffer **dbuf_list(lua_State *L, int idx, lua_Integer *n) {
+    *n = lua_isnoneornil(L, idx) ? 0 : (luaL_checktype(L, idx, LUA_TTABLE), luaL_len(L, idx));
+    if (*n < 0 || *n > 4096) luaL_error(L, "cuda_redzones takes 0 to 4096 buffers a list (got %d)", (int)*n);
+    kwb_cuda_buffer **bufs = lua_newuserdatauv(L, sizeof *bufs * (size_t)(*n ? *n : 1), 0);
+    for (lua_Integer i = 1; i <= *n; i++) {
+        lua_geti(L, idx, i);
         bufs[i - 1] = check_dbuf(L, -1);
         lua_pop(L, 1);
     }
-    if (kwb_cuda_buffers_redzone(bufs, (uint32_t)n, hit, first, last))
+    return bufs;
+}
+
+static int l_redzones(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer n, m;
+    kwb_cuda_buffer **bufs = dbuf_list(L, 1, &n), **outs = dbuf_list(L, 2, &m);
+    int *hit = lua_newuserdatauv(L, sizeof *hit * (size_t)(n ? n : 1), 0);
+    int64_t *first = lua_newuserdatauv(L, sizeof *first * (size_t)(n ? n : 1), 0);
+    int64_t *last = lua_newuserdatauv(L, sizeof *last * (size_t)(n ? n : 1), 0);
+    uint64_t *count = lua_newuserdatauv(L, sizeof *count * (size_t)(m ? m : 1), 0);
+    int64_t *pfirst = lua_newuserdatauv(L, sizeof *pfirst * (size_t)(m ? m : 1), 0);
+    if (kwb_cuda_buffers_check(bufs, (uint32_t)n, outs, (uint32_t)m, hit, first, last, count, pfirst))
         return luaL_error(L, "checking device buffers' guard bands: %s", kwb_last_error());
     lua_newtable(L);
     for (lua_Integer i = 1; i <= n; i++) {
@@ -563,7 +573,16 @@ static int l_redzones(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)last[i - 1]); lua_rawseti(L, -2, 2);
         lua_rawseti(L, -2, i);
     }
-    return 1;
+    if (lua_isnoneornil(L, 2)) return 1;
+    lua_newtable(L);
+    for (lua_Integer j = 1; j <= m; j++) {
+        if (!count[j - 1]) continue;
+        lua_createtable(L, 2, 0);
+        lua_pushinteger(L, (lua_Integer)count[j - 1]); lua_rawseti(L, -2, 1);
+        lua_pushinteger(L, (lua_Integer)pfirst[j - 1] + 1); lua_rawseti(L, -2, 2);   /* 1-based, as dbuf:poisoned */
+        lua_rawseti(L, -2, j);
+    }
+    return 2;
 }
 
 /* kwb.core.cuda_guard_layout(bytes) -> before, after, allocation bytes */

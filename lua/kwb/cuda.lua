@@ -140,8 +140,10 @@ end
 -- since the last check (negative: before it), or nil.
 M.buffer = core.cuda_buffer
 
--- redzones({ buf, ... }) -> { [i] = { first, last } } for each buffer written
--- outside since its last check: one launch for all of them.
+-- redzones({ buf, ... } [, { out, ... }]) -> { [i] = { first, last } } for
+-- each buffer written outside since its last check, and with outputs given,
+-- { [j] = { count, first } } for each output with elements still poison: one
+-- launch and one wait for all of them (the check after every timed run).
 M.redzones = core.cuda_redzones
 
 -- guard_layout(bytes) -> before, after, allocation: the guard bands' bytes

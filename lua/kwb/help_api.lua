@@ -185,9 +185,11 @@ return {
     .. "before, at least 4 KB after). Fields dtype, n, bytes, device (\"cuda\"), ptr; #dbuf is n. Raises on an "
     .. "unknown dtype or n < 0; fails with info.code \"alloc-failed\", \"no-driver\", ... Its methods give nil, "
     .. "message, info on a device failure, except redzone, which raises." },
-  { "kwb.cuda.redzones", "kwb.cuda.redzones({ dbuf, ... }) -> { [i] = { first, last } }",
+  { "kwb.cuda.redzones", "kwb.cuda.redzones({ dbuf, ... } [, { out, ... }]) -> { [i] = { first, last } } [, { [j] = { count, first } }]",
     "Checks the guard bands of many buffers in one launch: an entry for each buffer written outside since its "
-    .. "last check, byte offsets as dbuf:redzone gives. Raises on a device failure." },
+    .. "last check, byte offsets as dbuf:redzone gives. With outputs given, also the elements of each still "
+    .. "holding the poison pattern (count and first index, as dbuf:poisoned gives), in the same launch and wait. "
+    .. "Raises on a device failure." },
   { "kwb.cuda.guard_layout", "kwb.cuda.guard_layout(bytes) -> before, after, allocation",
     "The guard bands' bytes around a device buffer of that size and the allocation's size; needs no device." },
   { "kwb.cuda.to_host", "kwb.cuda.to_host(dbuf) -> buf | nil, message, info",

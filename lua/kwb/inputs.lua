@@ -143,16 +143,18 @@ end
 -- computed once; a candidate meets each at most once.
 M.pool_sets = 8
 
--- fresh(h, b, seed, tag [, pool]): the inputs of one timed run (kwb.timed),
--- drawn from the candidate's seed, the shape and the run's tag whatever the
--- problem's draw (normal ones from a faster stream of the same
--- distribution), or those of pool set `pool` (M.pool_sets); digested (a
--- keyed hash, kwb_buffer_digest); outputs poisoned. The expected outputs are
--- not computed (expect() does that, after the call, for the runs checked).
-function M.fresh(h, b, seed, tag, pool)
+-- fresh(h, b, seed, tag [, pool [, checked]]): the inputs of one timed run
+-- (kwb.timed), drawn from the candidate's seed, the shape and the run's tag
+-- whatever the problem's draw (normal ones from a faster stream of the same
+-- distribution), or those of pool set `pool` (M.pool_sets); outputs
+-- poisoned; for a run to be checked against the reference (`checked`), the
+-- inputs digested (a keyed hash, kwb_buffer_digest) to be compared after it.
+-- The expected outputs are not computed (expect() does that, after the call,
+-- for the runs checked).
+function M.fresh(h, b, seed, tag, pool, checked)
   local p = h.problem
   fill_fixed(h, b)
-  b.sums = {}
+  b.sums = checked and {} or nil
   -- one hash for the run, then each buffer's seed and the digest's key by
   -- a multiply (the fills mix their seed again): this runs before every call
   local base = pool and rng.seed_of(h:base_seed(), b.key, "verified timed run", pool) or rng.seed_of(seed, b.key, tag)
@@ -161,10 +163,10 @@ function M.fresh(h, b, seed, tag, pool)
       fill(b.bufs[a.name], a.init, (base + i * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFF, b.shape, b.bufs, true)
     end
   end
-  b.sum_key = (base * 0x2545F4914F6CDD1D) & 0x7FFFFFFFFFFFFFFF   -- the keyed digest: fast, and the key stays here
+  b.sum_key = checked and (base * 0x2545F4914F6CDD1D) & 0x7FFFFFFFFFFFFFFF or nil   -- the keyed digest: fast, and the key stays here
   for _, a in ipairs(p.buffers) do
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
-    if a.role == "in" then   -- (fixed inputs: their checksum from when they were filled)
+    if a.role == "in" and checked then   -- (fixed inputs: their checksum from when they were filled)
       b.sums[a.name] = a.fixed and h.fixed_sum[b.fixed[a.name]] or b.bufs[a.name]:digest(b.sum_key)
     end
     if a.role == "out" then b.bufs[a.name]:poison() end

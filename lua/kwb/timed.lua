@@ -86,7 +86,7 @@ function M.shape(h, kernel, b, t, seed)
         pool[j] = (seed + b.pools) % inputs.pool_sets + 1
         b.pools = b.pools + 1
       end
-      inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j), pool[j])
+      inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j), pool[j], check)
     end
     local ok, secs, outcome
     local c0 = core.now()

@@ -19,8 +19,11 @@ end
 
 -- The buffers a call received, named: the problem's and the plan's scratch
 -- (b.scratch, the CUDA backend's), and which wrote outside: nil, or the
--- entry and the first and last byte offsets.
-local function outside(problem, backend, b)
+-- entry and the first and last byte offsets. With outputs `outs` given and a
+-- backend that looks at them in the same pass (the CUDA backend's one launch
+-- after a timed run), also { [j] = { count, first } } for each output with
+-- elements still poison.
+local function outside(problem, backend, b, outs)
   local list = {}
   for _, a in ipairs(problem.buffers) do
     list[#list + 1] = { name = (a.role == "in" and "input " or "output ") .. a.name, buf = b.bufs[a.name] }
@@ -29,16 +32,20 @@ local function outside(problem, backend, b)
   if backend.guard_bands then   -- all in one look
     local bufs = {}
     for i, e in ipairs(list) do bufs[i] = e.buf end
-    local hits = backend.guard_bands(bufs)
+    local hits, unwritten = backend.guard_bands(bufs, outs)
     for i, e in ipairs(list) do
       if hits[i] then return e, hits[i][1], hits[i][2] end
     end
-    return nil
+    return nil, nil, nil, unwritten
   end
   for _, e in ipairs(list) do
     local first, last = e.buf:redzone()
     if first then return e, first, last end
   end
+end
+
+local function unwritten_output(name, n, first, key, when)
+  return "wrong", describe({ poison = n, nan = 0, inf = 0, bad = n, first_bad = first }, name, key, when)
 end
 
 -- check(problem, backend, b, when [, skip_inout [, zones_only]]) -> nil, or
@@ -47,33 +54,41 @@ end
 -- against the reference, whose inputs the next run draws afresh; a fixed
 -- input changed is found at the next verified run, as it stays changed).
 function M.check(problem, backend, b, when, skip_inout, zones_only)
+  local outs, names
+  if zones_only then
+    outs, names = {}, {}
+    for _, a in ipairs(problem.buffers) do
+      if a.role == "out" then outs[#outs + 1], names[#outs + 1] = b.bufs[a.name], a.name end
+    end
+  end
   -- a write just outside any buffer (host buffers lie between redzones,
   -- device buffers between guard bands)
+  local unwritten
   if backend.redzones then
-    local e, first, last = outside(problem, backend, b)
+    local e, first, last
+    e, first, last, unwritten = outside(problem, backend, b, outs)
     if e then
       return "wrong", string.format("the candidate wrote outside %s at %s (%s): byte offsets %d to %d of a "
                                     .. "buffer of %d bytes", e.name, b.key, when, first, last, e.buf.bytes)
     end
   end
-  if not zones_only then
-    for _, a in ipairs(problem.buffers) do
-      local buf = b.bufs[a.name]
-      if a.role == "in" and (b.sum_key and not a.fixed and buf:digest(b.sum_key) or assert(buf:checksum())) ~= b.sums[a.name] then
-        return "wrong", string.format("input %s changed by the candidate at %s (%s)", a.name, b.key, when)
-      end
-    end
-  end
   if zones_only then   -- every output written all the same (none left as poisoned)
-    for _, a in ipairs(problem.buffers) do
-      if a.role == "out" then
-        local n, first = b.bufs[a.name]:poisoned()
-        if n > 0 then
-          return "wrong", describe({ poison = n, nan = 0, inf = 0, bad = n, first_bad = first }, a.name, b.key, when)
-        end
+    for j, buf in ipairs(outs) do
+      if unwritten then
+        local u = unwritten[j]
+        if u then return unwritten_output(names[j], u[1], u[2], b.key, when) end
+      else
+        local n, first = buf:poisoned()
+        if n > 0 then return unwritten_output(names[j], n, first, b.key, when) end
       end
     end
     return nil
+  end
+  for _, a in ipairs(problem.buffers) do
+    local buf = b.bufs[a.name]
+    if a.role == "in" and (b.sum_key and not a.fixed and buf:digest(b.sum_key) or assert(buf:checksum())) ~= b.sums[a.name] then
+      return "wrong", string.format("input %s changed by the candidate at %s (%s)", a.name, b.key, when)
+    end
   end
   for _, a in ipairs(problem.buffers) do
     if a.role == "out" or (a.role == "inout" and not skip_inout) then

@@ -98,6 +98,42 @@ extern "C" __global__ void poke(float *p, int n) { p[n] = 1.0f; p[n + 1] = 2.0f;
   t.eq(kwb.cuda.redzones({ buf })[1], nil, "filled again after the check")
 end)
 
+t.test("gpu_integrity_one_look_after_a_timed_run_counts_unwritten_outputs", function()
+  local a, c = assert(kwb.cuda.buffer("f32", 1000)), assert(kwb.cuda.buffer("bf16", 3000))
+  assert(c:poison())
+  local mod = assert(kwb.cuda.compile { source = [[
+extern "C" __global__ void part(unsigned short *c, int n) { for (int i = 0; i < n; i++) c[i] = 0; }
+extern "C" __global__ void past(float *p, int n) { p[n + 3] = 1.0f; }
+]], name = "part.cu" })
+  local part = assert(mod:kernel("part", "void part(unsigned short *c, int n)"))
+  assert(kwb.cuda.plan { { part, grid = 1, block = 1, args = { c, 2990 } } }:run())
+  local hits, unwritten = kwb.cuda.redzones({ a, c }, { c })
+  t.eq(next(hits), nil, "no guard band touched")
+  t.eq(unwritten[1] and table.concat(unwritten[1], " "), "10 2991", "count and first (1-based), as dbuf:poisoned")
+  t.eq(select(1, c:poisoned()), 10)
+  local past = assert(mod:kernel("past", "void past(float *p, int n)"))
+  assert(kwb.cuda.plan { { past, grid = 1, block = 1, args = { a, 1000 } } }:run())
+  assert(kwb.cuda.plan { { part, grid = 1, block = 1, args = { c, 3000 } } }:run())
+  hits, unwritten = kwb.cuda.redzones({ a, c }, { c })
+  t.eq(hits[1] and table.concat(hits[1], " "), "4012 4015", "the write past a, in the same launch")
+  t.eq(next(unwritten), nil, "c all written")
+end)
+
+t.test("gpu_integrity_queued_fills_and_poison_land_before_an_upload", function()
+  -- fills and poison are queued on the harness stream without a wait; a copy
+  -- from the host (not on that stream) waits for them, or they would land
+  -- on top of it
+  local big = assert(kwb.cuda.buffer("f32", 1 << 24))
+  local bytes = string.rep("\0\0\128\63", 1 << 24)   -- 1.0f
+  for _ = 1, 3 do
+    assert(big:fill_normal(7, 0, 1))
+    assert(big:poison())
+    assert(big:set_raw(bytes))
+    t.eq(select(1, big:poisoned()), 0)
+    t.eq(big:checksum(), kwb.cuda.checksum_host(bytes))
+  end
+end)
+
 local function const_problem(value)
   return kwb.problem.define {
     name = "const_out", vars = { "n" }, fn = "vecadd",

@@ -6,6 +6,9 @@
 --   fake.launches   { kernel =, grid =, block = } per step run (first dimensions)
 --   fake.runs       kernel name -> number of runs
 --   fake.poisoned   every buffer handed to poison_before
+--   fake.looks      checks after a timed run in one look (redzones with outputs)
+--   fake.full       timed runs checked in full (redzones without outputs next)
+--   fake.unchecked  timed runs followed by another with no check between
 --   fake.replays    per timed run (replay): { plan =, sums = { checksum of
 --                   each buffer argument }, poison = { elements still poison } }
 -- A step with more than 1024 threads a block fails as a launch would.
@@ -99,20 +102,36 @@ return function()
       end
     end
     fake.replays[#fake.replays + 1] = seen
+    if fake.pending then fake.unchecked = fake.unchecked + 1 end
+    fake.pending = true
     local t0 = core.now()
     local ok, err = self:run()
     if not ok then return nil, err end
     return math.max(core.now() - t0, 1e-9)
   end
 
-  -- Host buffers lie between redzones: the guard bands of this stand-in.
-  function fake.redzones(bufs)
+  -- Host buffers lie between redzones: the guard bands of this stand-in,
+  -- and with outputs given, their elements still poison (as kwb.cuda's one
+  -- launch gives both). fake.looks counts the calls with outputs.
+  fake.looks, fake.full, fake.unchecked = 0, 0, 0
+  function fake.redzones(bufs, outs)
+    if fake.pending then   -- the check after a timed run
+      fake.pending = false
+      if not outs then fake.full = fake.full + 1 end
+    end
     local hits = {}
     for i, b in ipairs(bufs) do
       local first, last = b:redzone()
       if first then hits[i] = { first, last } end
     end
-    return hits
+    if not outs then return hits end
+    fake.looks = fake.looks + 1
+    local unwritten = {}
+    for j, b in ipairs(outs) do
+      local n, first = b:poisoned()
+      if n > 0 then unwritten[j] = { n, first } end
+    end
+    return hits, unwritten
   end
 
   -- device buffers' host copies (buf:save, buf:load), for host buffers

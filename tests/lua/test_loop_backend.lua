@@ -79,6 +79,28 @@ t.test("loop_backend_cuda_timed_runs_get_fresh_inputs_and_poisoned_outputs", fun
   t.eq(#poisoned, 0, "a plan of one kernel has no scratch to poison in its graph")
 end)
 
+t.test("loop_backend_cuda_a_timed_run_is_checked_in_one_look", function()
+  -- the warm-up and timed runs not verified against the reference: guard
+  -- bands and unwritten outputs in one call; the verified run of a timing
+  -- (at least 2 kernels timed at 2 shapes) is checked in full
+  t.eq(fake.unchecked, 0, "every timed run checked before the next")
+  t.eq(fake.looks + fake.full, #fake.replays, "one look or one full check after each")
+  t.truthy(fake.full >= 4 and fake.looks > fake.full, string.format("%d full, %d looks", fake.full, fake.looks))
+  local verify = require "kwb.verify"
+  local a, b, c = fake.buffer("f32", 8), fake.buffer("f32", 8), fake.buffer("f32", 8)
+  a:fill(1); b:fill(2); c:poison()
+  for i = 1, 5 do c[i] = 3 end
+  local looks = fake.looks
+  local out, why = verify.check(problem, require "kwb.backends.cuda", { key = "n=8", bufs = { a = a, b = b, c = c } },
+                                "timed run 3", false, true)
+  t.eq(out, "wrong")
+  t.eq(why, "output c at n=8 (timed run 3): 3 elements never written, first c[6]")
+  t.eq(fake.looks, looks + 1, "from the same look as the guard bands")
+  c[6], c[7], c[8] = 3, 3, 3
+  t.eq(verify.check(problem, require "kwb.backends.cuda", { key = "n=8", bufs = { a = a, b = b, c = c } },
+                    "timed run 4", false, true), nil, "every element written")
+end)
+
 t.test("loop_backend_cuda_timing_splits_into_the_calls_and_the_checks_around_them", function()
   local sec = run.results[1].seconds
   t.eq(type(sec.calls), "number", "the timed calls' wall time is kept")

@@ -28,9 +28,10 @@ end
 function B.buffer(dtype, n) return assert(api().buffer(dtype, n)) end
 
 -- Device buffers lie between guard bands (kwb.cuda.buffer), checked after
--- every call, all of a bench's in one launch.
+-- every call, all of a bench's in one launch; after a timed run the same
+-- launch counts the outputs' elements still poison (`outs`).
 B.redzones = true
-function B.guard_bands(bufs) return api().redzones(bufs) end
+function B.guard_bands(bufs, outs) return api().redzones(bufs, outs) end
 
 -- The reference's outputs are never on the device while a candidate runs
 -- there (its code could read them through pointer arithmetic): held in

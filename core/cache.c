@@ -119,6 +119,13 @@ static const char *const migrations[] = {
     "  outcome TEXT NOT NULL, median REAL, timing TEXT NOT NULL,"   /* JSON */
     "  run TEXT, created REAL NOT NULL);"
     "CREATE INDEX measurement_candidate ON measurement(candidate, device, shape);",
+    /* 2 -> 3: a candidate's latest profile per device kind and shape (kwb.profile) */
+    "CREATE TABLE profile("
+    "  candidate TEXT NOT NULL, device TEXT NOT NULL, shape TEXT NOT NULL,"
+    "  class TEXT NOT NULL,"           /* the plan's bottleneck: memory, compute, latency, launch overhead */
+    "  data TEXT NOT NULL,"            /* JSON: kernels, count, busy, gaps, why */
+    "  created REAL NOT NULL,"
+    "  PRIMARY KEY(candidate, device, shape)) WITHOUT ROWID;",
 };
 enum { SCHEMA_VERSION = sizeof migrations / sizeof migrations[0] };
 

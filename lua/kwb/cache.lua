@@ -275,6 +275,31 @@ function Cache:measurements(prefix)
   return rows
 end
 
+-- add_profile{candidate, device, shape, class, data, created}: the latest
+-- profile (kwb.profile) of a candidate on a device kind at a shape.
+function Cache:add_profile(p)
+  check_table(p, "profile")
+  local device = check_string(p.device, "profile.device")
+  local shape = check_string(p.shape, "profile.shape")
+  local class = check_string(p.class, "profile.class")
+  local cand, msg = self:resolve(p.candidate)
+  if not cand then error("profile.candidate: " .. msg, 2) end
+  self.db:exec("INSERT OR REPLACE INTO profile(candidate, device, shape, class, data, created) "
+               .. "VALUES (?1, ?2, ?3, ?4, ?5, ?6)", cand, device, shape, class,
+               canon(check_table(p.data, "profile.data")), p.created or os.time())
+  return true
+end
+
+-- profiles(id) -> the candidate's profiles, by device then shape
+-- ({ candidate, device, shape, class, data, created })
+function Cache:profiles(prefix)
+  local cand, msg, info = self:resolve(prefix)
+  if not cand then return nil, msg, info end
+  local rows = self.db:exec("SELECT * FROM profile WHERE candidate = ?1 ORDER BY device, shape", cand)
+  for _, r in ipairs(rows) do r.data = decode(r.data, {}) end
+  return rows
+end
+
 local function row_to_result(r)
   r.verify = decode(r.verify, {})
   r.timing = decode(r.timing, {})

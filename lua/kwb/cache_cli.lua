@@ -170,18 +170,7 @@ function commands.transcripts(c, pos)
   return 0
 end
 
--- A shape key's variables as a set: "rows=64,cols=100" and "cols=100,rows=64"
--- are one shape (a key without names, "1000", stands for itself).
-local function shape_set(key)
-  local t = {}
-  for part in key:gmatch("[^,]+") do
-    local k, v = part:match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
-    if not k then return key end
-    t[#t + 1] = k .. "=" .. v
-  end
-  table.sort(t)
-  return table.concat(t, ",")
-end
+local shape_set = require("kwb.problem").shape_set
 
 function commands.best(c, words)
   local pos, opts = parse(words, { shape = "value", device = "value" })

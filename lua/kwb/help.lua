@@ -72,6 +72,20 @@ M.commands = {
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
       { "--json", "the files written, the candidates and the best, as one JSON object" },
     } },
+  { name = "profile", module = "kwb.profile", usage = "kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]",
+    summary = "ncu on a cached CUDA candidate: per kernel time, throughputs, occupancy, stalls, and the bottleneck",
+    text = "Nsight Compute on one cached candidate at one timed shape (default: where its median is longest), in a "
+      .. "worker, clocks as they run and caches flushed before each kernel: per kernel of the plan its duration, "
+      .. "DRAM, L2 and SM throughput and tensor-pipe use as % of peak, achieved occupancy, registers, spills and the "
+      .. "top stall reasons; the plan's kernel count and the time between its kernels; and a bottleneck class per "
+      .. "kernel and for the plan (memory, compute, latency, launch overhead), kept in the cache. The recipe is the "
+      .. "one whose run made the candidate, unless --recipe names one (r:profile(id [, shape]) at the REPL).",
+    options = {
+      { "--shape S", "the timed shape to profile (its variables in any order)" },
+      { "--recipe FILE", "the recipe to build and run the candidate with" },
+      { "--csv FILE", "also write ncu's own output (its raw page as CSV) to FILE" },
+      { "--json", "the profile as one JSON object" },
+    } },
   { name = "doctor", module = "kwb.doctor", usage = "kwb doctor [--no-measure] [--own-gemm] [--json]",
     summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings",
     text = "The GPU, driver, CUDA, NVRTC and tools this kwb finds, and the device's ceilings (copy bandwidth, FMA "

@@ -37,6 +37,13 @@ return {
     .. "$XDG_CACHE_HOME/kwb/kwb.db or ~/.cache/kwb/kwb.db. Build products go in build/ beside it." },
 
   -- ---- recipe objects -----------------------------------------------------
+  { "recipe:profile", "recipe:profile(id [, shape]) -> profile",
+    "Nsight Compute (ncu) on a cached CUDA candidate of the recipe's problem at one timed shape (default: where its "
+    .. "median is longest), in a worker: per kernel its duration, DRAM, L2 and SM throughput and tensor-pipe use as "
+    .. "% of peak, achieved occupancy, registers, spills, top stall reasons and a bottleneck class (memory, compute, "
+    .. "latency); for the plan its kernel count, the time between kernels and a class (or launch overhead). Prints "
+    .. "the table, keeps the profile in the cache (cache:profiles) and returns it (kernels, count, busy, gaps, "
+    .. "plan_seconds, class, why, shape). Raises when ncu is missing or fails." },
   { "recipe:try", "recipe:try(proposal) -> result",
     "Evaluates one candidate now, even when the cache knows it, prints its per-shape table and returns the "
     .. "result (id, short, outcome, reason, score, shapes). proposal: a parameter table for the template "
@@ -316,6 +323,11 @@ return {
     "A candidate's results, by device then shape, verify, timing and clocks decoded." },
   { "cache:measurements", "cache:measurements(id) -> rows | nil, message, info",
     "Every measurement of a candidate, oldest first." },
+  { "cache:profiles", "cache:profiles(id) -> rows | nil, message, info",
+    "A candidate's profiles (kwb profile), one per device kind and shape, the latest: candidate, device, shape, "
+    .. "class, data (the profile), created." },
+  { "cache:add_profile", "cache:add_profile { candidate =, device =, shape =, class =, data = } -> true",
+    "Keeps a profile (replacing the one of that candidate, device kind and shape). Raises on a malformed field." },
   { "cache:best", "cache:best(problem [, { shape =, device = }]) -> rows",
     "The fastest verified result (accepted, slower or start) per device kind and shape: { device, shape, "
     .. "candidate, median, outcome, imported }." },
@@ -367,6 +379,9 @@ return {
     "The problem the module kwb.problems.<name> returns; a constructor it returns is called with {}. An error "
     .. "while loading the module is reported as \"no problem named ...\"." },
   { "kwb.problem.is_problem", "kwb.problem.is_problem(v) -> boolean", "True when v is a problem object." },
+  { "kwb.problem.shape_set", "kwb.problem.shape_set(key) -> string",
+    "A shape key with its variables in one order: \"rows=64,cols=100\" and \"cols=100,rows=64\" give the same "
+    .. "string (a key without names stands for itself)." },
   { "problem:prototype", "problem:prototype([fname]) -> text",
     "The C prototype candidates export (fname replaces the name), e.g. "
     .. "\"void matmul(int n, const float *a, const float *b, float *c)\"." },

@@ -242,4 +242,18 @@ end
 
 function M.is_problem(v) return getmetatable(v) == Problem end
 
+-- shape_set(key) -> a shape key's variables as a set: "rows=64,cols=100" and
+-- "cols=100,rows=64" give one string (a key without names, "1000", stands
+-- for itself).
+function M.shape_set(key)
+  local t = {}
+  for part in key:gmatch("[^,]+") do
+    local k, v = part:match("^%s*([%w_]+)%s*=%s*(.-)%s*$")
+    if not k then return key end
+    t[#t + 1] = k .. "=" .. v
+  end
+  table.sort(t)
+  return table.concat(t, ",")
+end
+
 return M

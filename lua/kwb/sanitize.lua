@@ -73,10 +73,11 @@ end
 
 local jobs = 0
 
--- job(recipe, args) -> the job file's path, the shape: what each tool's run
--- reads (in TMPDIR: a worker's own scratch, where all else is read-only to it).
-function M.job(recipe, args)
-  local sh = M.shape(recipe)
+-- job(recipe, args [, sh]) -> the job file's path, the shape (sh, else
+-- M.shape's): what each tool's run reads (in TMPDIR: a worker's own scratch,
+-- where all else is read-only to it). kwb.profile runs the same job.
+function M.job(recipe, args, sh)
+  sh = sh or M.shape(recipe)
   jobs = jobs + 1
   local job = string.format("%s/kwb-sanitize-%d-%d.json", os.getenv("TMPDIR") or "/tmp", math.floor(core.now() * 1e6), jobs)
   local f = assert(io.open(job, "w"))

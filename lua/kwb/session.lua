@@ -283,6 +283,77 @@ function Session:sanitize(cand, res)
   end
 end
 
+-- profile(id [, shape [, csv]]) -> the profile (kwb.profile.summarise),
+-- stored in the cache: ncu on a cached candidate of this recipe's problem at
+-- a timed shape (default: the one where its median is longest), in a worker
+-- when the session has a pool; ncu's output written to the file csv. Raises
+-- naming what is wrong.
+function Session:profile(prefix, key, csv)
+  local recipe, cache = self.recipe, self.store.cache
+  if recipe.backend ~= "cuda" then error("recipe " .. recipe.name .. ": a profile is ncu's, for the cuda backend", 0) end
+  local got, msg = cache:get(prefix)
+  if not got then error(msg, 0) end
+  if got.problem ~= recipe.problem:key() then
+    error(string.format("candidate %s is of problem %s, not this recipe's %s", got.id:sub(1, 12), got.problem,
+                        recipe.problem:key()), 0)
+  end
+  local medians = {}
+  for _, r in ipairs(cache:results(got.id) or {}) do
+    if r.device == self.ctx.device then medians[r.shape] = r.timing.median end
+  end
+  if key then   -- (the variables in any order)
+    local want, known = require("kwb.problem").shape_set(key), false
+    for _, sh in ipairs(recipe.shapes) do
+      if require("kwb.problem").shape_set(sh.key) == want then key, known = sh.key, true end
+    end
+    if not known then
+      local keys = {}
+      for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
+      error(string.format("recipe %s has no timed shape %s (its shapes: %s)", recipe.name, key, table.concat(keys, ", ")), 0)
+    end
+  else
+    for _, sh in ipairs(recipe.shapes) do
+      if medians[sh.key] and (not key or medians[sh.key] > medians[key]) then key = sh.key end
+    end
+    key = key or recipe.shapes[#recipe.shapes].key
+  end
+  local cand = self:candidate({ source = got.source, defines = got.params, params = got.params, name = "profiled " .. got.id:sub(1, 12) })
+  if cand.id ~= got.id then
+    error(string.format("candidate %s was built with other flags than this recipe's (here it is %s)", got.id:sub(1, 12),
+                        cand.id:sub(1, 12)), 0)
+  end
+  local file = recipe.returned_by
+  if not file then error("recipe " .. recipe.name .. ": a profile runs the recipe from its file, and this one has none", 0) end
+  local args = { recipe = absolute(file), cand = for_worker(cand), seed = "1", shape = key }
+  local answer
+  local pool = self:workers()
+  if pool then
+    local a = pool:wait(pool:submit("kwb.measure_task.profile", { args },
+                                    { deadline = measure.build_limit, what = "ncu's start" }))
+    if not a.ok then error("ncu did not finish in the worker: " .. tostring(a.reason), 0) end
+    answer = a.value
+  else
+    answer = require("kwb.measure_task").profile(args)
+  end
+  if csv then   -- ncu's own output, as it came
+    local f, ferr = io.open(csv, "w")
+    if not f then error("cannot write " .. csv .. ": " .. tostring(ferr), 0) end
+    f:write(answer.log or "")
+    f:close()
+  end
+  if not answer.parsed then
+    error(tostring(answer.reason) .. (answer.log and ("\n" .. answer.log:sub(-2000)) or ""), 0)
+  end
+  for _, k in ipairs(answer.parsed.kernels) do   -- spills as the build reports them
+    local r = (answer.resources or {})[k.name]
+    if r then k.spills = (r.spill_stores or 0) + (r.spill_loads or 0) end
+  end
+  local p = require("kwb.profile").summarise(answer.parsed, medians[key])
+  p.shape, p.device, p.candidate = key, self.ctx.device, got.id
+  cache:add_profile { candidate = got.id, device = self.ctx.device, shape = key, class = p.class, data = p }
+  return p
+end
+
 -- evaluate(cand [, { start = true }]) -> the recorded result.
 function Session:evaluate(cand, opts)
   return self:complete(self:submit(cand, opts))

@@ -72,7 +72,7 @@ M.commands = {
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
       { "--json", "the files written, the candidates and the best, as one JSON object" },
     } },
-  { name = "profile", module = "kwb.profile", usage = "kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]",
+  { name = "profile", module = "kwb.profile_cli", usage = "kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]",
     summary = "ncu on a cached CUDA candidate: per kernel time, throughputs, occupancy, stalls, and the bottleneck",
     text = "Nsight Compute on one cached candidate at one timed shape (default: where its median is longest), in a "
       .. "worker, clocks as they run and caches flushed before each kernel: per kernel of the plan its duration, "

@@ -37,6 +37,11 @@ return {
     .. "$XDG_CACHE_HOME/kwb/kwb.db or ~/.cache/kwb/kwb.db. Build products go in build/ beside it." },
 
   -- ---- recipe objects -----------------------------------------------------
+  { "recipe:try", "recipe:try(proposal) -> result",
+    "Evaluates one candidate now, even when the cache knows it, prints its per-shape table and returns the "
+    .. "result (id, short, outcome, reason, score, shapes). proposal: a parameter table for the template "
+    .. "({ BM = 64 }) or { source = | file =, defines =, name = }. The start kernel is evaluated first if needed; "
+    .. "raises when it fails." },
   { "recipe:profile", "recipe:profile(id [, shape]) -> profile",
     "Nsight Compute (ncu) on a cached CUDA candidate of the recipe's problem at one timed shape (default: where its "
     .. "median is longest), in a worker: per kernel its duration, DRAM, L2 and SM throughput and tensor-pipe use as "
@@ -44,11 +49,6 @@ return {
     .. "latency); for the plan its kernel count, the time between kernels and a class (or launch overhead). Prints "
     .. "the table, keeps the profile in the cache (cache:profiles) and returns it (kernels, count, busy, gaps, "
     .. "plan_seconds, class, why, shape). Raises when ncu is missing or fails." },
-  { "recipe:try", "recipe:try(proposal) -> result",
-    "Evaluates one candidate now, even when the cache knows it, prints its per-shape table and returns the "
-    .. "result (id, short, outcome, reason, score, shapes). proposal: a parameter table for the template "
-    .. "({ BM = 64 }) or { source = | file =, defines =, name = }. The start kernel is evaluated first if needed; "
-    .. "raises when it fails." },
   { "recipe:run", "recipe:run([opts]) -> summary, run",
     "Runs the loop under the budget and returns the summary table (funnel, best, speedups, ...) and the run. "
     .. "opts: candidates, minutes (default: the recipe's budget), strategy, seed (default: the recipe's, else "

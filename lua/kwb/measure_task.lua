@@ -65,25 +65,15 @@ function M.sanitize(args)
   return sanitize.check(harness(args.recipe).recipe, args)
 end
 
--- profile(args) -> { parsed = } | { reason =, log = }: ncu on the candidate
--- at args.shape (kwb.profile), with the device to itself as a measurement
--- has it.
+-- profile(args) -> kwb.profile.task's answer: ncu on the candidate at
+-- args.shape, with the device to itself as a measurement has it.
 function M.profile(args)
   local profile = require "kwb.profile"
   worker.deadline(nil, "waiting for the device")
   local locked = worker.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
   worker.deadline(profile.limit + 10, "ncu")
-  local h = harness(args.recipe)
-  local sh
-  for _, s in ipairs(h.recipe.shapes) do if s.key == args.shape then sh = s end end
-  if not sh then error("the recipe has no shape " .. tostring(args.shape), 0) end
-  local parsed, why, out = profile.run(h.recipe, args, sh)
-  if not parsed then return { reason = why, log = out } end
-  -- registers and spills as the build reports them, per kernel
-  local fn = h:build(args.cand, { seconds = {} })
-  local resources = fn and fn.module and fn.module.resources
-  return { parsed = parsed, resources = resources, log = out }
+  return profile.task(harness(args.recipe), args)
 end
 
 -- sanitize_job(path): what each tool of kwb.sanitize runs, in a fresh kwb:

@@ -254,53 +254,17 @@ function M.text(p, key)
   return lines
 end
 
--- recipe_of(cache, id) -> the file of the recipe whose run made the
--- candidate | nil, message.
-function M.recipe_of(cache, id)
-  local got, msg = cache:get(id)
-  if not got then return nil, msg end
-  if got.run then
-    for _, r in ipairs(cache:runs()) do
-      if r.id == got.run then return r.recipe end
-    end
-  end
-  return nil, string.format("the cache does not say which recipe made candidate %s: name it with --recipe FILE",
-                            got.id:sub(1, 12))
-end
-
--- `kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]`
-function M.main(...)
-  local help = require "kwb.help"
-  local usage = "usage: " .. help.command("profile").usage
-  local pos, opts = require("kwb.args").parse({ ... }, { shape = "value", recipe = "value", csv = "value", json = "flag",
-                                                         help = "flag" })
-  if pos and (opts.help or pos[1] == "-h") then
-    io.write(help.command_help("profile"))
-    return 0
-  end
-  if not pos or #pos ~= 1 then
-    io.stderr:write("kwb profile: ", pos and "it takes one candidate ID" or opts, "\n", usage, "\n")
-    return 2
-  end
-  local ok, res = pcall(function()
-    local file = opts.recipe
-    if not file then
-      local cache = require("kwb.store").open().cache
-      file = assert(M.recipe_of(cache, pos[1]))
-    end
-    local recipe = require("kwb.load").load(file)
-    return recipe:session():profile(pos[1], opts.shape, opts.csv)
-  end)
-  if not ok then
-    io.stderr:write("kwb profile: ", tostring(res), "\n")
-    return 1
-  end
-  if opts.json then
-    print(require("cjson").encode(res))
-    return 0
-  end
-  for _, l in ipairs(M.text(res, res.shape)) do print(l) end
-  return 0
+-- task(h, args) -> { parsed =, resources =, log = } | { reason =, log = }:
+-- ncu on the candidate at args.shape through harness h (kwb.measure), and
+-- the registers and spills of its kernels as the build reports them.
+function M.task(h, args)
+  local sh
+  for _, s in ipairs(h.recipe.shapes) do if s.key == args.shape then sh = s end end
+  if not sh then error("the recipe has no shape " .. tostring(args.shape), 0) end
+  local parsed, why, out = M.run(h.recipe, args, sh)
+  if not parsed then return { reason = why, log = out } end
+  local fn = h:build(args.cand, { seconds = {} })
+  return { parsed = parsed, resources = fn and fn.module and fn.module.resources, log = out }
 end
 
 return M

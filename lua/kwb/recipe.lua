@@ -482,13 +482,8 @@ function Recipe:try(cand)
   return require("kwb.run").try(self, cand)
 end
 
--- r:profile(id [, shape]): ncu on a cached candidate (kwb.profile), its
--- table printed, the profile returned (and kept in the cache).
-function Recipe:profile(id, key)
-  local p = self:session():profile(id, key)
-  for _, l in ipairs(require("kwb.profile").text(p, p.shape)) do print(l) end
-  return p
-end
+-- r:profile(id [, shape]): ncu on a cached candidate, its table printed.
+function Recipe:profile(id, key) return require("kwb.run").profile(self, id, key) end
 
 function Recipe:__tostring()
   return string.format("kwb.recipe %s (%s, %d shapes%s)", self.name, self.problem:key(), #self.shapes,

@@ -173,6 +173,13 @@ end
 
 -- run(recipe, opts) -> summary, run. opts: candidates, minutes, strategy,
 -- seed, workers, mode ("tty" | "plain" | "json" | "quiet"), json, store.
+-- profile(recipe, id [, shape]) -> the profile (Session:profile), its table printed.
+function M.profile(recipe, id, key)
+  local p = recipe:session():profile(id, key)
+  for _, l in ipairs(require("kwb.profile").text(p, p.shape)) do print(l) end
+  return p
+end
+
 function M.run(recipe, opts)
   opts = opts or {}
   local s = recipe:session(opts)

@@ -333,7 +333,7 @@ function Session:profile(prefix, key, csv)
     if not a.ok then error("ncu did not finish in the worker: " .. tostring(a.reason), 0) end
     answer = a.value
   else
-    answer = require("kwb.measure_task").profile(args)
+    answer = require("kwb.profile").task(self.harness, args)
   end
   if csv then   -- ncu's own output, as it came
     local f, ferr = io.open(csv, "w")

@@ -1,0 +1,57 @@
+-- kwb/profile_cli.lua: `kwb profile ID [--shape S] [--recipe FILE] [--csv FILE]
+-- [--json]`: a cached CUDA candidate's profile (kwb.profile) through its
+-- recipe's session.
+local profile = require "kwb.profile"
+
+local M = {}
+
+-- recipe_of(cache, id) -> the file of the recipe whose run made the
+-- candidate | nil, message.
+function M.recipe_of(cache, id)
+  local got, msg = cache:get(id)
+  if not got then return nil, msg end
+  if got.run then
+    for _, r in ipairs(cache:runs()) do
+      if r.id == got.run then return r.recipe end
+    end
+  end
+  return nil, string.format("the cache does not say which recipe made candidate %s: name it with --recipe FILE",
+                            got.id:sub(1, 12))
+end
+
+function M.main(...)
+  local help = require "kwb.help"
+  local usage = "usage: " .. help.command("profile").usage
+  local pos, opts = require("kwb.args").parse({ ... }, { shape = "value", recipe = "value", csv = "value", json = "flag",
+                                                         help = "flag" })
+  if pos and (opts.help or pos[1] == "-h") then
+    io.write(help.command_help("profile"))
+    return 0
+  end
+  if not pos or #pos ~= 1 then
+    io.stderr:write("kwb profile: ", pos and "it takes one candidate ID" or opts, "\n", usage, "\n")
+    return 2
+  end
+  local ok, res = pcall(function()
+    local file = opts.recipe
+    if not file then
+      local cache = require("kwb.store").open().cache
+      file = assert(M.recipe_of(cache, pos[1]))
+    end
+    local recipe = require("kwb.load").load(file)
+    return recipe:session():profile(pos[1], opts.shape, opts.csv)
+  end)
+  if not ok then
+    io.stderr:write("kwb profile: ", tostring(res), "\n")
+    return 1
+  end
+  if opts.json then
+    print(require("cjson").encode(res))
+    return 0
+  end
+  for _, l in ipairs(profile.text(res, res.shape)) do print(l) end
+  return 0
+end
+
+
+return M

@@ -149,6 +149,7 @@ M.env = {
   { "KWB_HISTORY", "the REPL's history file (default ~/.kwb_history)" },
   { "CUDA_HOME", "the CUDA toolkit: NVRTC, nvcc, headers, compute-sanitizer (default /usr/local/cuda)" },
   { "KWB_NVRTC", "the NVRTC library to load, exactly (default: found under CUDA_HOME)" },
+  { "KWB_NCU", "the Nsight Compute command kwb profile runs, exactly (default: CUDA_HOME/bin/ncu, else ncu on PATH)" },
   { "KWB_QUEUE_PASSWORD", "a queue's password, where its URL holds none (kwb worker, kwb fleet, --queue)" },
   { "KWB_CUDA_DRIVER", "the CUDA driver library to load (default libcuda.so.1 on the loader path)" },
 }

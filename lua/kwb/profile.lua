@@ -28,8 +28,15 @@ M.busy = 60
 -- bound by launch overhead: the GPU waits between kernels more than it works.
 M.launch_share = 0.5
 
--- path() -> ncu's path, or nil.
+-- The ncu command, where set (the tests stand one in); else path() looks.
+M.command = nil
+
+-- path() -> ncu's path (M.command, $KWB_NCU, else CUDA_HOME/bin/ncu, else on
+-- PATH), or nil.
 function M.path()
+  if M.command then return M.command end
+  local given = os.getenv("KWB_NCU")
+  if given and given ~= "" then return given end
   local home = core.cuda_home()
   if home and core.executable(home .. "/bin/ncu") then return home .. "/bin/ncu" end
   return require("kwb.host").which("ncu")

@@ -2,8 +2,8 @@
 -- recipe on one device kind, as report.md and one self-contained report.html
 -- (inline SVG, no script, nothing fetched): the best score over candidates
 -- and over time, the outcome funnel, the best's speedup over the start
--- kernel and its share of the physical floor at each shape, and the best's
--- lineage.
+-- kernel and its share of the physical floor at each shape, the best's
+-- lineage, and the best's bottleneck where kwb profile looked at it.
 local outcomes = require "kwb.outcomes"
 local report = require "kwb.report"
 local store = require "kwb.store"
@@ -128,6 +128,18 @@ local function shape_rows(d)
   return rows
 end
 
+-- The best's profiles (kwb profile), one sentence each: shape, class, why.
+local function profile_lines(d)
+  local out = {}
+  for _, row in ipairs(d.profiles or {}) do
+    local p = row.data
+    out[#out + 1] = string.format("At %s: %s-bound (%s); %d kernel%s, busy %s of the plan's %s.", row.shape, row.class,
+                                  p.why or "", p.count or 0, p.count == 1 and "" or "s", report.time(p.busy),
+                                  report.time(p.plan_seconds))
+  end
+  return out
+end
+
 local function lineage_text(d)
   local out = {}
   for _, r in ipairs(d.lineage) do
@@ -170,6 +182,13 @@ function M.markdown(d)
   L[#L + 1] = ""
   L[#L + 1] = lineage_text(d)
   L[#L + 1] = ""
+  local prof = profile_lines(d)
+  if #prof > 0 then
+    L[#L + 1] = "## The best's bottleneck (kwb profile)"
+    L[#L + 1] = ""
+    for _, l in ipairs(prof) do L[#L + 1] = "- " .. l end
+    L[#L + 1] = ""
+  end
   L[#L + 1] = "The plots are in report.html."
   return table.concat(L, "\n") .. "\n"
 end
@@ -208,6 +227,8 @@ function M.html(d)
     "<h2>The best at each shape</h2><table><tr><th>shape</th><th>start</th><th>best</th><th>speedup</th>"
       .. "<th>% of the floor</th></tr>" .. table.concat(rows) .. "</table>",
     "<h2>Lineage of the best</h2><p>" .. esc(lineage_text(d)) .. "</p>",
+    #profile_lines(d) > 0 and ("<h2>The best's bottleneck</h2><ul><li>" .. esc(table.concat(profile_lines(d), "\n"))
+      :gsub("\n", "</li><li>") .. "</li></ul>") or "",
     "</body></html>",
   }, "\n") .. "\n"
 end
@@ -221,6 +242,9 @@ function M.write(recipe, dir, opts)
   local device = opts.device or require("kwb.backend").load(recipe.backend).device()
   local d = M.data(recipe, st:results(st:recipe_context(recipe, device)))
   d.device = device
+  for _, row in ipairs(st.cache:profiles(d.best.id) or {}) do   -- the best's bottleneck, where it was profiled
+    if row.device == device then d.profiles = d.profiles or {}; d.profiles[#d.profiles + 1] = row end
+  end
   for name, text in pairs { ["report.md"] = M.markdown(d), ["report.html"] = M.html(d) } do
     local f, err = io.open(dir .. "/" .. name, "w")
     if not f then error("cannot write " .. dir .. "/" .. name .. ": " .. tostring(err), 0) end

@@ -45,6 +45,17 @@ t.test("report_md_has_the_runs_funnel_best_and_shapes", function()
   t.truthy(md:find(d.best.short .. " (accepted, ", 1, true), "the lineage")
 end)
 
+t.test("report_shows_the_bests_bottleneck_where_it_was_profiled", function()
+  t.eq(read(dir .. "/report.md"):find("bottleneck", 1, true), nil, "no profile, no bottleneck section")
+  local p = require("kwb.profile").summarise({ kernels = { { name = "matmul", seconds = 3e-6, dram = 20, sm = 75 } } }, 4e-6)
+  st.cache:add_profile { candidate = d.best.id, device = d.device, shape = "n=96", class = p.class, data = p }
+  local sub = dir .. "/profiled"
+  rr.write(recipe, sub, { store = st })
+  t.truthy(read(sub .. "/report.md"):find("## The best's bottleneck (kwb profile)\n\n- At n=96: compute-bound (compute at "
+                                          .. "75% of peak (memory 20%)); 1 kernel, busy 3.0 us of the plan's 4.0 us.", 1, true))
+  t.truthy(read(sub .. "/report.html"):find("<h2>The best's bottleneck</h2><ul><li>At n=96: compute-bound", 1, true))
+end)
+
 t.test("report_html_is_one_file_with_every_plot", function()
   local html = read(dir .. "/report.html")
   for _, id in ipairs(rr.plots) do

@@ -556,6 +556,7 @@ static kwb_cuda_buffer **dbuf_list(lua_State *L, int idx, lua_Integer *n) {
 
 static int l_redzones(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 2);   /* (the lists' userdata go above the arguments) */
     lua_Integer n, m;
     kwb_cuda_buffer **bufs = dbuf_list(L, 1, &n), **outs = dbuf_list(L, 2, &m);
     int *hit = lua_newuserdatauv(L, sizeof *hit * (size_t)(n ? n : 1), 0);
@@ -573,7 +574,7 @@ static int l_redzones(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)last[i - 1]); lua_rawseti(L, -2, 2);
         lua_rawseti(L, -2, i);
     }
-    if (lua_isnoneornil(L, 2)) return 1;
+    if (lua_isnil(L, 2)) return 1;
     lua_newtable(L);
     for (lua_Integer j = 1; j <= m; j++) {
         if (!count[j - 1]) continue;

@@ -25,6 +25,12 @@
 --   error_line                            a Lua pattern: the compile log's first error line
 --   redzones (optional)                   true when buffer(...) returns buffers with
 --                                         :redzone() (kwb.verify checks them after every call)
+--   guard_bands(bufs, outs) (optional)    every buffer's zones and the outputs' unwritten
+--                                         counts in one look (kwb.verify)
+--   fresh_timing, timed_call, verify_runs, pooled_checks (optional)
+--                                         the timed runs through kwb.timed: one call a
+--                                         sample, the samples verified against the reference
+--                                         (besides the last), their inputs from pool sets
 local rules = require "kwb.rules"
 local core = require "kwb.core"
 

@@ -137,11 +137,26 @@ local function expected(h, b, round, draw_run, pool)
   end
 end
 
--- Sets of inputs the verified timed runs of a problem that draws once per run
--- take theirs from (its reference is too slow to run for every candidate):
--- drawn like any timed run's, from the run's seed, their expected outputs
--- computed once; a candidate meets each at most once.
+-- Sets of inputs the verified timed runs take theirs from where the problem
+-- draws once per run or the backend pools its checks (a reference too slow
+-- to run for every candidate): drawn like any timed run's, from the run's
+-- seed, their expected outputs computed once; a candidate meets each at most
+-- once (past the last, its verified runs draw their own and the reference
+-- runs for them).
 M.pool_sets = 8
+-- At most this many bytes of a shape's expected outputs are kept for its
+-- sets (held on the host by the CUDA backend): fewer sets where they are large.
+M.pool_bytes = 2 << 30
+
+-- sets(h, b) -> how many pool sets shape b keeps: M.pool_sets, fewer where
+-- their expected outputs would pass M.pool_bytes (0: none).
+function M.sets(h, b)
+  local bytes = 0
+  for _, a in ipairs(h.problem.buffers) do
+    if a.role ~= "in" then bytes = bytes + b.refs[a.name].bytes end
+  end
+  return math.min(M.pool_sets, M.pool_bytes // math.max(bytes, 1))
+end
 
 -- fresh(h, b, seed, tag [, pool [, checked]]): the inputs of one timed run
 -- (kwb.timed), drawn from the candidate's seed, the shape and the run's tag

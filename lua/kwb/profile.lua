@@ -101,7 +101,7 @@ local function pick(row, ...)
   end
 end
 
--- parse(text) -> { kernels = { { name, seconds, dram, l2, memory, sm, tensor,
+-- parse(text) -> { kernels = { { name, seconds, dram, l2, l1, memory, sm, tensor,
 -- occupancy, occupancy_max, registers, block, grid, stalls = { { reason,
 -- warps } ... } } ... } } | nil, message: ncu's raw page (--csv --page raw),
 -- one row per kernel launch profiled, in launch order. Percentages are of
@@ -135,10 +135,10 @@ function M.parse(text)
         if name == dur_name then scale = time_units[units[i]] or scale end
       end
     end
-    local tensor
+    local tensor   -- the busiest tensor pipe (hmma, gmma, dmma, ...), averaged over the SMs
     for name, v in pairs(row) do
-      if name:match("^sm__pipe_tensor.*pct_of_peak_sustained_active$")
-         or name:match("^sm__inst_executed_pipe_tensor.*pct_of_peak_sustained_active$") then
+      if name:match("^sm__pipe_tensor.-%.avg%.pct_of_peak_sustained_active$")
+         or name:match("^sm__inst_executed_pipe_tensor.-%.avg%.pct_of_peak_sustained_active$") then
         tensor = math.max(tensor or 0, v)
       end
     end
@@ -155,6 +155,7 @@ function M.parse(text)
       dram = pick(row, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
                   "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
       l2 = pick(row, "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+      l1 = pick(row, "l1tex__throughput.avg.pct_of_peak_sustained_active"),
       memory = pick(row, "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
       sm = pick(row, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
       tensor = tensor,
@@ -170,15 +171,21 @@ function M.parse(text)
 end
 
 -- classify(k) -> "memory" | "compute" | "latency", and why: the busier of the
--- memory side (DRAM, L2, the memory units) and the compute side (the SM's
--- pipes, the tensor pipes) when it reaches M.busy % of its peak, else
+-- memory side (DRAM, L2, L1/shared memory, the memory units) and the compute
+-- side (the SM's pipes, the tensor pipes) when it reaches M.busy % of its peak, else
 -- latency (neither is near its peak: the warps wait, on what the stalls say).
 function M.classify(k)
-  local mem = math.max(k.dram or 0, k.l2 or 0, k.memory or 0)
+  local mem = math.max(k.dram or 0, k.l2 or 0, k.l1 or 0, k.memory or 0)
   local comp = math.max(k.sm or 0, k.tensor or 0)
   if math.max(mem, comp) >= M.busy then
-    if mem >= comp then return "memory", string.format("memory at %.0f%% of peak (SM %.0f%%)", mem, comp) end
-    return "compute", string.format("compute at %.0f%% of peak (memory %.0f%%)", comp, mem)
+    if mem >= comp then
+      -- the busiest memory unit named where it is known
+      local unit = (k.dram or 0) >= mem and "DRAM" or (k.l2 or 0) >= mem and "L2"
+                   or (k.l1 or 0) >= mem and "L1/shared memory" or "memory"
+      return "memory", string.format("%s at %.0f%% of peak (SM %.0f%%)", unit, mem, comp)
+    end
+    local unit = (k.tensor or 0) >= comp and (k.sm or 0) < comp and "the tensor pipes" or "the SM"
+    return "compute", string.format("%s at %.0f%% of peak (memory %.0f%%)", unit, comp, mem)
   end
   local why = string.format("memory %.0f%% and compute %.0f%% of peak", mem, comp)
   if k.stalls and k.stalls[1] then why = why .. ", stalled most on " .. k.stalls[1][1] end

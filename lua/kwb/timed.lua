@@ -72,18 +72,19 @@ function M.shape(h, kernel, b, t, seed)
   local backend = h.backend
   local call = backend.timed_call or backend.call
   local runs, k = 0, 1
-  -- a problem that draws its inputs once per run verifies timed runs on sets
-  -- of a pool (kwb.inputs), a different one for each verified run of the
-  -- candidate at this shape (b.pools: how many it has had)
-  local pooled = h.problem.draw == "run"
+  -- a problem that draws its inputs once per run, or a backend that pools its
+  -- checks, verifies timed runs on sets of a pool (kwb.inputs), a different
+  -- one for each verified run of the candidate at this shape (b.pools: how
+  -- many it has had), then on inputs of their own once it has met them all
+  local sets = (h.problem.draw == "run" or backend.pooled_checks) and inputs.sets(h, b) or 0
   if b.pools_seed ~= seed then b.pools_seed, b.pools = seed, 0 end
   local function run(check, what)
     runs = runs + 1
     local set = benches(h, b, k)
     local pool = {}
     for j = 1, k do
-      if check and pooled then
-        pool[j] = (seed + b.pools) % inputs.pool_sets + 1
+      if check and b.pools < sets then
+        pool[j] = (seed + b.pools) % sets + 1
         b.pools = b.pools + 1
       end
       inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j), pool[j], check)

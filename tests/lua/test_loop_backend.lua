@@ -101,6 +101,30 @@ t.test("loop_backend_cuda_a_timed_run_is_checked_in_one_look", function()
                     "timed run 4", false, true), nil, "every element written")
 end)
 
+t.test("loop_backend_cuda_verified_timed_runs_meet_each_pool_set_at_most_once", function()
+  local inputs, timed = require "kwb.inputs", require "kwb.timed"
+  local h = require("kwb.measure").harness(r)
+  local fn = assert(h:build(r:session():candidate(r.start), { seconds = {} }))
+  local b = h:bench(r.shapes[1])   -- n = 1000: 4000 bytes of expected output a set
+  t.eq(inputs.sets(h, b), 8)
+  inputs.pool_bytes = 8000
+  t.eq(inputs.sets(h, b), 2, "as many sets as the bytes allow")
+  local refs = fake.runs.vecadd_ref or 0
+  local opts = { warmup = 0, warmup_min = 1, min_samples = 3, max_samples = 3, cap = 1, target = 1 }
+  for i = 1, 3 do
+    t.truthy(timed.shape(h, fn, b, opts, 77), "timing " .. i)
+    t.eq(b.pools, math.min(i, 2), "pool sets met after timing " .. i)
+  end
+  t.eq((fake.runs.vecadd_ref or 0) - refs, 3, "the reference ran for each set once, then for the run of its own")
+  local kept = 0
+  for _ in pairs(h.pools[b.key]) do kept = kept + 1 end
+  t.eq(kept, 2)
+  t.truthy(timed.shape(h, fn, b, opts, 78))
+  t.eq(b.pools, 1, "another candidate (seed) meets them afresh")
+  t.eq((fake.runs.vecadd_ref or 0) - refs, 3, "and their expected outputs are kept")
+  inputs.pool_bytes = 2 << 30
+end)
+
 t.test("loop_backend_cuda_timing_splits_into_the_calls_and_the_checks_around_them", function()
   local sec = run.results[1].seconds
   t.eq(type(sec.calls), "number", "the timed calls' wall time is kept")

@@ -268,6 +268,10 @@ B.fresh_timing = true
 -- the reference by default: a reference on the GPU can take as long as the
 -- slowest candidate (a recipe's timing.verify_runs adds drawn ones).
 B.verify_runs = 0
+-- ... and that one on a set of a pool (kwb.inputs.sets): the reference runs
+-- once per set and run, its outputs held on the host, where one of its own
+-- for every timing cost a 4096^3 SGEMM's checks 35 ms a timing.
+B.pooled_checks = true
 
 -- timed_call(fn, bench, args) -> true, seconds | nil, message: one replay of
 -- the shape's plan as a CUDA graph, cold: its scratch poisoned and the L2

@@ -1,0 +1,162 @@
+-- tests/lua/test_profile.lua: kwb profile without a GPU. The parser on ncu's
+-- raw pages as ncu wrote them on an H100 (tests/fixtures/ncu/, from
+-- tests/gpu/profile), the bottleneck rules, and Session:profile end to end
+-- through the CUDA adapter's stand-in (fake_cuda) with an ncu that prints a
+-- stored page: the shape it picks, what it keeps in the cache, its errors.
+local t = require "t"
+local profile = require "kwb.profile"
+local host = require "kwb.host"
+
+local function read(path) return assert(host.read_file(path)) end
+
+-- ---- the rules ---------------------------------------------------------------
+
+t.test("profile_a_kernel_is_bound_by_the_side_nearest_its_peak", function()
+  t.eq(profile.classify { dram = 85, l2 = 40, sm = 20 }, "memory")
+  t.eq(select(2, profile.classify { dram = 85, l2 = 40, sm = 20 }), "DRAM at 85% of peak (SM 20%)")
+  t.eq(select(2, profile.classify { dram = 9, l2 = 23, l1 = 97, memory = 97, sm = 65 }),
+       "L1/shared memory at 97% of peak (SM 65%)")
+  t.eq(select(2, profile.classify { dram = 30, sm = 72 }), "the SM at 72% of peak (memory 30%)")
+  t.eq(select(2, profile.classify { dram = 10, sm = 20, tensor = 64 }), "the tensor pipes at 64% of peak (memory 10%)")
+  t.eq(profile.classify { dram = 61, sm = 61 }, "memory", "a tie goes to memory")
+  local c, why = profile.classify { dram = 30, l2 = 45, sm = 40, stalls = { { "long_scoreboard", 4.5 } } }
+  t.eq(c, "latency")
+  t.eq(why, "memory 45% and compute 40% of peak, stalled most on long_scoreboard")
+end)
+
+t.test("profile_a_plan_idle_between_its_kernels_is_bound_by_launch_overhead", function()
+  local k = { { name = "a", seconds = 2e-6, dram = 10, sm = 5 }, { name = "b", seconds = 3e-6, dram = 80, sm = 5 } }
+  local p = profile.summarise({ kernels = k }, 20e-6)
+  t.eq(p.class, "launch overhead")
+  t.eq(p.why, "its 2 kernels are busy 25% of the plan's 20.0 us")
+  t.near(p.gaps, 15e-6, 1e-12)
+  t.eq(k[2].class, "memory", "each kernel keeps its own class")
+  p = profile.summarise({ kernels = k }, 6e-6)
+  t.eq(p.class, "memory", "the class holding most of the kernels' time")
+  t.eq(p.why, "60% of the kernels' time in memory-bound kernels")
+  t.eq(profile.summarise({ kernels = { { name = "a", seconds = 1e-6, sm = 90 } } }).class, "compute",
+       "without the plan's time, no launch-overhead verdict")
+end)
+
+-- ---- ncu's raw pages ------------------------------------------------------------
+
+-- tests/gpu/profile gpu_matmul:4 on an H100 (2026-12-06): the start kernel
+-- (one thread per element of C, 16x16 blocks) and the best of four at
+-- M = N = K = 4096
+t.test("profile_parses_ncus_raw_page_as_ncu_wrote_it", function()
+  local p = assert(profile.parse(read("tests/fixtures/ncu/gpu_matmul-start.csv")))
+  t.eq(#p.kernels, 1)
+  local k = p.kernels[1]
+  t.eq(k.name, "sgemm_tiled")
+  t.near(k.seconds, 25391200e-9, 1e-12, "25,391,200 ns")
+  t.eq(k.dram, 8.81)
+  t.eq(k.l2, 22.65)
+  t.eq(k.l1, 97.32)
+  t.eq(k.memory, 97.13)
+  t.eq(k.sm, 64.74)
+  t.eq(k.tensor, 0)
+  t.eq(k.occupancy, 99.27)
+  t.eq(k.occupancy_max, 100)
+  t.eq(k.registers, 32)
+  t.eq(k.block, 256)
+  t.eq(k.grid, 65536, "65,536 blocks")
+  t.eq(#k.stalls, 3)
+  t.eq(k.stalls[1][1], "long_scoreboard")
+  t.eq(k.stalls[1][2], 24.6)
+  local s = profile.summarise(p, 25.390e-3)
+  t.eq(s.class, "memory")
+  t.eq(s.why, "L1/shared memory at 97% of peak (SM 65%)", "the shared-memory traffic of a naive tiled kernel binds it")
+  t.eq(s.gaps, 0, "ncu's kernel time is the plan's (never below 0)")
+  local b = assert(profile.parse(read("tests/fixtures/ncu/gpu_matmul-best.csv"))).kernels[1]
+  t.eq(b.registers, 56)
+  t.eq(b.block, 64)
+  t.eq(b.occupancy, 53.68)
+  t.eq(b.tensor, 1.2)
+  t.eq(profile.classify(b), "memory")
+  t.eq(select(2, profile.classify(b)), "L1/shared memory at 82% of peak (SM 77%)")
+end)
+
+t.test("profile_a_page_without_kernels_or_a_header_is_an_error", function()
+  t.eq(select(2, profile.parse("==PROF== Disconnected\n")), "no raw page in ncu's output (no CSV header starting \"ID\")")
+  local head = read("tests/fixtures/ncu/gpu_matmul-start.csv"):match('[^\n]*"ID","Process ID"[^\n]*\n[^\n]*\n')
+  t.eq(select(2, profile.parse(head)), "ncu profiled no kernel (none of the candidate's kernels ran under it)")
+end)
+
+-- ---- Session:profile, through the CUDA adapter's stand-in ------------------
+
+local fake = require "fake_cuda" ()
+local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  return path
+end
+local recipe_file = write(dir .. "/profiled.lua", [[
+local vec = "void matmul(int n, const float *a, const float *b, float *c) {\n"
+  .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n"
+return kwb.recipe {
+  name = "profiled", backend = "cuda",
+  problem = kwb.problem.define {
+    name = "vecadd_profiled", vars = { "n" }, fn = "matmul",
+    args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" },
+             { "b", "f32", shape = "n", role = "in" }, { "c", "f32", shape = "n", role = "out" } },
+    reference = { cuda = { source = vec:gsub("matmul", "ref"), fn = "ref",
+                           launch = function() return { grid = 1, block = 1 } end } },
+    tolerance = { atol = 0, rtol = 0 }, bytes = "12 * n",
+  },
+  shapes = { n = { 1000, 300000 } }, verify_shapes = false,
+  start = { source = vec },
+  launch = function() return { grid = 1, block = 1 } end,
+  timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+  sanitize = false,
+}
+]])
+-- an ncu that prints a stored page whatever it is asked, and one that fails
+local page = "tests/fixtures/ncu/gpu_matmul-start.csv"
+local ncu_ok = write(dir .. "/ncu-ok", "#!/bin/sh\necho \"$@\" > " .. dir .. "/ncu-args\ncat " .. host.resolve(page) .. "\n")
+local ncu_bad = write(dir .. "/ncu-bad", "#!/bin/sh\necho '==ERROR== the profiler could not start' >&2\nexit 9\n")
+os.execute("chmod +x " .. ncu_ok .. " " .. ncu_bad)
+
+local r = require("kwb.load").load(recipe_file)
+local s = r:session { store = require("kwb.store").open(dir .. "/profiled.db") }
+s.pool = false   -- measured and profiled in this process, where the stand-in is (a worker would load kwb.cuda)
+local start = s:ensure_start()
+
+t.test("profile_session_runs_ncu_on_the_slowest_shape_and_keeps_the_verdict", function()
+  profile.command = ncu_ok
+  local p = s:profile(start.id:sub(1, 8))
+  t.eq(p.shape, "n=300000", "the shape where the candidate's median is longest")
+  t.eq(p.candidate, start.id)
+  t.eq(p.device, "fake-gpu sm_00")
+  t.eq(p.count, 1)
+  t.eq(p.kernels[1].name, "sgemm_tiled")
+  t.eq(p.plan_seconds, start.shapes["n=300000"].median, "the plan's time is kwb's own median there")
+  local want = profile.summarise(assert(profile.parse(read(page))), p.plan_seconds)
+  t.eq(p.class, want.class)
+  local rows = s.store.cache:profiles(start.id)
+  t.eq(#rows, 1)
+  t.eq(rows[1].shape, "n=300000")
+  t.eq(rows[1].class, p.class)
+  t.eq(rows[1].data.kernels[1].name, "sgemm_tiled")
+  local args = read(dir .. "/ncu-args")
+  t.truthy(args:find("--clock-control none --csv --page raw --print-units base", 1, true), args)
+  t.truthy(args:find("--kernel-name regex:^(matmul)$", 1, true), args)
+  t.truthy(args:find("sanitize_job", 1, true), "ncu runs the sanitizers' job: " .. args)
+  p = s:profile(start.id, "n=1000")
+  t.eq(p.shape, "n=1000")
+  t.eq(#s.store.cache:profiles(start.id), 2, "one profile per shape")
+end)
+
+t.test("profile_session_errors_name_what_is_wrong", function()
+  profile.command = ncu_ok
+  t.raises(function() s:profile(start.id, "n=7") end, "recipe profiled has no timed shape n=7 (its shapes: n=1000, n=300000)")
+  t.raises(function() s:profile("ffffffff") end, "ffffffff")
+  profile.command = ncu_bad
+  t.raises(function() s:profile(start.id) end, "ncu failed at n=300000 (exit 9): ==ERROR== the profiler could not start")
+  profile.command = dir .. "/no-such-ncu"
+  t.raises(function() s:profile(start.id) end, "ncu at n=300000 did not start")
+  profile.command = nil
+end)
+
+t.done()

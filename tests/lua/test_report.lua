@@ -51,7 +51,7 @@ t.test("report_shows_the_bests_bottleneck_where_it_was_profiled", function()
   st.cache:add_profile { candidate = d.best.id, device = d.device, shape = "n=96", class = p.class, data = p }
   local sub = dir .. "/profiled"
   rr.write(recipe, sub, { store = st })
-  t.truthy(read(sub .. "/report.md"):find("## The best's bottleneck (kwb profile)\n\n- At n=96: compute-bound (compute at "
+  t.truthy(read(sub .. "/report.md"):find("## The best's bottleneck (kwb profile)\n\n- At n=96: compute-bound (the SM at "
                                           .. "75% of peak (memory 20%)); 1 kernel, busy 3.0 us of the plan's 4.0 us.", 1, true))
   t.truthy(read(sub .. "/report.html"):find("<h2>The best's bottleneck</h2><ul><li>At n=96: compute-bound", 1, true))
 end)

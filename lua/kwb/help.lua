@@ -171,7 +171,8 @@ M.recipe_fields = {
   { "strategy", "what proposes candidates: " .. strategies .. ", a table { propose =, observe = }, { \"llm+tune\", "
     .. "sweep = 8 } (a builtin with options) or a list of them taken in turn (default random with a space)" },
   { "model", "the model the llm, llm+tune and agent strategies ask: { provider =, model =, base_url =, key_env =, "
-    .. "temperature =, max_tokens =, price =, fallback =, ... }" },
+    .. "temperature =, max_tokens =, price =, fallback =, profile = true (CUDA: each new best profiled with ncu, "
+    .. "its bottleneck in the prompt), ... }" },
   { "context", "files the model reads (hwdocs/, modeldocs/), relative to the recipe's file" },
   { "ideas", "sentences for the model's prompt: the ideas a human brings" },
   { "forbid", "the rules candidates must keep: \"default\", rule names, \"-name\" to drop one, or { name =, words = } "

@@ -7,6 +7,8 @@
 --             sections most relevant to the problem first, within a size budget
 --   problem   the signature, shapes, tolerance, bytes, flops and each shape's floor
 --   best      the current best source with its per-shape table and % of floor
+--   profile   the best's profile where kwb profile made one (model.profile:
+--             the loop profiles each new best): its bottleneck and why
 --   failures  the last failed candidates with their evidence
 --   ideas     the humans' ideas (the recipe's `ideas`, kwb.idea "..." at the REPL)
 --   format    how to answer (one code block; a template's space as a lua block)
@@ -179,6 +181,32 @@ local function best_part(info)
                        shape_table(info.recipe, b))
 end
 
+-- The best's profile (kwb profile), where the cache has one on this device
+-- kind: per kernel its time, throughputs, occupancy and top stalls, and the
+-- plan's bottleneck.
+local function profile_part(info)
+  local p = info.profile
+  if not p then return nil end
+  local lines = { string.format("Profile of the current best at %s (Nsight Compute): %s-bound, %s.", p.shape, p.class,
+                                p.why or "") }
+  for _, k in ipairs(p.kernels or {}) do
+    local st = {}
+    for i, x in ipairs(k.stalls or {}) do st[i] = string.format("%s %.1f", x[1], x[2]) end
+    local function pct(v) return v and string.format("%.0f%%", v) or "-" end
+    lines[#lines + 1] = string.format("- %s: %s, DRAM %s, L2 %s, L1/shared %s, SM %s, tensor pipes %s, occupancy %s, "
+                                      .. "%s registers%s; %s-bound; top stalls (warps per issued instruction): %s",
+                                      k.name, report.time(k.seconds), pct(k.dram), pct(k.l2), pct(k.l1), pct(k.sm),
+                                      pct(k.tensor), pct(k.occupancy), tostring(k.registers or "?"),
+                                      (k.spills or 0) > 0 and string.format(", %d bytes spilled", k.spills) or "",
+                                      k.class or "?", #st > 0 and table.concat(st, ", ") or "none")
+  end
+  if p.count and p.count > 1 and p.gaps then
+    lines[#lines + 1] = string.format("The plan's %d kernels are busy %s of its %s.", p.count, report.time(p.busy),
+                                      report.time(p.plan_seconds))
+  end
+  return table.concat(lines, "\n")
+end
+
 local function excerpt(text, n)
   if not text or text == "" then return nil end
   local lines = {}
@@ -230,6 +258,13 @@ function M.info(run)
   if best then
     local got = s.store.cache:get(best.id)
     info.best_source = got and got.source
+    -- (kwb profile's, or the loop's for model.profile): the one of the shape
+    -- where the best's plan takes longest, where most of its time goes
+    for _, row in ipairs(s.store.cache:profiles(best.id) or {}) do
+      if row.device == s.ctx.device and (not info.profile or (row.data.plan_seconds or 0) > (info.profile.plan_seconds or 0)) then
+        info.profile = row.data
+      end
+    end
   end
   local feedback = run.feedback or run.results   -- results and a model's repeats, in order
   for i = #feedback, 1, -1 do
@@ -242,7 +277,7 @@ function M.info(run)
   return info
 end
 
--- parts(info, mode) -> { role =, rules =, context =, problem =, best =, failures =, ideas =, format = }
+-- parts(info, mode) -> { role =, rules =, context =, problem =, best =, profile =, failures =, ideas =, format = }
 function M.parts(info, mode)
   local r = info.recipe
   local terms = words(r.problem.name .. " " .. (r.problem.description or "") .. " " .. (r.description or "")
@@ -256,6 +291,7 @@ function M.parts(info, mode)
     context = docs ~= "" and ("Reference material:\n\n" .. docs) or nil,
     problem = problem_part(info),
     best = best_part(info),
+    profile = profile_part(info),
     failures = failures_part(info),
     ideas = ideas_part(info),
     format = string.format(formats[mode or "source"], fence(r)),
@@ -263,7 +299,7 @@ function M.parts(info, mode)
   return parts, used
 end
 
-M.order = { "problem", "context", "best", "failures", "ideas", "format" }
+M.order = { "problem", "context", "best", "profile", "failures", "ideas", "format" }
 
 -- build(run, { mode = }) -> convo { system =, messages =, parts =, documents = }
 function M.build(run, opts)

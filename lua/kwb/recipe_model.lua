@@ -2,7 +2,7 @@
 -- calls it with its Checker): a provider of kwb.agent's, what that provider
 -- needs (a model name, a program on PATH, a transcript file that reads), an
 -- http(s) base_url, fallbacks checked the same way, prices in currency units
--- per million tokens.
+-- per million tokens, profile (the best's ncu profile in the prompt) a boolean.
 local nearest = require "kwb.nearest"
 
 return function(checks)
@@ -43,12 +43,14 @@ return function(checks)
       if type(a) ~= "string" then c:fail(f .. "[" .. i .. "]", "a string", a) end
     end
   end
+  local function a_boolean(c, f, v) if type(v) ~= "boolean" then c:fail(f, "true or false", v) end end
   model_spec = { names = { "provider", "model", "key_env", "base_url", "temperature", "max_tokens", "fallback", "price",
-                           "command", "timeout", "file", "context_bytes" },
+                           "command", "timeout", "file", "context_bytes", "profile" },
                  required = { "provider" },
                  check = { provider = a_string, model = a_string, key_env = a_string, base_url = a_string,
                            temperature = nonneg_number, max_tokens = positive_integer, fallback = a_fallback,
                            price = function(c, f, v) c:subtable(f, v, price_spec) end, command = an_argv,
-                           timeout = positive_number, file = a_string, context_bytes = positive_integer } }
+                           timeout = positive_number, file = a_string, context_bytes = positive_integer,
+                           profile = a_boolean } }
   return model_check
 end

@@ -248,7 +248,16 @@ function Session:complete(pending)
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
   self:note_times(res)
-  if res.outcome == "accepted" then self.best = res end
+  if res.outcome == "accepted" then
+    self.best = res
+    -- the model reads the best's profile (model.profile): ncu on it now; a
+    -- profile that fails is said in the result, never the candidate's outcome
+    local m = self.recipe.model
+    if m and m.profile and self.recipe.backend == "cuda" then
+      local ok, err = pcall(self.profile, self, res.id)
+      if not ok then res.profile_error = tostring(err) end
+    end
+  end
   return res
 end
 

@@ -148,6 +148,31 @@ t.test("profile_session_runs_ncu_on_the_slowest_shape_and_keeps_the_verdict", fu
   t.eq(#s.store.cache:profiles(start.id), 2, "one profile per shape")
 end)
 
+t.test("profile_the_bests_profile_goes_into_the_models_prompt", function()
+  local prompt = require "kwb.prompt"
+  s.best = start
+  local convo = prompt.build { session = s, recipe = r, results = {} }
+  local part = convo.parts.profile
+  t.eq(part:match("^[^\n]*"), "Profile of the current best at n=300000 (Nsight Compute): memory-bound, L1/shared memory "
+                             .. "at 97% of peak (SM 65%).", "the profile of the shape where the best's plan is slowest")
+  t.truthy(part:find("\n- sgemm_tiled: 25.391 ms, DRAM 9%, L2 23%, L1/shared 97%, SM 65%, tensor pipes 0%, occupancy 99%, "
+                     .. "32 registers; memory-bound; top stalls (warps per issued instruction): long_scoreboard 24.6, ", 1, true),
+           part)
+  local user = convo.messages[1].content
+  t.truthy(user:find(part, 1, true) and user:find(part, 1, true) > user:find("The current best is the start kernel", 1, true),
+           "in the user message, after the best")
+  s.best = nil
+  t.eq(prompt.build({ session = s, recipe = r, results = {} }).parts.profile, nil, "no best, no profile")
+end)
+
+t.test("profile_model_profile_is_a_boolean", function()
+  t.raises(function()
+    kwb.recipe { name = "p", problem = r.problem, shapes = { n = { 8 } }, start = { source = "x" }, backend = "cuda",
+                 launch = r.launch, model = { provider = "replay", file = "recipes/transcripts/host_matmul_llm.json",
+                                              profile = "yes" } }
+  end, "model.profile")
+end)
+
 t.test("profile_session_errors_name_what_is_wrong", function()
   profile.command = ncu_ok
   t.raises(function() s:profile(start.id, "n=7") end, "recipe profiled has no timed shape n=7 (its shapes: n=1000, n=300000)")
@@ -157,6 +182,41 @@ t.test("profile_session_errors_name_what_is_wrong", function()
   profile.command = dir .. "/no-such-ncu"
   t.raises(function() s:profile(start.id) end, "ncu at n=300000 did not start")
   profile.command = nil
+end)
+
+-- model.profile: the loop profiles each new best, for the model's next prompt
+t.test("profile_model_profile_profiles_each_new_best", function()
+  local fast = "void matmul(int n, const float *a, const float *b, float *c) {\n"
+               .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n"
+  local slow = "void matmul(int n, const float *a, const float *b, float *c) {\n"   -- the same, 30 times over
+               .. "  volatile float *vc = c;\n"
+               .. "  for (int r = 0; r < 30; r++) for (int i = 0; i < n; i++) vc[i] = a[i] + b[i];\n}\n"
+  local file = write(dir .. "/profiled_loop.lua", read(recipe_file)
+    :gsub('name = "profiled"', 'name = "profiled_loop"')
+    :gsub("start = { source = vec },", function()
+      return string.format("start = { source = %q },\n  model = { provider = \"replay\", file = %q, profile = true },",
+                           slow, host.resolve("recipes/transcripts/host_matmul_llm.json"))
+    end))
+  local r2 = require("kwb.load").load(file)
+  t.eq(r2.model.profile, true)
+  local s2 = r2:session { store = require("kwb.store").open(dir .. "/profiled_loop.db") }
+  s2.pool = false
+  s2:ensure_start()
+  profile.command = ncu_ok
+  local res = s2:evaluate(s2:candidate({ source = fast, name = "fast" }, "test"))
+  profile.command = nil
+  t.eq(res.outcome, "accepted", tostring(res.reason))
+  t.eq(res.profile_error, nil)
+  local rows = s2.store.cache:profiles(res.id)
+  t.eq(#rows, 1, "the new best profiled once")
+  t.eq(rows[1].shape, "n=300000")
+  profile.command = dir .. "/no-such-ncu"
+  s2.best = s2.start
+  local again = s2:evaluate(s2:candidate({ source = fast .. "\n", name = "fast again" }, "test"))
+  profile.command = nil
+  t.eq(again.outcome, "accepted", tostring(again.reason))
+  t.truthy(again.profile_error and again.profile_error:find("ncu at n=300000 did not start", 1, true),
+           "a failed profile is said, and the candidate stays accepted: " .. tostring(again.profile_error))
 end)
 
 t.done()

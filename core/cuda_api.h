@@ -102,6 +102,10 @@ typedef struct kwb_cu_api {
     CUresult (*GraphLaunch)(CUgraphExec, CUstream);
     CUresult (*GraphExecDestroy)(CUgraphExec);
     CUresult (*GraphDestroy)(CUgraph);
+    /* cuTensorMapEncodeTiled (12.0+, may be NULL): the map is 128 opaque
+     * bytes aligned to 64, the enums plain ints here */
+    CUresult (*TensorMapEncodeTiled)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *,
+                                     const uint32_t *, const uint32_t *, int, int, int, int);
 } kwb_cu_api;
 
 typedef struct _nvrtcProgram *nvrtcProgram;

@@ -87,6 +87,7 @@ static void cu_load(void) {
     LOAD(t, FuncGetParamInfo, "cuFuncGetParamInfo", 0);
     LOAD(t, LaunchKernel, "cuLaunchKernel", 1);
     LOAD(t, LaunchKernelEx, "cuLaunchKernelEx", 0);
+    LOAD(t, TensorMapEncodeTiled, "cuTensorMapEncodeTiled", 0);
     LOAD(t, StreamCreate, "cuStreamCreate", 1);
     LOAD(t, StreamSynchronize, "cuStreamSynchronize", 1);
     LOAD(t, EventCreate, "cuEventCreate", 1);

@@ -699,6 +699,21 @@ int kwb_cuda_plan_time(kwb_cuda_plan *p, const kwb_time_opts *o, int cold, int g
     return 0;
 }
 
+/* ---- tensor maps ------------------------------------------------------- */
+
+int kwb_cuda_tensor_map_encode(void *map, int dtype, uint32_t rank, uint64_t address, const uint64_t *dims,
+                               const uint64_t *strides, const uint32_t *box, const uint32_t *estrides,
+                               int interleave, int swizzle, int l2, int oob) {
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return KWB_ERUN;
+    if (!c->cu->TensorMapEncodeTiled)
+        return kwb_fail(KWB_ERUN, "tensor maps need cuTensorMapEncodeTiled (a CUDA 12 driver or newer)");
+    if ((uintptr_t)map % 64) return kwb_fail(KWB_EINVAL, "a tensor map must be 64-byte aligned");
+    return kwb_cu_check(c->cu->TensorMapEncodeTiled(map, dtype, rank, (void *)(uintptr_t)address, dims, strides, box,
+                                                    estrides, interleave, swizzle, l2, oob),
+                        "cuTensorMapEncodeTiled");
+}
+
 /* ---- ceilings ---------------------------------------------------------- */
 
 static int time_events(kwb_cuda_ctx *c, CUevent a, CUevent b, double *seconds) {

@@ -565,6 +565,13 @@ typedef struct kwb_cuda_launch {
     uint32_t nargs;
 } kwb_cuda_launch;
 
+/* A TMA tensor map (cuTensorMapEncodeTiled) into the 128 bytes at map
+ * (64-byte aligned); the enums are the driver's CUtensorMap* values, dims
+ * innermost first, strides in bytes (rank - 1 of them). */
+int kwb_cuda_tensor_map_encode(void *map, int dtype, uint32_t rank, uint64_t address, const uint64_t *dims,
+                               const uint64_t *strides, const uint32_t *box, const uint32_t *estrides,
+                               int interleave, int swizzle, int l2, int oob);
+
 kwb_cuda_plan *kwb_cuda_plan_new(void);
 void kwb_cuda_plan_free(kwb_cuda_plan *p);
 int kwb_cuda_plan_add(kwb_cuda_plan *p, const kwb_cuda_launch *l);

@@ -16,6 +16,7 @@
 #define FN_MT "kwb.cuda.fn"
 #define DBUF_MT "kwb.cuda.buffer"
 #define PLAN_MT "kwb.cuda.plan"
+#define TMAP_MT "kwb.cuda.tensor_map"
 
 typedef struct { kwb_cuda_module *m; } lmodule;
 typedef struct { kwb_cuda_fn *f; } lfn;
@@ -644,6 +645,64 @@ static int l_compare(lua_State *L) {
 
 /* ---- plans ------------------------------------------------------------- */
 
+/* ---- tensor maps ------------------------------------------------------- */
+
+/* 128 opaque bytes at a 64-byte boundary inside the userdata; its user
+ * value keeps the buffer it points into alive. */
+typedef struct { unsigned char raw[128 + 63]; } ltmap;
+
+static unsigned char *tmap_bytes(ltmap *u) { return (unsigned char *)(((uintptr_t)u->raw + 63) & ~(uintptr_t)63); }
+
+static void int_list(lua_State *L, int t, const char *k, uint32_t n, uint64_t *out) {
+    lua_getfield(L, t, k);
+    for (uint32_t i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i + 1);
+        out[i] = (uint64_t)luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* kwb.core.cuda_tensor_map(buf, args) -> tensor map: args as kwb.tmap.args
+ * gives them (dtype, rank, offset, dims, strides, box, element_strides,
+ * interleave, swizzle, l2, oob: the driver's values, checked there). */
+static int l_tmap_new(lua_State *L) {
+    kwb_cuda_buffer *b = check_dbuf(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "rank");
+    lua_Integer rank = luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+    if (rank < 1 || rank > 5) return luaL_error(L, "a tensor map has rank 1 to 5 (got %d)", (int)rank);
+    uint64_t dims[5] = {0}, strides[5] = {0}, box64[5] = {0}, es64[5] = {0}, v[6] = {0};
+    uint32_t box[5], es[5];
+    int_list(L, 2, "dims", (uint32_t)rank, dims);
+    int_list(L, 2, "strides", (uint32_t)rank - 1, strides);
+    int_list(L, 2, "box", (uint32_t)rank, box64);
+    int_list(L, 2, "element_strides", (uint32_t)rank, es64);
+    static const char *const scalars[] = {"dtype", "offset", "interleave", "swizzle", "l2", "oob"};
+    for (int i = 0; i < 6; i++) {
+        lua_getfield(L, 2, scalars[i]);
+        v[i] = (uint64_t)luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+    }
+    for (int i = 0; i < rank; i++) box[i] = (uint32_t)box64[i], es[i] = (uint32_t)es64[i];
+    ltmap *u = lua_newuserdatauv(L, sizeof *u, 1);
+    memset(u, 0, sizeof *u);
+    luaL_setmetatable(L, TMAP_MT);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+    if (kwb_cuda_tensor_map_encode(tmap_bytes(u), (int)v[0], (uint32_t)rank, kwb_cuda_buffer_ptr(b) + v[1], dims,
+                                   strides, box, es, (int)v[2], (int)v[3], (int)v[4], (int)v[5]))
+        return fail_run(L, "run-failed");
+    return 1;
+}
+
+static int l_tmap_tostring(lua_State *L) {
+    luaL_checkudata(L, 1, TMAP_MT);
+    lua_pushliteral(L, "kwb.cuda.tensor_map");
+    return 1;
+}
+
 static int l_plan_new(lua_State *L) {
     lplan *u = lua_newuserdatauv(L, sizeof *u, 1);
     u->p = NULL;
@@ -686,9 +745,9 @@ static void dims(lua_State *L, int idx, const char *what, uint32_t d[3], uint32_
 }
 
 /* The types of a kernel argument; type_names and type_sizes follow this order. */
-typedef enum { ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64, ARG_PTR } arg_type;
-static const char *const type_names[] = {"i32", "u32", "i64", "u64", "f32", "f64", "ptr", NULL};
-static const uint32_t type_sizes[] = {4, 4, 8, 8, 4, 8, 8};
+typedef enum { ARG_I32, ARG_U32, ARG_I64, ARG_U64, ARG_F32, ARG_F64, ARG_PTR, ARG_TMAP } arg_type;
+static const char *const type_names[] = {"i32", "u32", "i64", "u64", "f32", "f64", "ptr", "tmap", NULL};
+static const uint32_t type_sizes[] = {4, 4, 8, 8, 4, 8, 8, 128};
 
 /* Pack one argument of type t at off into buf. */
 static void pack(lua_State *L, int idx, arg_type t, char *buf, uint32_t off, int argno) {
@@ -715,6 +774,12 @@ static void pack(lua_State *L, int idx, arg_type t, char *buf, uint32_t off, int
         memcpy(buf + off, &v, 8);
         break;
     }
+    case ARG_TMAP: {
+        ltmap *u = luaL_testudata(L, idx, TMAP_MT);
+        if (!u) luaL_error(L, "argument %d must be a tensor map (got %s)", argno, luaL_typename(L, idx));
+        memcpy(buf + off, tmap_bytes(u), 128);
+        break;
+    }
     case ARG_PTR: {
         uint64_t v = 0;
         if (!lua_isnil(L, idx)) {
@@ -734,6 +799,7 @@ static void pack(lua_State *L, int idx, arg_type t, char *buf, uint32_t off, int
  * (f64 likewise). */
 static arg_type infer_type(lua_State *L, int idx, uint32_t size, int argno) {
     if (lua_isnil(L, idx) || luaL_testudata(L, idx, DBUF_MT)) return ARG_PTR;
+    if (luaL_testudata(L, idx, TMAP_MT)) return ARG_TMAP;
     if (lua_isinteger(L, idx)) return size == 8 ? ARG_I64 : ARG_I32;
     if (lua_type(L, idx) == LUA_TNUMBER) return size == 8 ? ARG_F64 : ARG_F32;
     return (arg_type)luaL_error(L, "argument %d: cannot pass a %s to a kernel", argno, luaL_typename(L, idx));
@@ -782,8 +848,8 @@ static int l_plan_add(lua_State *L) {
                 return luaL_error(L, "argument %d is declared %s (%d bytes) but the kernel's parameter has %d bytes",
                                   (int)i + 1, type_names[t], (int)type_sizes[t], (int)size);
         } else t = infer_type(L, vi, size, (int)i + 1);
-        if (launcher || np < 0) {   /* natural alignment */
-            uint32_t s = type_sizes[t];
+        if (launcher || np < 0) {   /* natural alignment (a tensor map's: 64) */
+            uint32_t s = t == ARG_TMAP ? 64 : type_sizes[t];
             off = (end + s - 1) / s * s;
         } else if (size != type_sizes[t])
             return luaL_error(L, "argument %d: the kernel's parameter has %d bytes, a %s has %d (declare its type)",
@@ -792,8 +858,8 @@ static int l_plan_add(lua_State *L) {
         pack(L, vi, t, buf, off, (int)i + 1);
         offsets[i] = off;
         if (off + type_sizes[t] > end) end = off + type_sizes[t];
-        /* keep buffers alive as long as the plan */
-        if (t == ARG_PTR && !lua_isnil(L, vi)) {
+        /* keep buffers (and tensor maps, which keep theirs) alive as long as the plan */
+        if ((t == ARG_PTR || t == ARG_TMAP) && !lua_isnil(L, vi)) {
             lua_getiuservalue(L, 1, 1);
             lua_pushvalue(L, vi);
             lua_pushboolean(L, 1);
@@ -1000,7 +1066,7 @@ void kwb_lua_open_cuda(lua_State *L) {
         {"cuda_clocks", l_clocks}, {"cuda_measure_copy", l_measure_copy},
         {"cuda_measure_fma", l_measure_fma}, {"cuda_measure_bf16", l_measure_bf16},
         {"cuda_set_build_dir", l_set_build_dir}, {"cuda_home", l_home},
-        {"cuda_arch_valid", l_arch_valid}, {NULL, NULL},
+        {"cuda_arch_valid", l_arch_valid}, {"cuda_tensor_map", l_tmap_new}, {NULL, NULL},
     };
     if (luaL_newmetatable(L, MODULE_MT)) luaL_setfuncs(L, module_meta, 0);
     lua_pop(L, 1);
@@ -1015,6 +1081,11 @@ void kwb_lua_open_cuda(lua_State *L) {
     if (luaL_newmetatable(L, PINNED_MT)) {
         static const luaL_Reg pinned_meta[] = {{"__gc", l_pinned_gc}, {"__close", l_pinned_gc}, {NULL, NULL}};
         luaL_setfuncs(L, pinned_meta, 0);
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, TMAP_MT)) {
+        static const luaL_Reg tmap_meta[] = {{"__tostring", l_tmap_tostring}, {NULL, NULL}};
+        luaL_setfuncs(L, tmap_meta, 0);
     }
     lua_pop(L, 1);
     if (luaL_newmetatable(L, PLAN_MT)) {

@@ -146,6 +146,22 @@ M.buffer = core.cuda_buffer
 -- launch and one wait for all of them (the check after every timed run).
 M.redzones = core.cuda_redzones
 
+-- tensor_map { buf, dims =, box = [, strides =, element_strides =, dtype =,
+-- offset =, swizzle =, interleave =, l2 =, oob =] } -> a TMA tensor map over
+-- the buffer (kwb.tmap checks the spec; cuTensorMapEncodeTiled makes it),
+-- for a kernel's `const __grid_constant__ CUtensorMap` parameter: a plan
+-- step's argument like a buffer (it keeps its buffer alive). Raises on a bad
+-- spec; nil, message, info when the driver refuses it.
+function M.tensor_map(spec)
+  local args = require("kwb.tmap").args(spec)
+  if spec[1] == nil then error("tensor_map: the first entry must be a device buffer", 2) end
+  return core.cuda_tensor_map(spec[1], args)
+end
+
+-- tensor_map_args(spec) -> the driver's arguments kwb.cuda.tensor_map would
+-- pass (spec.address and spec.bytes may stand for the buffer: no device needed).
+function M.tensor_map_args(spec) return (require("kwb.tmap").args(spec)) end
+
 -- guard_layout(bytes) -> before, after, allocation: the guard bands' bytes
 -- around a buffer of that size, and what it allocates.
 M.guard_layout = core.cuda_guard_layout

@@ -197,6 +197,18 @@ return {
     .. "last check, byte offsets as dbuf:redzone gives. With outputs given, also the elements of each still "
     .. "holding the poison pattern (count and first index, as dbuf:poisoned gives), in the same launch and wait. "
     .. "Raises on a device failure." },
+  { "kwb.cuda.tensor_map", "kwb.cuda.tensor_map { dbuf, dims =, box = [, strides =, element_strides =, dtype =, "
+    .. "offset =, swizzle =, interleave =, l2 =, oob =] } -> tensor map | nil, message, info",
+    "A TMA descriptor (cuTensorMapEncodeTiled, compute capability 9.0+) over a device buffer, for a kernel's "
+    .. "`const __grid_constant__ CUtensorMap` parameter: pass it as a plan step's argument. dims innermost first "
+    .. "(elements), strides in bytes for the outer dims (default packed), box the tile copied, swizzle \"none\" | "
+    .. "\"32B\" | \"64B\" | \"128B\", interleave \"none\" | \"16B\" | \"32B\", l2 \"none\" | \"64B\" | \"128B\" "
+    .. "| \"256B\", oob \"zero\" | \"nan\"; dtype defaults to the buffer's (bytes for 8-bit types). The driver's "
+    .. "documented requirements are checked first, each mistake named by its field, and the map must lie inside "
+    .. "the buffer. A launch plan step names one as { tensor_map = \"x\", dims =, box =, ... }." },
+  { "kwb.cuda.tensor_map_args", "kwb.cuda.tensor_map_args(spec) -> args",
+    "The arguments kwb.cuda.tensor_map would give the driver (enum values), checked; spec.address and spec.bytes "
+    .. "may stand for the buffer, so it needs no device." },
   { "kwb.cuda.guard_layout", "kwb.cuda.guard_layout(bytes) -> before, after, allocation",
     "The guard bands' bytes around a device buffer of that size and the allocation's size; needs no device." },
   { "kwb.cuda.to_host", "kwb.cuda.to_host(dbuf) -> buf | nil, message, info",

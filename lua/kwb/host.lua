@@ -21,10 +21,11 @@ local scalar_types = {
   i64 = "i64", ["unsigned long"] = "u64", ["unsigned long long"] = "u64", uint64_t = "u64",
   size_t = "u64", u64 = "u64",
   float = "f32", f32 = "f32", double = "f64", f64 = "f64", ptr = "ptr",
+  CUtensorMap = "tmap", tmap = "tmap",   -- (a CUDA kernel's TMA descriptor, kwb.cuda.tensor_map)
 }
 
 local qualifiers = { const = true, volatile = true, restrict = true, __restrict = true,
-                     __restrict__ = true, struct = true }
+                     __restrict__ = true, struct = true, __grid_constant__ = true }
 
 -- "const float *restrict x" -> "ptr"; "int n" -> "i32"; also accepts bare types.
 local function param_type(text, what, sig)
@@ -172,14 +173,25 @@ function M.symbols(path)
   return core.host_symbols(path)
 end
 
+local function no_tensor_maps(args, sig)
+  for i, a in ipairs(args) do
+    if a == "tmap" then
+      error(string.format("argument %d of '%s' is a CUtensorMap, a CUDA kernel's parameter (kwb.cuda.tensor_map); "
+                          .. "host functions take none", i, sig), 3)
+    end
+  end
+end
+
 -- mod:fn "void f(int n, float *x)"  or  mod:fn("f", "void(int, float*)")
 -- Returns a callable kernel (kernel(args...), kernel:time(opts, args...)),
 -- or nil, message, { code = "no-symbol" }.
 function Module:fn(name, sig)
   local ret, args, pname
+  local proto = sig or name
   if sig then ret, args = M.parse_signature(sig)
   else ret, args, pname = M.parse_signature(name); name = pname end
   if not name then error("the prototype needs a function name", 2) end
+  no_tensor_maps(args, proto)
   return core.host_fn(self.ud, name, ret, args)
 end
 
@@ -190,6 +202,7 @@ end
 function Module:sandbox(proto)
   local ret, args, name = M.parse_signature(proto)
   if not name then error("the prototype needs a function name", 2) end
+  no_tensor_maps(args, proto)
   return core.host_sandbox(self.path, name, ret, args)
 end
 

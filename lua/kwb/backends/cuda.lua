@@ -98,7 +98,10 @@ end
 
 -- A launch plan: { grid =, block =, smem = } (one kernel, the problem's
 -- prototype) or { steps = { { "kernel", grid =, block =, smem =, args = { names } } ... },
--- scratch = { name = { dtype, n } } }. Returns it checked, or raises naming what is wrong.
+-- scratch = { name = { dtype, n } } }; an argument is a name, a literal
+-- { dtype, value }, or { tensor_map = name, dims =, box =, ... } (a TMA
+-- descriptor over that buffer, kwb.cuda.tensor_map's spec; the kernel takes
+-- a CUtensorMap). Returns it checked, or raises naming what is wrong.
 local function read_plan(l, where)
   if type(l) ~= "table" then error("the launch plan must return a table (at " .. where .. ")", 0) end
   if l.steps == nil then
@@ -126,7 +129,13 @@ local function step_prototype(problem, st, scratch, where)
   local args, parts = arg_table(problem), {}
   for i, a in ipairs(st.args) do
     local dtype, ptr
-    if type(a) == "table" then
+    if type(a) == "table" and a.tensor_map then
+      if not args[a.tensor_map] and not scratch[a.tensor_map] then
+        error(string.format("step %s argument %d: tensor_map '%s' is neither a buffer of %s nor a scratch buffer (at %s)",
+                            st[1], i, tostring(a.tensor_map), problem.name, where), 0)
+      end
+      dtype = "tmap"
+    elseif type(a) == "table" then
       dtype = a[1]
       if not ctype[dtype] then error(string.format("step %s argument %d: a literal needs a scalar dtype, got %s (at %s)", st[1], i, tostring(dtype), where), 0) end
     elseif args[a] then dtype, ptr = args[a].dtype, args[a].kind == "buffer"
@@ -135,7 +144,7 @@ local function step_prototype(problem, st, scratch, where)
       error(string.format("step %s argument %d: '%s' is neither an argument of %s nor a scratch buffer (at %s)",
                           st[1], i, tostring(a), problem.name, where), 0)
     end
-    parts[i] = ptr and "void *a" .. i or (ctype[dtype] .. " a" .. i)
+    parts[i] = ptr and "void *a" .. i or dtype == "tmap" and "CUtensorMap a" .. i or (ctype[dtype] .. " a" .. i)
   end
   return string.format("void %s(%s)", st[1], table.concat(parts, ", "))
 end
@@ -175,7 +184,16 @@ local function plan_for(fn, b, args, problem)
       if not k then return nil, msg end
       local vals = {}
       for i, a in ipairs(st.args) do
-        if type(a) == "table" then vals[i] = a[2]
+        if type(a) == "table" and a.tensor_map then   -- a TMA descriptor over one of the plan's buffers
+          local spec = {}
+          for k, v in pairs(a) do if k ~= "tensor_map" then spec[k] = v end end
+          spec[1] = byname[a.tensor_map] and args[byname[a.tensor_map].index] or scratch[a.tensor_map]
+          local ok, tm, tmsg = pcall(api().tensor_map, spec)
+          if not ok or not tm then
+            return nil, string.format("step %s argument %d (tensor_map %s): %s", st[1], i, a.tensor_map, tostring(ok and tmsg or tm))
+          end
+          vals[i] = tm
+        elseif type(a) == "table" then vals[i] = a[2]
         elseif byname[a] then vals[i] = args[byname[a].index]
         else vals[i] = scratch[a] end
       end

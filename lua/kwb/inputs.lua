@@ -148,14 +148,17 @@ M.pool_sets = 8
 -- sets (held on the host by the CUDA backend): fewer sets where they are large.
 M.pool_bytes = 2 << 30
 
--- sets(h, b) -> how many pool sets shape b keeps: M.pool_sets, fewer where
--- their expected outputs would pass M.pool_bytes (0: none).
-function M.sets(h, b)
+-- sets(h, b [, need]) -> how many pool sets shape b keeps: M.pool_sets, or
+-- `need` where fewer will do (the most verified runs one evaluation of a
+-- candidate has at a shape: each set's reference runs once a run, seconds at
+-- an NVFP4 layer's T = 4096), fewer still where their expected outputs would
+-- pass M.pool_bytes (0: none).
+function M.sets(h, b, need)
   local bytes = 0
   for _, a in ipairs(h.problem.buffers) do
     if a.role ~= "in" then bytes = bytes + b.refs[a.name].bytes end
   end
-  return math.min(M.pool_sets, M.pool_bytes // math.max(bytes, 1))
+  return math.min(M.pool_sets, need or M.pool_sets, M.pool_bytes // math.max(bytes, 1))
 end
 
 -- fresh(h, b, seed, tag [, pool [, checked]]): the inputs of one timed run

@@ -76,7 +76,10 @@ function M.shape(h, kernel, b, t, seed)
   -- checks, verifies timed runs on sets of a pool (kwb.inputs), a different
   -- one for each verified run of the candidate at this shape (b.pools: how
   -- many it has had), then on inputs of their own once it has met them all
-  local sets = (h.problem.draw == "run" or backend.pooled_checks) and inputs.sets(h, b) or 0
+  -- (as many sets as one evaluation verifies runs at a shape: a first look,
+  -- a full timing and a noisy one's second, each its verified samples and one)
+  local verify_runs = t.verify_runs or backend.verify_runs or M.verify_runs
+  local sets = (h.problem.draw == "run" or backend.pooled_checks) and inputs.sets(h, b, 3 * (verify_runs + 1)) or 0
   if b.pools_seed ~= seed then b.pools_seed, b.pools = seed, 0 end
   local function run(check, what)
     runs = runs + 1
@@ -131,7 +134,6 @@ function M.shape(h, kernel, b, t, seed)
   local expect_n = math.max(min_n, math.min(max_n, math.floor(cap / math.max(pace, 1e-9))))
   local draw = rng.new(rng.seed_of(seed, b.key, "which timed runs are verified"))
   local checked = {}
-  local verify_runs = t.verify_runs or backend.verify_runs or M.verify_runs
   for _ = 1, math.min(verify_runs, expect_n) do checked[draw(expect_n)] = true end
   local samples, capped, verified, partial = {}, false, 0, nil
   local start, next_check = core.now(), min_n

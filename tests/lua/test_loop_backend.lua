@@ -107,6 +107,7 @@ t.test("loop_backend_cuda_verified_timed_runs_meet_each_pool_set_at_most_once", 
   local fn = assert(h:build(r:session():candidate(r.start), { seconds = {} }))
   local b = h:bench(r.shapes[1])   -- n = 1000: 4000 bytes of expected output a set
   t.eq(inputs.sets(h, b), 8)
+  t.eq(inputs.sets(h, b, 3), 3, "as many as one evaluation verifies at a shape: a first look, a timing, a noisy one's second")
   inputs.pool_bytes = 8000
   t.eq(inputs.sets(h, b), 2, "as many sets as the bytes allow")
   local refs = fake.runs.vecadd_ref or 0

@@ -275,3 +275,24 @@ not exist is an error (only import makes one).
                               if a blob is lost)
   gc                          drop blobs no record needs, then compact the file
 [exit 2]
+# kwb profile needs a cache that has the candidate, and the recipe that made it
+$ ./kwb profile
+kwb profile: it takes one candidate ID
+usage: kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]
+[exit 2]
+$ ./kwb profile dd8d --frobnicate
+kwb profile: unknown option '--frobnicate' (known: --csv, --help, --json, --recipe, --shape)
+usage: kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]
+[exit 2]
+$ ./kwb --cache build/test-cache/none.db profile dd8d; echo "exit $?, cache made: $(test -e build/test-cache/none.db && echo yes || echo no)"
+kwb profile: no cache at build/test-cache/none.db (a run makes one; kwb --cache PATH names another)
+exit 1, cache made: no
+$ ./kwb --cache build/test-cache/cli.db profile ffff
+kwb profile: no candidate ffff in the cache build/test-cache/cli.db
+[exit 1]
+$ ./kwb --cache build/test-cache/cli.db profile dd8d
+kwb profile: the cache does not say which recipe made candidate dd8d64fa1560: name it with --recipe FILE
+[exit 1]
+$ ./kwb --cache build/test-cache/cli.db profile dd8d --recipe recipes/host_matmul.lua
+kwb profile: recipe host_matmul: a profile is ncu's, for the cuda backend
+[exit 1]

@@ -279,10 +279,10 @@ int kwb_cuda_buffer_upload(kwb_cuda_buffer *b, const void *src, size_t bytes) {
     if (bytes != b->bytes) return kwb_fail(KWB_EINVAL, "%zu bytes given for a device buffer of %zu bytes", bytes, b->bytes);
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     if (!c) return KWB_ERUN;
-    /* the copy is not on the harness stream: what is queued there (a fill,
-     * a poison) lands first */
-    int rc = kwb_cu_check(c->cu->StreamSynchronize(c->stream), "cuStreamSynchronize");
-    return rc ? rc : kwb_cu_check(c->cu->MemcpyHtoD(b->ptr, src, bytes), "cuMemcpyHtoD");
+    /* on the harness stream, after what is queued there (a fill, a poison)
+     * and before what comes next; a pageable source is staged before this
+     * returns, a page-locked one is not written while a copy may read it */
+    return kwb_cu_check(c->cu->MemcpyHtoDAsync(b->ptr, src, bytes, c->stream), "cuMemcpyHtoD");
 }
 
 int kwb_cuda_buffer_download(const kwb_cuda_buffer *b, void *dst, size_t bytes) {

@@ -532,6 +532,8 @@ int kwb_cuda_buffer_load(kwb_cuda_buffer *b, const kwb_cuda_pinned *h);   /* hos
 int kwb_cuda_buffer_checksum(const kwb_cuda_buffer *b, uint64_t *sum);
 /* A keyed digest of the bytes (the key stays on the host). */
 int kwb_cuda_buffer_digest(const kwb_cuda_buffer *b, uint64_t key, uint64_t *sum);
+/* The same device work, queued, nothing read back (a run not checked). */
+int kwb_cuda_buffer_digest_queue(const kwb_cuda_buffer *b, uint64_t key);
 /* The elements still holding the poison pattern: their count, the first (-1: none). */
 int kwb_cuda_buffer_poisoned(const kwb_cuda_buffer *b, uint64_t *count, int64_t *first);
 /* Every device buffer lies between guard bands of drawn bytes (4 KB before,

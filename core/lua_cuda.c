@@ -506,8 +506,15 @@ static int l_dbuf_load(lua_State *L) {
 }
 
 /* buf:digest(key) -> an integer (kwb_cuda_buffer_digest) */
+/* dbuf:digest(key [, false]) -> the keyed digest; with false, the same
+ * device work queued and nothing read back (-> dbuf). */
 static int l_dbuf_digest(lua_State *L) {
     uint64_t s = 0;
+    if (lua_isboolean(L, 3) && !lua_toboolean(L, 3)) {
+        if (kwb_cuda_buffer_digest_queue(check_dbuf(L, 1), (uint64_t)luaL_checkinteger(L, 2))) return fail_run(L, "run-failed");
+        lua_settop(L, 1);
+        return 1;
+    }
     if (kwb_cuda_buffer_digest(check_dbuf(L, 1), (uint64_t)luaL_checkinteger(L, 2), &s)) return fail_run(L, "run-failed");
     lua_pushinteger(L, (lua_Integer)s);
     return 1;
@@ -654,10 +661,11 @@ typedef struct { unsigned char raw[128 + 63]; } ltmap;
 static unsigned char *tmap_bytes(ltmap *u) { return (unsigned char *)(((uintptr_t)u->raw + 63) & ~(uintptr_t)63); }
 
 static void int_list(lua_State *L, int t, const char *k, uint32_t n, uint64_t *out) {
-    lua_getfield(L, t, k);
+    if (lua_getfield(L, t, k) != LUA_TTABLE) luaL_error(L, "tensor map field '%s' must be a list of %d integers", k, (int)n);
     for (uint32_t i = 0; i < n; i++) {
         lua_rawgeti(L, -1, (lua_Integer)i + 1);
-        out[i] = (uint64_t)luaL_checkinteger(L, -1);
+        if (!lua_isinteger(L, -1)) luaL_error(L, "tensor map field '%s' must be a list of %d integers", k, (int)n);
+        out[i] = (uint64_t)lua_tointeger(L, -1);
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
@@ -670,7 +678,8 @@ static int l_tmap_new(lua_State *L) {
     kwb_cuda_buffer *b = check_dbuf(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_getfield(L, 2, "rank");
-    lua_Integer rank = luaL_checkinteger(L, -1);
+    if (!lua_isinteger(L, -1)) return luaL_error(L, "tensor map field 'rank' must be an integer");
+    lua_Integer rank = lua_tointeger(L, -1);
     lua_pop(L, 1);
     if (rank < 1 || rank > 5) return luaL_error(L, "a tensor map has rank 1 to 5 (got %d)", (int)rank);
     uint64_t dims[5] = {0}, strides[5] = {0}, box64[5] = {0}, es64[5] = {0}, v[6] = {0};
@@ -682,7 +691,8 @@ static int l_tmap_new(lua_State *L) {
     static const char *const scalars[] = {"dtype", "offset", "interleave", "swizzle", "l2", "oob"};
     for (int i = 0; i < 6; i++) {
         lua_getfield(L, 2, scalars[i]);
-        v[i] = (uint64_t)luaL_checkinteger(L, -1);
+        if (!lua_isinteger(L, -1)) return luaL_error(L, "tensor map field '%s' must be an integer", scalars[i]);
+        v[i] = (uint64_t)lua_tointeger(L, -1);
         lua_pop(L, 1);
     }
     for (int i = 0; i < rank; i++) box[i] = (uint32_t)box64[i], es[i] = (uint32_t)es64[i];

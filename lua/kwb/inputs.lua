@@ -186,6 +186,10 @@ function M.fresh(h, b, seed, tag, pool, checked)
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
     if a.role == "in" and checked then   -- (fixed inputs: their checksum from when they were filled)
       b.sums[a.name] = a.fixed and h.fixed_sum[b.fixed[a.name]] or b.bufs[a.name]:digest(b.sum_key)
+    elseif a.role == "in" and not a.fixed and h.backend.queued_digests then
+      -- a run not checked does the digest's device work too, unread, so that
+      -- nothing on the device tells it from a checked one
+      b.bufs[a.name]:digest(base, false)
     end
     if a.role == "out" then b.bufs[a.name]:poison() end
   end

@@ -199,15 +199,17 @@ end
 -- less than M.launch_share of its time, else the class holding the most of
 -- the kernels' time.
 function M.summarise(parsed, plan_seconds)
-  local busy, by_class = 0, {}
+  local busy, by_class, timed = 0, {}, true
   for _, k in ipairs(parsed.kernels) do
+    timed = timed and k.seconds ~= nil
     k.class, k.why = M.classify(k)
     busy = busy + (k.seconds or 0)
     by_class[k.class] = (by_class[k.class] or 0) + (k.seconds or 0)
   end
   local p = { kernels = parsed.kernels, count = #parsed.kernels, busy = busy, plan_seconds = plan_seconds }
   if plan_seconds then p.gaps = math.max(plan_seconds - busy, 0) end
-  if plan_seconds and plan_seconds > 0 and busy < M.launch_share * plan_seconds then
+  -- (only where every kernel's time is known: a kernel without one is not idle)
+  if timed and plan_seconds and plan_seconds > 0 and busy < M.launch_share * plan_seconds then
     p.class = "launch overhead"
     p.why = string.format("its %d kernel%s busy %.0f%% of the plan's %s", #parsed.kernels,
                           #parsed.kernels == 1 and " is" or "s are", 100 * busy / plan_seconds,

@@ -143,12 +143,30 @@ function M.special_register(ptx)
   return nil
 end
 
--- refused_instruction(ptx) -> op, ptx line | nil
+-- Functions no candidate may call: the device heap outlives the candidate
+-- in its worker's context, so a block freed by one call and handed back to
+-- the next (or to the next candidate) carries state across them.
+M.refused_calls = { malloc = true, free = true, __nv_aligned_device_malloc = true }
+
+-- refused_instruction(ptx) -> op, ptx line | nil (for a call: "call malloc",
+-- at the line that names the callee: NVRTC spreads a call over lines)
 function M.refused_instruction(ptx)
   for _, ins in ipairs(M.instructions(ptx)) do
     local base = ins.op:match("^[%a_]+")
     if M.refused_instructions[base] then return ins.op, ins.line end
   end
+  local declared, first = {}, nil
+  for n, l in M.lines(ptx) do
+    local rest = l:match("^%s*%.extern%s+%.func%s*(.*)$")
+    if rest then
+      local name = rest:gsub("%b()", ""):match("([%a_$][%w_$]*)")
+      if name and M.refused_calls[name] then declared[name] = true end
+    else
+      local callee = l:match("^%s*([%a_$][%w_$]*)%s*,?%s*$")
+      if callee and declared[callee] and not first then first = { "call " .. callee, n } end
+    end
+  end
+  if first then return first[1], first[2] end
   return nil
 end
 

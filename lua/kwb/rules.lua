@@ -98,8 +98,9 @@ M.catalogue = {
   -- may read, and no instruction that stops, pauses or counts
   ["ptx-allow-list"] = {
     why = "a CUDA candidate may read its place in the grid, the grid's shape, lanes, warps, clusters and shared "
-          .. "memory sizes and no other special register (no clock, timer, counter or environment register), and "
-          .. "may not trap, pause or count events",
+          .. "memory sizes and no other special register (no clock, timer, counter or environment register), "
+          .. "may not trap, pause or count events, and may not use the device heap (malloc/free: its blocks outlive "
+          .. "the call)",
     ptx_allow = true,
   },
   -- not a list of what is forbidden but of what is allowed: a host module may

@@ -78,9 +78,16 @@ function M.shape(h, kernel, b, t, seed)
   -- many it has had), then on inputs of their own once it has met them all
   -- (as many sets as one evaluation verifies runs at a shape: a first look,
   -- a full timing and a noisy one's second, each its verified samples and one)
+  -- (fixed when the candidate first meets the shape, for the recipe's
+  -- verify_runs: a first look verifies fewer, and a set count that changed
+  -- between timings would hand the candidate a set twice)
   local verify_runs = t.verify_runs or backend.verify_runs or M.verify_runs
-  local sets = (h.problem.draw == "run" or backend.pooled_checks) and inputs.sets(h, b, 3 * (verify_runs + 1)) or 0
-  if b.pools_seed ~= seed then b.pools_seed, b.pools = seed, 0 end
+  if b.pools_seed ~= seed then
+    local vr = h.timing and h.timing.verify_runs or backend.verify_runs or M.verify_runs
+    b.pools_seed, b.pools = seed, 0
+    b.pool_sets = (h.problem.draw == "run" or backend.pooled_checks) and inputs.sets(h, b, 3 * (math.max(vr, verify_runs) + 1)) or 0
+  end
+  local sets = b.pool_sets
   local function run(check, what)
     runs = runs + 1
     local set = benches(h, b, k)
@@ -91,6 +98,14 @@ function M.shape(h, kernel, b, t, seed)
         b.pools = b.pools + 1
       end
       inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j), pool[j], check)
+      if pool[j] and not inputs.pooled(h, set[j], pool[j]) then
+        -- a set met for the first time: its expected outputs from its inputs as
+        -- drawn, before any candidate code has run on them (held off the device),
+        -- the harness's time rather than the candidate's
+        local what = string.format("the reference on pool set %d at %s", pool[j], b.key)
+        if h.off_the_clock then h:off_the_clock(what, inputs.expect, h, set[j], pool[j])
+        else inputs.expect(h, set[j], pool[j]) end
+      end
     end
     local ok, secs, outcome
     local c0 = core.now()
@@ -103,12 +118,7 @@ function M.shape(h, kernel, b, t, seed)
       return nil, string.format("one call took %.2f s at %s (the timeout is %g s)", per, b.key, h.timeout), "timeout"
     end
     for j = 1, k do
-      if check and pool[j] and not inputs.pooled(h, set[j], pool[j]) and h.off_the_clock then
-        -- the set's reference outputs, the first time: the harness's time, not the candidate's
-        h:off_the_clock(string.format("the reference on pool set %d at %s", pool[j], b.key), inputs.expect, h, set[j], pool[j])
-      elseif check then
-        inputs.expect(h, set[j], pool[j])
-      end
+      if check then inputs.expect(h, set[j], pool[j]) end   -- (a pool set's: kept, put back)
       local out, why = verify.check(h.problem, backend, set[j], what, false, not check)
       if out then return nil, why, out end
     end

@@ -70,7 +70,11 @@ function M.args(spec)
   end
   local buf = spec[1]
   local address, bytes = spec.address, spec.bytes
-  if buf ~= nil then address, bytes = buf.ptr, buf.bytes end
+  if buf ~= nil then
+    local ok, ptr, size = pcall(function() return buf.ptr, buf.bytes end)
+    if not ok then error("tensor_map: the first entry must be a device buffer", 0) end
+    address, bytes = ptr, size
+  end
   if math.type(address) ~= "integer" or math.type(bytes) ~= "integer" then
     error("tensor_map: the first entry must be a device buffer", 0)
   end
@@ -103,13 +107,15 @@ function M.args(spec)
     run = run * dims[i]
   end
   local strides = ints(spec, "strides", rank - 1, 1, 2 ^ 40 - 1, spec.strides == nil and packed or nil)
+  -- (sizes in floating point from here: dims up to 2^32 times strides up to
+  -- 2^40 would wrap around in 64-bit integers)
   local prev = dims[1] * elem
   for i, st in ipairs(strides) do
     if st % align ~= 0 then fail("strides", "[%d] must be a multiple of %d bytes (got %d)", i, align, st) end
     if st < prev then
-      fail("strides", "[%d] (%d bytes) must hold the dimension below it (%d bytes)", i, st, prev)
+      fail("strides", "[%d] (%d bytes) must hold the dimension below it (%.0f bytes)", i, st, prev)
     end
-    prev = st * dims[i + 1]
+    prev = st * (dims[i + 1] + 0.0)
   end
   local box = ints(spec, "box", rank, 1, 256)
   if iname == "none" and box[1] * elem % 16 ~= 0 then
@@ -124,10 +130,10 @@ function M.args(spec)
   local estrides = ints(spec, "element_strides", rank, 1, 8, spec.element_strides == nil and one or nil)
   if oname == "nan" and not float[dname] then fail("oob", "\"nan\" needs a floating-point dtype (got %s)", dname) end
   -- the span from the tensor's start to past its last element lies in the buffer
-  local span = dims[1] * elem
-  for i = 2, rank do span = span + (dims[i] - 1) * strides[i - 1] end
+  local span = dims[1] * elem + 0.0
+  for i = 2, rank do span = span + (dims[i] - 1) * (strides[i - 1] + 0.0) end
   if offset + span > bytes then
-    error(string.format("tensor_map: the tensor (%d bytes from offset %d) runs past its buffer of %d bytes", span,
+    error(string.format("tensor_map: the tensor (%.0f bytes from offset %d) runs past its buffer of %d bytes", span,
                         offset, bytes), 0)
   end
   return { dtype = dtype, rank = rank, offset = offset, dims = dims, strides = strides, box = box,

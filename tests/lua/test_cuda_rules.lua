@@ -103,6 +103,7 @@ if have_nvrtc then
     { "trap.cu", "exit", 4, "source" },
     { "sleep.cu", "sleep", 4, "source" },
     { "stream.cu", "other-streams", 6, "source" },
+    { "heap.cu", "ptx-allow-list", 7, "PTX, line " },
   } do
     t.test("cuda_rules_nvrtc_" .. c[1]:gsub("%.cu$", "") .. "_is_forbidden_by_" .. c[2], function()
       local outcome, res = judge(c[1])

@@ -126,6 +126,26 @@ t.test("loop_backend_cuda_verified_timed_runs_meet_each_pool_set_at_most_once", 
   inputs.pool_bytes = 2 << 30
 end)
 
+-- A candidate that changes an input in the verified run that first meets a
+-- set is wrong, and the set's expected outputs, computed before it ran, stay
+-- right for the candidates after it.
+t.test("loop_backend_cuda_a_pool_sets_expected_outputs_come_before_any_candidate", function()
+  local timed = require "kwb.timed"
+  local h = require("kwb.measure").harness(r)
+  local s = r:session()
+  local spoil = assert(h:build(s:candidate({ source = vec .. "  for (int i = 0; i < n; i++) { c[i] = 0; ((float *)b)[i] = 0; }\n}\n",
+                                            name = "spoil", defines = { BLOCK = 32 }, params = { BLOCK = 32 } }), { seconds = {} }))
+  local honest = assert(h:build(s:candidate(r.start), { seconds = {} }))
+  local b = h:bench(r.shapes[1])
+  local opts = { warmup = 0, warmup_min = 1, min_samples = 3, max_samples = 3, cap = 1, target = 1 }
+  local st, why, out = timed.shape(h, spoil, b, opts, 77)   -- meets set (77 % 3) + 1 = 3 first
+  t.eq(st, nil)
+  t.eq(out, "wrong")
+  t.eq(why, "input b changed by the candidate at n=1000 (a run after the timed runs)")
+  t.truthy(h.pools[b.key][3], "set 3's expected outputs kept")
+  t.truthy(timed.shape(h, honest, b, opts, 80), "an honest kernel meeting set 3 next is right")   -- (80 % 3) + 1 = 3
+end)
+
 t.test("loop_backend_cuda_timing_splits_into_the_calls_and_the_checks_around_them", function()
   local sec = run.results[1].seconds
   t.eq(type(sec.calls), "number", "the timed calls' wall time is kept")

@@ -137,7 +137,12 @@ t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings
   worker.deadline = deadline0
   assert(ok, err)
   local sets, refs, rearmed = 0, 0, 0
-  for _, pool in pairs(s2.harness.pools) do for _ in pairs(pool) do sets = sets + 1 end end
+  for key, pool in pairs(s2.harness.pools) do
+    local n = 0
+    for set in pairs(pool) do n = n + 1; t.truthy(set >= 1 and set <= 3, "a GPU shape keeps 3 sets: " .. set) end
+    t.truthy(n >= 1, key .. ": the sets the start kernel and the candidate met")
+    sets = sets + n
+  end
   for i, c in ipairs(calls) do
     local set, key = c[2]:match("^the reference on pool set (%d+) at (n=%d+)$")
     if set then
@@ -151,7 +156,7 @@ t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings
       rearmed = rearmed + 1
     end
   end
-  t.truthy(sets >= 4, "the start kernel and the candidate at two shapes: a set each, more when timed again")
+  t.truthy(sets >= 2, "the start kernel and the candidate at two shapes: a set each at least")
   t.eq(refs, sets, "each set's reference once, off the candidate's clock")
   t.eq(rearmed, refs)
   -- and its time is the harness's, kept apart in the result (the timing's checks are the rest)

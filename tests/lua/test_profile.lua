@@ -36,6 +36,8 @@ t.test("profile_a_plan_idle_between_its_kernels_is_bound_by_launch_overhead", fu
   t.eq(p.why, "60% of the kernels' time in memory-bound kernels")
   t.eq(profile.summarise({ kernels = { { name = "a", seconds = 1e-6, sm = 90 } } }).class, "compute",
        "without the plan's time, no launch-overhead verdict")
+  t.eq(profile.summarise({ kernels = { { name = "a", sm = 90 }, { name = "b", seconds = 1e-6, dram = 70 } } }, 20e-6).class,
+       "memory", "nor where a kernel's time is missing")
 end)
 
 -- ---- ncu's raw pages ------------------------------------------------------------

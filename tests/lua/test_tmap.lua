@@ -56,6 +56,10 @@ local refusals = {
   { { dims = { 4096, 1024, 1, 1, 1, 1 } }, "tensor_map: 'dims' must list 1 to 5 sizes, innermost first (got 6)" },
   { { dtype = "e5m2" }, "tensor_map: 'dtype' must be one of" },
   { { shape = 1 }, "tensor_map: unknown field 'shape'" },
+  -- 2^25 + 1 rows of 2^39 bytes: past 2^64, which 64-bit integers would wrap around to 16 bytes
+  { { dtype = "f32", dims = { 4, (1 << 25) + 1 }, strides = { 1 << 39 }, box = { 4, 1 }, swizzle = nil, bytes = 16 },
+    "tensor_map: the tensor (18446744073709551616 bytes from offset 0) runs past its buffer of 16 bytes" },
+  { { 5 }, "tensor_map: the first entry must be a device buffer" },
 }
 
 t.test("tmap_each_documented_requirement_is_refused_by_name", function()

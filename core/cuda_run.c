@@ -53,6 +53,8 @@ int kwb_cuda_device_info_get(int ordinal, kwb_cuda_device_info *d) {
         {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, offsetof(kwb_cuda_device_info, bus_width)},
         {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, offsetof(kwb_cuda_device_info, smem_optin)},
         {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, offsetof(kwb_cuda_device_info, max_threads)},
+        {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, offsetof(kwb_cuda_device_info, unified_addressing)},
+        {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, offsetof(kwb_cuda_device_info, pageable_access)},
     };
     for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
         int v = 0;

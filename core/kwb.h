@@ -436,6 +436,9 @@ typedef struct kwb_cuda_device_info {
     char pci_bus_id[32];
     int32_t ordinal, cc_major, cc_minor, sms, l2_bytes, clock_khz, mem_clock_khz, bus_width;
     int32_t smem_optin, max_threads, driver_version;
+    /* what device code can reach of the host: page-locked memory at its host
+     * address (unified addressing), and any pageable memory as well */
+    int32_t unified_addressing, pageable_access;
     uint64_t memory_bytes;
 } kwb_cuda_device_info;
 

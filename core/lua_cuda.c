@@ -63,6 +63,8 @@ static int l_device_info(lua_State *L) {
     lua_pushinteger(L, d.bus_width); lua_setfield(L, -2, "bus_width");
     lua_pushinteger(L, d.smem_optin); lua_setfield(L, -2, "smem_optin");
     lua_pushinteger(L, d.max_threads); lua_setfield(L, -2, "max_threads");
+    lua_pushboolean(L, d.unified_addressing); lua_setfield(L, -2, "unified_addressing");
+    lua_pushboolean(L, d.pageable_access); lua_setfield(L, -2, "pageable_access");
     lua_pushfstring(L, "%d.%d", d.driver_version / 1000, (d.driver_version % 1000) / 10);
     lua_setfield(L, -2, "cuda_driver_version");
     return 1;

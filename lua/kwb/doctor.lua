@@ -84,6 +84,10 @@ function report(measure, own)
   line("SM clock (max)", string.format("%d MHz", d.clock_khz // 1000))
   line("memory clock", string.format("%d MHz, %d-bit bus", d.mem_clock_khz // 1000, d.bus_width))
   line("shared memory / block", string.format("%d bytes (opt-in)", d.smem_optin))
+  -- what a kernel can reach of this process's host memory (the judge holds
+  -- expected outputs there: docs/architecture.md, "What the GPU judge does not yet close")
+  line("host memory kernels reach", d.pageable_access and "all of it (pageable memory access)"
+       or d.unified_addressing and "page-locked memory (unified addressing)" or "none mapped")
   local clk = cuda.clocks()
   if clk then line("SM clock now", string.format("%d MHz, %d C", clk.sm_mhz, clk.temp)) end
   local kind = cuda.device_kind(d)

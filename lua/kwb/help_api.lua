@@ -158,7 +158,8 @@ return {
     "The number of CUDA devices. info.code \"no-driver\" (or \"no-device\") when the driver cannot tell." },
   { "kwb.cuda.device", "kwb.cuda.device([ordinal]) -> info | nil, message, info",
     "Device ordinal's properties (default 0): name, pci_bus_id, cc (\"9.0\"), arch (\"sm_90\"), sms, l2_bytes, "
-    .. "memory_bytes, clock_khz, mem_clock_khz, bus_width, smem_optin, max_threads, cuda_driver_version." },
+    .. "memory_bytes, clock_khz, mem_clock_khz, bus_width, smem_optin, max_threads, cuda_driver_version, "
+    .. "unified_addressing and pageable_access (booleans: what of the host's memory device code can reach)." },
   { "kwb.cuda.device_kind", "kwb.cuda.device_kind([device]) -> kind",
     "The text results and ceilings are keyed by: name, sm_XX, SM count, GiB of memory and the driver's major "
     .. "version. device: a kwb.cuda.device table; without one, device 0's, raising when there is none." },

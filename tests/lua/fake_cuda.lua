@@ -21,6 +21,8 @@ return function()
   local fake = {
     launches = {}, runs = {}, poisoned = {}, replays = {},
     device_count = function() return 1 end,
+    -- (pageable memory out of the device's reach: the backend holds expected values in Lua strings)
+    device = function() return { name = "fake-gpu", unified_addressing = true, pageable_access = false } end,
     device_kind = function() return "fake-gpu sm_00" end,
     buffer = host.buffer,
     compare = host.compare,

@@ -146,6 +146,20 @@ t.test("loop_backend_cuda_a_pool_sets_expected_outputs_come_before_any_candidate
   t.truthy(timed.shape(h, honest, b, opts, 80), "an honest kernel meeting set 3 next is right")   -- (80 % 3) + 1 = 3
 end)
 
+-- Where the device cannot reach pageable memory (the stand-in says so), the
+-- expected values are held in it, not in page-locked memory a kernel could read.
+t.test("loop_backend_cuda_expected_values_are_held_out_of_the_devices_reach", function()
+  local B = require "kwb.backends.cuda"
+  local ref, out = fake.buffer("f32", 4), fake.buffer("f32", 4)
+  for i = 1, 4 do ref[i], out[i] = i, i end
+  local copy = B.hold(ref)
+  t.eq(type(copy), "string", "pageable: a Lua string")
+  t.eq(#copy, 16)
+  t.eq(select(1, ref:poisoned()), 4, "the device copy poisoned")
+  t.eq(B.compare(out, ref, { atol = 0, rtol = 0 }).ok, true, "put back for the comparison")
+  t.eq(select(1, ref:poisoned()), 4, "and poisoned again")
+end)
+
 t.test("loop_backend_cuda_timing_splits_into_the_calls_and_the_checks_around_them", function()
   local sec = run.results[1].seconds
   t.eq(type(sec.calls), "number", "the timed calls' wall time is kept")

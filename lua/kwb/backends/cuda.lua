@@ -34,19 +34,36 @@ B.redzones = true
 function B.guard_bands(bufs, outs) return api().redzones(bufs, outs) end
 
 -- The reference's outputs are never on the device while a candidate runs
--- there (its code could read them through pointer arithmetic): held in
--- page-locked host memory, the device copy poisoned, and put back only to be
--- compared with a candidate's output after the call has returned.
+-- there (its code could read them through pointer arithmetic): held on the
+-- host, the device copy poisoned, and put back only to be compared with a
+-- candidate's output after the call has returned.
 local held = setmetatable({}, { __mode = "k" })   -- buffer -> its expected values
 local own = setmetatable({}, { __mode = "k" })    -- buffer -> the host copy it reuses
+
+-- Page-locked memory is in the device's address space (unified addressing):
+-- where the device cannot reach pageable memory, the expected values are
+-- held there instead, out of a kernel's reach (a Lua string); where it can,
+-- nothing in this process is, and page-locked copies are the faster.
+local pageable_safe
+local function out_of_reach()
+  if pageable_safe == nil then
+    local d = api().device(0)
+    pageable_safe = not (d and d.pageable_access)
+  end
+  return pageable_safe
+end
 
 -- hold(buf [, copy [, keep]]) -> copy: the expected values buf holds (or the
 -- copy of an earlier round's, given) held on the host, buf poisoned. keep:
 -- a copy of its own (kept for later rounds), else the buffer's reused one.
 function B.hold(buf, copy, keep)
   if not copy then
-    copy = assert(buf:save(not keep and own[buf] or nil))
-    if not keep then own[buf] = copy end
+    if out_of_reach() then
+      copy = assert(buf:raw())
+    else
+      copy = assert(buf:save(not keep and own[buf] or nil))
+      if not keep then own[buf] = copy end
+    end
     assert(buf:poison())
   end
   held[buf] = copy
@@ -56,7 +73,7 @@ end
 function B.compare(out, ref, tol)
   local copy = held[ref]
   if not copy then return assert(api().compare(out, ref, tol)) end
-  assert(ref:load(copy))
+  if type(copy) == "string" then assert(ref:set_raw(copy)) else assert(ref:load(copy)) end
   local d = assert(api().compare(out, ref, tol))
   assert(ref:poison())
   return d

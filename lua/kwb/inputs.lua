@@ -70,9 +70,13 @@ local function fill(buf, init, seed, shape, bufs, stream)
 end
 
 -- Fixed inputs not filled yet by this harness: filled now, once, and
--- checksummed (h.fixed_sum: a timed run's check compares with it).
+-- checksummed (h.fixed_sum: a timed run's check compares with it); again
+-- after a candidate was found to have changed one.
 local function fill_fixed(h, b)
   if not b.fixed then return end
+  for _, other in pairs(h.benches) do   -- one a candidate changed (kwb.verify): all filled again, from the same seeds
+    if other.fixed_spoiled then h.fixed_done, h.fixed_sum, other.fixed_spoiled = {}, {}, nil end
+  end
   for _, a in ipairs(h.problem.buffers) do
     local fk = b.fixed[a.name]
     if fk and a.init ~= false and not h.fixed_done[fk] then

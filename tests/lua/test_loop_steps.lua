@@ -174,6 +174,25 @@ t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings
   t.truthy(with >= 1, "the references' time kept in the result of the measurement that met a set first")
 end)
 
+-- A candidate that writes into a fixed input (the weights, filled once a
+-- session) is wrong, and the weights are filled again for the ones after it.
+t.test("steps_a_changed_fixed_input_is_filled_again_for_the_next_candidate", function()
+  local h = require("kwb.measure").harness(r)
+  local spoil_down = "void down(int n, const float *tmp, const float *w, float *c) {\n"
+                  .. "  for (int i = 0; i < n; i++) c[i] = tmp[i] + w[i % 64] * SCALE;\n  ((float *)w)[0] = 1e6f; }\n"
+  local sess = r:session()
+  local bad = assert(h:build(sess:candidate({ source = up .. spoil_down, defines = { SCALE = "1.0f" }, name = "spoil_w.c" }),
+                             { seconds = {} }))
+  local good = assert(h:build(sess:candidate({ source = up .. down, defines = { SCALE = "1.0f" }, name = "right_again.c" }),
+                              { seconds = {} }))
+  local b = h:bench(r.shapes[1])
+  local out, why = h:round(bad, b, 5, 1)
+  t.eq(out, "wrong")
+  t.eq(why, "input w2 changed by the candidate at n=100 (the first run)")
+  t.eq(h:round(good, b, 6, 1), nil, "the next candidate meets the weights as they were")
+  t.eq(h:round(good, b, 6, 2), nil)
+end)
+
 t.test("steps_scratch_is_poisoned_before_timed_runs_with_the_outputs", function()
   for _, b in ipairs(poisoned) do
     t.eq(b.n == 100 or b.n == 300, true, "only scratch (tmp) goes to poison_before")

@@ -120,7 +120,7 @@ t.test("loop_backend_cuda_verified_timed_runs_meet_each_pool_set_at_most_once", 
   local kept = 0
   for _ in pairs(h.pools[b.key]) do kept = kept + 1 end
   t.eq(kept, 2)
-  t.truthy(timed.shape(h, fn, b, opts, 78))
+  t.truthy(timed.shape(h, fn, b, opts, 79))   -- (its own-inputs run is at the other shape)
   t.eq(b.pools, 1, "another candidate (seed) meets them afresh")
   t.eq((fake.runs.vecadd_ref or 0) - refs, 3, "and their expected outputs are kept")
   inputs.pool_bytes = 2 << 30
@@ -144,6 +144,28 @@ t.test("loop_backend_cuda_a_pool_sets_expected_outputs_come_before_any_candidate
   t.eq(why, "input b changed by the candidate at n=1000 (a run after the timed runs)")
   t.truthy(h.pools[b.key][3], "set 3's expected outputs kept")
   t.truthy(timed.shape(h, honest, b, opts, 80), "an honest kernel meeting set 3 next is right")   -- (80 % 3) + 1 = 3
+end)
+
+-- Pool sets recur across candidates: one verified run of each candidate, at
+-- a shape drawn from its seed, is on inputs of its own (seed 78 draws n=1000,
+-- seed 79 n=3000), with the reference run for them.
+t.test("loop_backend_cuda_one_verified_run_a_candidate_is_on_inputs_of_its_own", function()
+  local timed = require "kwb.timed"
+  local h = require("kwb.measure").harness(r)
+  local fn = assert(h:build(r:session():candidate(r.start), { seconds = {} }))
+  local opts = { warmup = 0, warmup_min = 1, min_samples = 3, max_samples = 3, cap = 1, target = 1 }
+  local b1, b2 = h:bench(r.shapes[1]), h:bench(r.shapes[2])
+  local refs = fake.runs.vecadd_ref or 0
+  t.truthy(timed.shape(h, fn, b1, opts, 78))
+  t.eq(b1.pools, 0, "seed 78's first verified run at n=1000: no pool set")
+  t.eq((fake.runs.vecadd_ref or 0) - refs, 1, "the reference ran for its own inputs")
+  t.eq(h.pools, nil, "nothing kept")
+  t.truthy(timed.shape(h, fn, b1, opts, 78))
+  t.eq(b1.pools, 1, "its next one takes a set")
+  t.truthy(timed.shape(h, fn, b2, opts, 78))
+  t.eq(b2.pools, 1, "at n=3000 its first takes a set")
+  t.truthy(timed.shape(h, fn, b1, opts, 79))
+  t.eq(b1.pools, 1, "seed 79 (drawn n=3000) takes a set at n=1000 at once")
 end)
 
 -- Where the device cannot reach pageable memory (the stand-in says so), the

@@ -3,7 +3,8 @@
 -- the checks, then this one, grid strategy, same seed). Candidates are paired
 -- by id; for each pair the seconds of the run before and of this one with its
 -- sanitizer run and the pool sets' references (computed once a run) aside, then the median of the ratios and the ratio of the sums
--- (the checks' cost: ratio - 1). Outcomes that differ are named.
+-- (the checks' cost: ratio - 1), and that ratio again with the references
+-- spread over the candidates. Outcomes that differ are named.
 --   ./kwb tests/gpu/cost_compare.lua BEFORE.jsonl AFTER.jsonl
 local cjson = require "cjson"
 local before_file, after_file = ...
@@ -17,7 +18,7 @@ local function read(file)
       local g = type(e.stages) == "table" and e.stages or {}
       local san = type(g.sanitize) == "number" and g.sanitize or 0
       local ref = type(g.reference) == "number" and g.reference or 0   -- (a pool set's reference: once a run)
-      c[e.id] = { seconds = (e.seconds or 0) - san - ref, outcome = e.outcome, sanitize = san }
+      c[e.id] = { seconds = (e.seconds or 0) - san - ref, outcome = e.outcome, sanitize = san, reference = ref }
       order[#order + 1] = e.id
     end
   end
@@ -30,13 +31,13 @@ if not before or not after then
   print(string.format("cost_compare: %s: no such file", before and after_file or before_file))
   return
 end
-local ratios, sb, sa, n, differ = {}, 0, 0, 0, {}
+local ratios, sb, sa, sr, n, differ = {}, 0, 0, 0, 0, {}
 for _, id in ipairs(order) do
   local b, a = before[id], after[id]
   if b and b.seconds > 0 then
     n = n + 1
     ratios[#ratios + 1] = a.seconds / b.seconds
-    sb, sa = sb + b.seconds, sa + a.seconds
+    sb, sa, sr = sb + b.seconds, sa + a.seconds, sr + a.reference
     if a.outcome ~= b.outcome then differ[#differ + 1] = string.format("%s %s->%s", id:sub(1, 8), b.outcome, a.outcome) end
   end
 end
@@ -48,5 +49,7 @@ if n == 0 then
 end
 local median = (ratios[(n + 1) // 2] + ratios[n // 2 + 1]) / 2
 print(string.format("%s: %d candidates in both; a candidate %.3f s before, %.3f s now (sums), ratio %.3f; "
-                    .. "median ratio %.3f (%.3f to %.3f)%s", name, n, sb / n, sa / n, sa / sb, median,
-                    ratios[1], ratios[n], #differ > 0 and "; outcomes differ: " .. table.concat(differ, ", ") or ""))
+                    .. "median ratio %.3f (%.3f to %.3f); with the pool references spread over these candidates "
+                    .. "%.3f s, ratio %.3f%s", name, n, sb / n, sa / n, sa / sb, median, ratios[1], ratios[n],
+                    (sa + sr) / n, (sa + sr) / sb,
+                    #differ > 0 and "; outcomes differ: " .. table.concat(differ, ", ") or ""))

@@ -32,6 +32,13 @@ const char kwb_cuda_builtin_source[] =
     "  double u2 = rng_u01(s ^ 0x5851f42d4c957f2dull, 2 * i + 1);\n"
     "  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);\n"
     "}\n"
+    /* the stream the timed runs draw from: the same distribution from one
+     * hash an element and single-precision math, at the memory's pace */
+    "__device__ float rng_normal_f(u64 s, u64 i) {\n"
+    "  u64 r = rng_bits(s ^ 0x2545f4914f6cdd1dull, i);\n"
+    "  float u1 = ((float)(u32)(r >> 40) + 1.0f) * 0x1.0p-24f, u2 = (float)(u32)((r >> 16) & 0xffffffu) * 0x1.0p-24f;\n"
+    "  return sqrtf(-2.0f * __logf(u1)) * __cosf(6.2831853f * u2);\n"
+    "}\n"
     "__device__ u16 to_bf16(float x) {\n"
     "  u32 u = __float_as_uint(x);\n"
     "  if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x0040u);\n"
@@ -140,9 +147,10 @@ const char kwb_cuda_builtin_source[] =
     "__device__ double gen(int mode, int flt, u64 seed, u64 i, double a, double b, double ilo, double span) {\n"
     "  if (mode == 0) { double u = rng_u01(seed, i); return flt ? a + (b - a) * u : ilo + floor(u * span); }\n"
     "  if (mode == 1) return a + b * rng_normal(seed, i);\n"
+    "  if (mode == 3) return a + b * (double)rng_normal_f(seed, i);\n"
     "  return a;\n"
     "}\n"
-    /* mode 0 uniform in [a, b), 1 normal (mean a, stdev b), 2 the value a */
+    /* mode 0 uniform in [a, b), 1 normal (mean a, stdev b), 2 the value a, 3 normal from the fast stream */
     "extern \"C\" __global__ void kwb_fill(void *p, int dt, u64 n, u64 seed, double a, double b, int mode) {\n"
     "  u64 stride = (u64)gridDim.x * blockDim.x, t = (u64)blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  int flt = is_float(dt) || dt == E2M1;\n"
@@ -386,6 +394,11 @@ int kwb_cuda_buffer_fill_normal(kwb_cuda_buffer *b, uint64_t seed, double mean, 
 }
 
 int kwb_cuda_buffer_fill_value(kwb_cuda_buffer *b, double v) { return fill(b, 0, v, 0, 2); }
+
+int kwb_cuda_buffer_fill_normal_stream(kwb_cuda_buffer *b, uint64_t seed, double mean, double stdev) {
+    if (!(stdev >= 0)) return kwb_fail(KWB_EINVAL, "normal fill needs stdev >= 0 (got %g)", stdev);
+    return fill(b, seed, mean, stdev, 3);
+}
 
 /* Queue the poison fill on the harness stream without waiting (graph capture
  * records it as nodes). */

@@ -517,6 +517,9 @@ int kwb_cuda_dtype_from_name(const char *name);   /* -1 if unknown */
 int kwb_cuda_buffer_fill_uniform(kwb_cuda_buffer *b, uint64_t seed, double lo, double hi);
 int kwb_cuda_buffer_fill_normal(kwb_cuda_buffer *b, uint64_t seed, double mean, double stdev);
 int kwb_cuda_buffer_fill_value(kwb_cuda_buffer *b, double v);
+/* Normal values of another stream, the same distribution, single-precision
+ * math (the timed runs' fresh inputs: as fast as the memory). */
+int kwb_cuda_buffer_fill_normal_stream(kwb_cuda_buffer *b, uint64_t seed, double mean, double stdev);
 int kwb_cuda_buffer_poison(kwb_cuda_buffer *b);
 int kwb_cuda_buffer_poison_enqueue(kwb_cuda_buffer *b);   /* queued, no wait */
 int kwb_cuda_buffer_zero(kwb_cuda_buffer *b);

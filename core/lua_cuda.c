@@ -408,6 +408,14 @@ static int l_dbuf_fill_normal(lua_State *L) {
     DONE(kwb_cuda_buffer_fill_normal(b, seed, mean, sd));
 }
 
+static int l_dbuf_fill_normal_stream(lua_State *L) {
+    kwb_cuda_buffer *b = check_dbuf(L, 1);
+    uint64_t seed = (uint64_t)luaL_checkinteger(L, 2);
+    double mean = luaL_optnumber(L, 3, 0), sd = luaL_optnumber(L, 4, 1);
+    if (!(sd >= 0)) return luaL_error(L, "normal fill needs stdev >= 0 (got %f)", sd);
+    DONE(kwb_cuda_buffer_fill_normal_stream(b, seed, mean, sd));
+}
+
 static int l_dbuf_fill(lua_State *L) {
     kwb_cuda_buffer *b = check_dbuf(L, 1);
     DONE(kwb_cuda_buffer_fill_value(b, luaL_checknumber(L, 2)));
@@ -1061,7 +1069,7 @@ void kwb_lua_open_cuda(lua_State *L) {
         {"poison", l_dbuf_poison}, {"zero", l_dbuf_zero}, {"upload", l_dbuf_upload},
         {"download", l_dbuf_download}, {"raw", l_dbuf_raw}, {"copy", l_dbuf_copy},
         {"checksum", l_dbuf_checksum}, {"digest", l_dbuf_digest}, {"poisoned", l_dbuf_poisoned},
-        {"redzone", l_dbuf_redzone}, {"save", l_dbuf_save}, {"load", l_dbuf_load}, {"fill_normal_stream", l_dbuf_fill_normal}, {"set_raw", l_dbuf_upload}, {"free", l_dbuf_free}, {NULL, NULL},
+        {"redzone", l_dbuf_redzone}, {"save", l_dbuf_save}, {"load", l_dbuf_load}, {"fill_normal_stream", l_dbuf_fill_normal_stream}, {"set_raw", l_dbuf_upload}, {"free", l_dbuf_free}, {NULL, NULL},
     };
     static const luaL_Reg plan_meta[] = {
         {"__index", l_plan_index}, {"__gc", l_plan_gc}, {"__close", l_plan_gc}, {"__tostring", l_plan_tostring}, {NULL, NULL},

@@ -265,7 +265,8 @@ return {
   { "dbuf:fill_normal", "dbuf:fill_normal(seed [, mean [, std]]) -> dbuf",
     "buf:fill_normal on the device (defaults 0, 1): the host's values to the last bit of the device's libm." },
   { "dbuf:fill_normal_stream", "dbuf:fill_normal_stream(seed [, mean [, std]]) -> dbuf",
-    "The same function as dbuf:fill_normal (unlike buf:fill_normal_stream, the values are fill_normal's)." },
+    "Normal values of another stream than dbuf:fill_normal's, the same distribution from one hash an element and "
+    .. "single-precision math: as fast as the memory takes them (the timed runs' fresh inputs)." },
   { "dbuf:fill", "dbuf:fill(v) -> dbuf", "Sets every element to v." },
   { "dbuf:poison", "dbuf:poison() -> dbuf", "Sets every element to the dtype's poison pattern." },
   { "dbuf:zero", "dbuf:zero() -> dbuf", "Sets every byte to 0." },

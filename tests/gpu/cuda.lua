@@ -49,6 +49,37 @@ t.test("device_fills_match_host_fills_bit_for_bit", function()
   fig("normal_fill_max_abs_host_vs_device", cmp.max_abs)
 end)
 
+-- the timed runs' stream: the same distribution (mean and deviation of 2^22
+-- draws within 5 standard errors), another stream than fill_normal's, and
+-- faster (the figure beside it)
+t.test("device_normal_stream_has_the_distribution_and_is_not_fill_normals", function()
+  local n = 1 << 22
+  local d = assert(cuda.buffer("f32", n))
+  assert(d:fill_normal_stream(9, 1, 2))
+  local h = cuda.to_host(d)
+  local sum, sq = 0, 0
+  for i = 1, n do local v = h[i]; sum = sum + v; sq = sq + v * v end
+  local mean = sum / n
+  local sd = math.sqrt(sq / n - mean * mean)
+  t.truthy(math.abs(mean - 1) < 5 * 2 / math.sqrt(n), "mean " .. mean)
+  t.truthy(math.abs(sd - 2) < 5 * 2 / math.sqrt(2 * n), "deviation " .. sd)
+  local other = cuda.to_host(assert(cuda.buffer("f32", n)):fill_normal(9, 1, 2))
+  t.truthy(kwb.host.compare(h, other, { atol = 1e-3, rtol = 0 }).bad > n // 2, "another stream")
+  local big = assert(cuda.buffer("f32", 1 << 27))
+  local core = require "kwb.core"
+  local function rate(f)
+    assert(f(big, 1)); assert(big:checksum())   -- (waits)
+    local t0 = core.now()
+    for s = 2, 6 do assert(f(big, s)) end
+    assert(big:checksum())
+    return 5 * big.bytes / (core.now() - t0)
+  end
+  local fast, slow = rate(big.fill_normal_stream), rate(big.fill_normal)
+  fig("fill_normal_stream_gb_s", fast / 1e9)
+  fig("fill_normal_gb_s", slow / 1e9)
+  print(string.format("# normal fills of 512 MiB: the stream %.0f GB/s, fill_normal %.0f GB/s", fast / 1e9, slow / 1e9))
+end)
+
 t.test("poison_then_compare_counts_unwritten_elements", function()
   local n = 1 << 20
   local x = assert(cuda.buffer("f32", n):fill_uniform(11))

@@ -21,7 +21,7 @@ return function()
   local fake = {
     launches = {}, runs = {}, poisoned = {}, replays = {},
     device_count = function() return 1 end,
-    -- (pageable memory out of the device's reach: the backend holds expected values in Lua strings)
+    -- (pageable memory out of the device's reach: the backend holds expected values in kwb.host buffers)
     device = function() return { name = "fake-gpu", unified_addressing = true, pageable_access = false } end,
     device_kind = function() return "fake-gpu sm_00" end,
     buffer = host.buffer,
@@ -144,6 +144,9 @@ return function()
     return c
   end
   function methods.load(b, c) b:copy(c); return b end
+  -- device <-> host byte copies (dbuf:download, dbuf:upload)
+  function methods.download(b, into) into:set_raw(b:raw()); return into end
+  function methods.upload(b, from) b:set_raw(type(from) == "string" and from or from:raw()); return b end
 
   package.loaded["kwb.cuda"] = fake
   return fake

@@ -28,10 +28,12 @@ local want = {
   { "hostile_calls.c", "forbidden", "global-state", 4, "calls at line 4" },
   { "hostile_dlsym.c", "forbidden", "escape", 7, "dlsym at line 7" },
   { "hostile_spin.c", "timeout", nil, nil, "(the timeout is 0.02 s of CPU time); its sandbox was killed" },
-  { "hostile_overrun.c", "wrong", nil, nil,
-    "the candidate wrote outside output c at n=32 (the first run): byte offsets 4096 to 4099 of a buffer of 4096 bytes" },
-  { "hostile_underrun.c", "wrong", nil, nil,
-    "the candidate wrote outside output c at n=32 (the first run): byte offsets -64 to -1 of a buffer of 4096 bytes" },
+  -- (the redzones hold drawn bytes: where one of them is the byte the
+  -- candidate writes, 1 time in 256 a byte, the changed span is that much shorter)
+  { "hostile_overrun.c", "wrong", nil, nil, pattern =
+    "^the candidate wrote outside output c at n=32 %(the first run%): byte offsets 409[6-9] to 409[6-9] of a buffer of 4096 bytes$" },
+  { "hostile_underrun.c", "wrong", nil, nil, pattern =
+    "^the candidate wrote outside output c at n=32 %(the first run%): byte offsets %-6[0-4] to %-[1-4] of a buffer of 4096 bytes$" },
   { "hostile_far.c", "crashed", nil, nil, "SIGSEGV" },
   { "hostile_shapes.c", "wrong", nil, nil, "output c at n=31 (the first run; a shape verified but not timed): " },
   { "hostile_env.c", "forbidden", "allow-list", 8, "rule 'allow-list': getenv at line 8" },
@@ -57,7 +59,8 @@ for _, w in ipairs(want) do
     t.eq(res.outcome, outcome, file)
     t.eq(res.rule, rule, file .. " rule")
     t.eq(res.line, line, file .. " line")
-    t.truthy(res.reason:find(reason, 1, true), res.reason)
+    if w.pattern then t.truthy(res.reason:match(w.pattern), res.reason)
+    else t.truthy(res.reason:find(reason, 1, true), res.reason) end
   end)
 end
 

@@ -174,9 +174,14 @@ t.test("loop_backend_cuda_expected_values_are_held_out_of_the_devices_reach", fu
   local B = require "kwb.backends.cuda"
   local ref, out = fake.buffer("f32", 4), fake.buffer("f32", 4)
   for i = 1, 4 do ref[i], out[i] = i, i end
+  local kept = B.hold(ref, nil, true)
+  for i = 1, 4 do ref[i] = i end
   local copy = B.hold(ref)
-  t.eq(type(copy), "string", "pageable: a Lua string")
-  t.eq(#copy, 16)
+  t.eq(tostring(copy):match("^kwb.buffer") ~= nil, true, "pageable: a kwb.host buffer, not page-locked: " .. tostring(copy))
+  t.eq(copy.bytes, 16)
+  t.truthy(kept ~= copy, "a kept one is a copy of its own")
+  for i = 1, 4 do ref[i] = i end
+  t.eq(B.hold(ref), copy, "the buffer's own reused")
   t.eq(select(1, ref:poisoned()), 4, "the device copy poisoned")
   t.eq(B.compare(out, ref, { atol = 0, rtol = 0 }).ok, true, "put back for the comparison")
   t.eq(select(1, ref:poisoned()), 4, "and poisoned again")

@@ -39,10 +39,11 @@ function B.guard_bands(bufs, outs) return api().redzones(bufs, outs) end
 -- candidate's output after the call has returned.
 local held = setmetatable({}, { __mode = "k" })   -- buffer -> its expected values
 local own = setmetatable({}, { __mode = "k" })    -- buffer -> the host copy it reuses
+local pageable = setmetatable({}, { __mode = "k" })   -- copies in pageable memory (kwb.host buffers)
 
 -- Page-locked memory is in the device's address space (unified addressing):
 -- where the device cannot reach pageable memory, the expected values are
--- held there instead, out of a kernel's reach (a Lua string); where it can,
+-- held there instead, out of a kernel's reach (a kwb.host buffer); where it can,
 -- nothing in this process is, and page-locked copies are the faster.
 local pageable_safe
 local function out_of_reach()
@@ -59,7 +60,10 @@ end
 function B.hold(buf, copy, keep)
   if not copy then
     if out_of_reach() then
-      copy = assert(buf:raw())
+      copy = not keep and own[buf] or require("kwb.host").buffer("u8", buf.bytes)
+      assert(buf:download(copy))
+      pageable[copy] = true
+      if not keep then own[buf] = copy end
     else
       copy = assert(buf:save(not keep and own[buf] or nil))
       if not keep then own[buf] = copy end
@@ -73,7 +77,7 @@ end
 function B.compare(out, ref, tol)
   local copy = held[ref]
   if not copy then return assert(api().compare(out, ref, tol)) end
-  if type(copy) == "string" then assert(ref:set_raw(copy)) else assert(ref:load(copy)) end
+  if pageable[copy] then assert(ref:upload(copy)) else assert(ref:load(copy)) end
   local d = assert(api().compare(out, ref, tol))
   assert(ref:poison())
   return d

@@ -450,6 +450,8 @@ uint64_t kwb_cuda_checksum_host(const void *data, size_t bytes) {
     return mix(h ^ bytes);
 }
 
+/* The keyed sum of a buffer's words into h, or with h NULL the same device
+ * work queued and nothing read back. */
 static int sum_words(const kwb_cuda_buffer *b, unsigned long long key, uint64_t *h) {
     kwb_cuda_ctx *c = kwb_cuda_ctx_get();
     if (!c) return KWB_ERUN;
@@ -458,6 +460,7 @@ static int sum_words(const kwb_cuda_buffer *b, unsigned long long key, uint64_t 
     unsigned long long bytes = kwb_cuda_buffer_bytes(b);
     int rc = kwb_cu_check(c->cu->MemsetD8Async(r, 0, 8, c->stream), "checksum");
     void *args[] = {&p, &bytes, &key, &r};
+    if (!h) return rc ? rc : queue_builtin("kwb_checksum", grid_for((bytes + 7) / 8), 256, args);
     if (!rc) rc = run_builtin("kwb_checksum", grid_for((bytes + 7) / 8), 256, args);
     if (!rc) rc = kwb_cu_check(c->cu->MemcpyDtoH(h, r, 8), "checksum");
     return rc;
@@ -483,14 +486,7 @@ int kwb_cuda_buffer_digest(const kwb_cuda_buffer *b, uint64_t key, uint64_t *sum
  * against the reference does to the device what a checked one does, so
  * nothing on the device tells the two apart. */
 int kwb_cuda_buffer_digest_queue(const kwb_cuda_buffer *b, uint64_t key) {
-    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
-    if (!c) return KWB_ERUN;
-    CUdeviceptr r = scratch(c), p = kwb_cuda_buffer_ptr(b);
-    if (!r) return KWB_ERUN;
-    unsigned long long bytes = kwb_cuda_buffer_bytes(b), k = mix(key ^ 0x632be59bd9b4e019ull);
-    int rc = kwb_cu_check(c->cu->MemsetD8Async(r, 0, 8, c->stream), "checksum");
-    void *args[] = {&p, &bytes, &k, &r};
-    return rc ? rc : queue_builtin("kwb_checksum", grid_for((bytes + 7) / 8), 256, args);
+    return sum_words(b, mix(key ^ 0x632be59bd9b4e019ull), NULL);
 }
 
 int kwb_cuda_buffer_poisoned(const kwb_cuda_buffer *b, uint64_t *count, int64_t *first) {

@@ -400,21 +400,16 @@ static int l_dbuf_fill_uniform(lua_State *L) {
     DONE(kwb_cuda_buffer_fill_uniform(b, seed, lo, hi));
 }
 
-static int l_dbuf_fill_normal(lua_State *L) {
+/* fill_normal and fill_normal_stream: the same arguments, another stream */
+static int normal_fill(lua_State *L, int (*fill_fn)(kwb_cuda_buffer *, uint64_t, double, double)) {
     kwb_cuda_buffer *b = check_dbuf(L, 1);
     uint64_t seed = (uint64_t)luaL_checkinteger(L, 2);
     double mean = luaL_optnumber(L, 3, 0), sd = luaL_optnumber(L, 4, 1);
     if (!(sd >= 0)) return luaL_error(L, "normal fill needs stdev >= 0 (got %f)", sd);
-    DONE(kwb_cuda_buffer_fill_normal(b, seed, mean, sd));
+    DONE(fill_fn(b, seed, mean, sd));
 }
-
-static int l_dbuf_fill_normal_stream(lua_State *L) {
-    kwb_cuda_buffer *b = check_dbuf(L, 1);
-    uint64_t seed = (uint64_t)luaL_checkinteger(L, 2);
-    double mean = luaL_optnumber(L, 3, 0), sd = luaL_optnumber(L, 4, 1);
-    if (!(sd >= 0)) return luaL_error(L, "normal fill needs stdev >= 0 (got %f)", sd);
-    DONE(kwb_cuda_buffer_fill_normal_stream(b, seed, mean, sd));
-}
+static int l_dbuf_fill_normal(lua_State *L) { return normal_fill(L, kwb_cuda_buffer_fill_normal); }
+static int l_dbuf_fill_normal_stream(lua_State *L) { return normal_fill(L, kwb_cuda_buffer_fill_normal_stream); }
 
 static int l_dbuf_fill(lua_State *L) {
     kwb_cuda_buffer *b = check_dbuf(L, 1);

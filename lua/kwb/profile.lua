@@ -249,17 +249,24 @@ function M.run(recipe, args, sh)
   return parsed, nil, r.out
 end
 
+-- pct(v) -> "82%" | "-"; stalls(k) -> "long_scoreboard 24.6, ..." (the
+-- table's and the model's prompt's words)
+function M.pct(v) return v and string.format("%.0f%%", v) or "-" end
+function M.stalls(k)
+  local st = {}
+  for i, s in ipairs(k.stalls or {}) do st[i] = string.format("%s %.1f", s[1], s[2]) end
+  return table.concat(st, ", ")
+end
+
 -- text(p) -> lines: the profile as a table and a verdict.
 function M.text(p, key)
   local report = require "kwb.report"
-  local function pct(v) return v and string.format("%.0f%%", v) or "-" end
+  local pct = M.pct
   local rows = {}
   for _, k in ipairs(p.kernels) do
-    local st = {}
-    for i, s in ipairs(k.stalls or {}) do st[i] = string.format("%s %.1f", s[1], s[2]) end
     rows[#rows + 1] = { k.name, report.time(k.seconds), pct(k.dram), pct(k.l2), pct(k.sm), pct(k.tensor), pct(k.occupancy),
                         k.registers and string.format("%d", k.registers) or "-", k.spills and tostring(k.spills) or "-",
-                        k.class, table.concat(st, ", ") }
+                        k.class, M.stalls(k) }
   end
   local lines = report.table({ { "kernel", align = "left" }, "time", "DRAM", "L2", "SM", "tensor", "occupancy",
                                "registers", "spill bytes", { "bound", align = "left" }, { "top stalls (warps per issue)", align = "left" } }, rows)

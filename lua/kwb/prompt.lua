@@ -189,16 +189,15 @@ local function profile_part(info)
   if not p then return nil end
   local lines = { string.format("Profile of the current best at %s (Nsight Compute): %s-bound, %s.", p.shape, p.class,
                                 p.why or "") }
+  local pct, stalls = require("kwb.profile").pct, require("kwb.profile").stalls
   for _, k in ipairs(p.kernels or {}) do
-    local st = {}
-    for i, x in ipairs(k.stalls or {}) do st[i] = string.format("%s %.1f", x[1], x[2]) end
-    local function pct(v) return v and string.format("%.0f%%", v) or "-" end
+    local st = stalls(k)
     lines[#lines + 1] = string.format("- %s: %s, DRAM %s, L2 %s, L1/shared %s, SM %s, tensor pipes %s, occupancy %s, "
                                       .. "%s registers%s; %s-bound; top stalls (warps per issued instruction): %s",
                                       k.name, report.time(k.seconds), pct(k.dram), pct(k.l2), pct(k.l1), pct(k.sm),
                                       pct(k.tensor), pct(k.occupancy), tostring(k.registers or "?"),
                                       (k.spills or 0) > 0 and string.format(", %d bytes spilled", k.spills) or "",
-                                      k.class or "?", #st > 0 and table.concat(st, ", ") or "none")
+                                      k.class or "?", st ~= "" and st or "none")
   end
   if p.count and p.count > 1 and p.gaps then
     lines[#lines + 1] = string.format("The plan's %d kernels are busy %s of its %s.", p.count, report.time(p.busy),

@@ -311,9 +311,10 @@ function Session:profile(prefix, key, csv)
     if r.device == self.ctx.device then medians[r.shape] = r.timing.median end
   end
   if key then   -- (the variables in any order)
-    local want, known = require("kwb.problem").shape_set(key), false
+    local shape_set = require("kwb.problem").shape_set
+    local want, known = shape_set(key), false
     for _, sh in ipairs(recipe.shapes) do
-      if require("kwb.problem").shape_set(sh.key) == want then key, known = sh.key, true end
+      if shape_set(sh.key) == want then key, known = sh.key, true end
     end
     if not known then
       local keys = {}

@@ -152,6 +152,8 @@ M.env = {
   { "KWB_NCU", "the Nsight Compute command kwb profile runs, exactly (default: CUDA_HOME/bin/ncu, else ncu on PATH)" },
   { "KWB_QUEUE_PASSWORD", "a queue's password, where its URL holds none (kwb worker, kwb fleet, --queue)" },
   { "KWB_CUDA_DRIVER", "the CUDA driver library to load (default libcuda.so.1 on the loader path)" },
+  { "KWB_TRACE", "when set, every step a worker's task names (the build, each shape's runs and timing, a pool "
+    .. "set's reference) and its end, with the seconds since the task began, on stderr" },
 }
 
 M.exit_status = "0 success, 1 a Lua or run error (the message, with file:line, on stderr), 2 a usage error"

@@ -24,6 +24,20 @@ local worker = require "kwb.worker"
 
 local M = {}
 
+-- KWB_TRACE set (not empty): each task's steps, as its worker names them
+-- when it sets their limits, and its end, with the seconds since the task
+-- began, written to M.trace_out (stderr): where a candidate's time goes.
+M.trace = (os.getenv("KWB_TRACE") or "") ~= ""
+M.trace_out = io.stderr
+
+local function trace(task, fmt, ...)
+  if M.trace then
+    M.trace_out:write(string.format("kwb trace: task %d (%s) %8.3f s: ", task.id, task.fn, core.now() - task.started),
+                      string.format(fmt, ...), "\n")
+    M.trace_out:flush()
+  end
+end
+
 -- ---- the environment ----------------------------------------------------
 
 -- Passed through when present (an allow-list): nothing else reaches a worker.
@@ -266,6 +280,7 @@ function Pool:finish(slot, result)
   local out, total = w:output()
   result.output, result.output_bytes = out, total
   result.seconds = core.now() - task.started
+  trace(task, "%s", result.ok and "answered" or (result.code .. ": " .. tostring(result.reason)))
   task.result = result
   slot.task, task.slot = nil, nil
   self:dispatch()
@@ -309,6 +324,7 @@ function Pool:step(timeout)
         slot.since = core.now()
         slot.due = msg.seconds >= 0 and slot.since + msg.seconds * self.slack + self.grace or nil
         slot.what, slot.limit = msg.what or slot.what, msg.seconds >= 0 and msg.seconds or nil
+        trace(slot.task, "%s (limit %s)", tostring(msg.what), msg.seconds >= 0 and string.format("%g s", msg.seconds) or "none")
       else
         -- a retiring worker, or one near its CPU limit, is restarted at its next task
         local spent = msg.retire or (msg.cpu or 0) > self.recycle_cpu

@@ -128,6 +128,23 @@ t.test("test_worker_overrunning_its_deadline_is_killed_as_timeout", function()
   t.truthy(r.reason:find("into the probe (the limit is 0.3 s; 1.6 s of wall time allowed); its worker was killed", 1, true), r.reason)
 end)
 
+t.test("test_kwb_trace_writes_each_step_a_worker_names_and_the_end", function()
+  local lines = {}
+  local was_trace, was_out = workers.trace, workers.trace_out
+  workers.trace, workers.trace_out = true, { write = function(self, ...) lines[#lines + 1] = table.concat { ... } end,
+                                             flush = function() end }
+  local ok, r = pcall(pool.call, pool, "worker_probe.steps", { "the build", "waiting for the device" })
+  local late = ok and pool:call("worker_probe.sleep_then", { 30, "late" }, { deadline = 0.2, what = "the probe" })
+  workers.trace, workers.trace_out = was_trace, was_out
+  t.eq(ok and r.value, "stepped", tostring(r))
+  t.eq(#lines, 4, table.concat(lines))
+  t.truthy(lines[1]:match("^kwb trace: task %d+ %(worker_probe%.steps%) +%d+%.%d%d%d s: the build %(limit 5 s%)\n$"), lines[1])
+  t.truthy(lines[2]:match("s: waiting for the device %(limit none%)\n$"), lines[2])
+  t.truthy(lines[3]:match("%(worker_probe%.steps%) +%d+%.%d%d%d s: answered\n$"), lines[3])
+  t.eq(late.code, "timeout")
+  t.truthy(lines[4]:find("(worker_probe.sleep_then)", 1, true) and lines[4]:find("s: timeout: no answer", 1, true), lines[4])
+end)
+
 t.test("test_a_worker_that_died_idle_is_replaced_before_its_next_task", function()
   local p = workers.pool { n = 1 }
   local first = p:call("worker_probe.identity", {}).value.cwd

@@ -95,7 +95,9 @@ function Harness:round(fn, b, seed, round, timeout, note)
   if timeout and dt > timeout then
     return "timeout", string.format("one call took %.2f s at %s (the timeout is %g s)", dt, b.key, timeout)
   end
-  return self:check(b, (round == 1 and "the first run" or "the second run, other inputs in the same buffers") .. (note or ""))
+  local out, why = self:check(b, (round == 1 and "the first run" or "the second run, other inputs in the same buffers") .. (note or ""))
+  inputs.settle(self, b)
+  return out, why
 end
 
 -- Time one shape: raced against the best time known there unless full. The

@@ -128,6 +128,7 @@ function M.shape(h, kernel, b, t, seed)
     for j = 1, k do
       if check then inputs.expect(h, set[j], pool[j]) end   -- (a pool set's: kept, put back)
       local out, why = verify.check(h.problem, backend, set[j], what, false, not check)
+      inputs.settle(h, set[j])
       if out then return nil, why, out end
     end
     return per

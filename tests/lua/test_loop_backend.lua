@@ -168,6 +168,46 @@ t.test("loop_backend_cuda_one_verified_run_a_candidate_is_on_inputs_of_its_own",
   t.eq(b1.pools, 1, "seed 79 (drawn n=3000) takes a set at n=1000 at once")
 end)
 
+-- A round's reference, after the shape's first, runs after the candidate's
+-- call, once its inputs are found as drawn: no expected value is on the
+-- device while candidate code runs, none is held or put back, and the
+-- outputs are poisoned once compared. A candidate that changed an input is
+-- wrong before the reference runs.
+t.test("loop_backend_cuda_a_rounds_reference_runs_after_the_call_and_is_held_nowhere", function()
+  local B = require "kwb.backends.cuda"
+  local h = require("kwb.measure").harness(r)
+  local s = r:session()
+  local fn = assert(h:build(s:candidate(r.start), { seconds = {} }))
+  local spoil = assert(h:build(s:candidate({ source = vec .. "  for (int i = 0; i < n; i++) { c[i] = a[i] + b[i]; ((float *)a)[0] = 7; }\n}\n",
+                                            name = "spoil", defines = { BLOCK = 32 }, params = { BLOCK = 32 } }), { seconds = {} }))
+  local b = h:bench(r.shapes[1])
+  local holds, hold = 0, B.hold
+  B.hold = function(...) holds = holds + 1; return hold(...) end
+  local function order(f)
+    local from = #launches + 1
+    local out, why = f()
+    local names = {}
+    for i = from, #launches do names[#names + 1] = launches[i].kernel end
+    return table.concat(names, " "), out, why
+  end
+  local first, out1 = order(function() return h:round(fn, b, 5, 1, 5) end)
+  local held_first = holds
+  local second, out2, why2 = order(function() return h:round(fn, b, 5, 2, 5) end)
+  local held_second = holds - held_first
+  local spoiled, out3, why3 = order(function() return h:round(spoil, b, 6, 2, 5) end)
+  B.hold = hold
+  t.eq(out1, nil)
+  t.eq(first, "vecadd_ref vecadd", "the shape's first round: the reference first (the degenerate-problem check reads it)")
+  t.eq(held_first, 1, "its expected outputs held off the device meanwhile")
+  t.eq(out2, nil, why2)
+  t.eq(second, "vecadd vecadd_ref", "then the candidate first, the reference after it")
+  t.eq(held_second, 0, "nothing held")
+  t.eq(select(1, b.refs.c:poisoned()), 1000, "the expected outputs poisoned once compared")
+  t.eq(out3, "wrong")
+  t.eq(why3, "input a changed by the candidate at n=1000 (the second run, other inputs in the same buffers)")
+  t.eq(spoiled, "vecadd", "the reference never ran on inputs a candidate changed")
+end)
+
 -- Where the device cannot reach pageable memory (the stand-in says so), the
 -- expected values are held in it, not in page-locked memory a kernel could read.
 t.test("loop_backend_cuda_expected_values_are_held_out_of_the_devices_reach", function()

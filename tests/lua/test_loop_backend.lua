@@ -227,6 +227,45 @@ t.test("loop_backend_cuda_expected_values_are_held_out_of_the_devices_reach", fu
   t.eq(select(1, ref:poisoned()), 4, "and poisoned again")
 end)
 
+-- A kept copy under an exact tolerance: an output whose digest matches is
+-- right without the values put back (the device copy stays poisoned); one
+-- element off is compared in full and named; a loose tolerance always is.
+t.test("loop_backend_cuda_an_exact_output_matches_a_kept_copy_by_its_digest", function()
+  local B = require "kwb.backends.cuda"
+  local n = 1000
+  local ref, out = fake.buffer("f32", n), fake.buffer("f32", n)
+  for i = 1, n do ref[i], out[i] = i * 0.5, i * 0.5 end
+  local kept = B.hold(ref, nil, true)
+  B.hold(ref, kept)   -- (put in place for a run, as a pool set is)
+  local exact = { atol = 0, rtol = 0 }
+  local compare, compares = fake.compare, 0
+  fake.compare = function(...) compares = compares + 1; return compare(...) end
+  local d = B.compare(out, ref, exact)
+  fake.compare = compare
+  t.eq(d.ok, true)
+  t.eq(d.max_abs, 0)
+  t.eq(d.n, n)
+  t.eq(compares, 0, "matched by the digest: the values neither put back nor compared")
+  t.eq(select(1, ref:poisoned()), n)
+  out[700] = 350.25
+  d = B.compare(out, ref, exact)
+  t.eq(d.ok, false)
+  t.eq(d.bad, 1)
+  t.eq(d.first_bad, 700, "compared in full, the element named")
+  t.eq(select(1, ref:poisoned()), n, "and poisoned again")
+  out[700] = 350
+  d = B.compare(out, ref, { atol = 1e-3, rtol = 0 })
+  t.eq(d.ok, true)
+  t.eq(d.max_abs, 0)
+  local nan = fake.buffer("f32", 4)
+  for i = 1, 4 do nan[i] = 0 / 0 end
+  local same = fake.buffer("f32", 4)
+  same:copy(nan)
+  local kept_nan = B.hold(nan, nil, true)
+  B.hold(nan, kept_nan)
+  t.eq(B.compare(same, nan, exact).nan, 4, "values with NaN are compared in full, as they always were")
+end)
+
 t.test("loop_backend_cuda_timing_splits_into_the_calls_and_the_checks_around_them", function()
   local sec = run.results[1].seconds
   t.eq(type(sec.calls), "number", "the timed calls' wall time is kept")

@@ -57,8 +57,31 @@ end
 -- hold(buf [, copy [, keep]]) -> copy: the expected values buf holds (or the
 -- copy of an earlier round's, given) held on the host, buf poisoned. keep:
 -- a copy of its own (kept for later rounds), else the buffer's reused one.
+--
+-- A kept copy (a pool set's, a draw-once round's) whose values compare equal
+-- to themselves exactly (no NaN or Inf) also keeps their keyed digest: where
+-- the tolerance is exact (atol = rtol = 0), an output whose digest matches is
+-- right without the values being put back (an output of hundreds of MB is
+-- then a read on the device, not a copy from pageable memory); any other is
+-- compared in full, for the message.
+local exact = setmetatable({}, { __mode = "k" })   -- kept copy -> { digest =, d = its comparison with itself }
+local digest_key
+local function key()
+  if not digest_key then
+    local f = assert(io.open("/dev/urandom", "rb"))
+    digest_key = string.unpack("<i8", f:read(8)) & 0x7FFFFFFFFFFFFFFF
+    f:close()
+  end
+  return digest_key
+end
+
 function B.hold(buf, copy, keep)
   if not copy then
+    local e
+    if keep then
+      local d = assert(api().compare(buf, buf, { atol = 0, rtol = 0 }))
+      if d.ok and d.nan == 0 and d.inf == 0 and (d.ref_nonfinite or 0) == 0 then e = { digest = buf:digest(key()), d = d } end
+    end
     if out_of_reach() then
       copy = not keep and own[buf] or require("kwb.host").buffer("u8", buf.bytes)
       assert(buf:download(copy))
@@ -69,6 +92,7 @@ function B.hold(buf, copy, keep)
       if not keep then own[buf] = copy end
     end
     assert(buf:poison())
+    exact[copy] = e
   end
   held[buf] = copy
   return copy
@@ -81,6 +105,12 @@ function B.release(buf) held[buf] = nil end
 function B.compare(out, ref, tol)
   local copy = held[ref]
   if not copy then return assert(api().compare(out, ref, tol)) end
+  local e = exact[copy]
+  if e and tol.atol == 0 and tol.rtol == 0 and out:digest(key()) == e.digest then
+    local d = {}
+    for k, v in pairs(e.d) do d[k] = v end
+    return d
+  end
   if pageable[copy] then assert(ref:upload(copy)) else assert(ref:load(copy)) end
   local d = assert(api().compare(out, ref, tol))
   assert(ref:poison())

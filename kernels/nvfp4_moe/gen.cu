@@ -349,3 +349,72 @@ nvfp4_pack(long long slabs, int cols, const unsigned char *q, const unsigned cha
         }
     }
 }
+
+// ---- routing ------------------------------------------------------------------
+//
+// nvfp4_ref.c's nvfp4_gen_routing, one thread a token, the same arithmetic
+// (integer hashing, float64 IEEE division, multiplication and addition in the
+// same order; --fmad=false), so ids and tw equal the CPU's bit for bit:
+//   uniform: the partial Fisher-Yates shuffle of 0..E-1, kept as the (at most
+//            2K) positions it moved; slot j takes position j + floor(u * (E - j)).
+//   skewed:  the first free e whose running sum of 1/(e+1) over the free
+//            experts exceeds u * (their total), the last free one should
+//            rounding leave it unreached.
+//   tw:      (0.5 + u01(seed ^ 0x7477, t*K + j)) / (their sum over j).
+// Needs 1 <= K <= 32, K <= E <= 1024 (checked by the caller). Block 256, any
+// grid covering T.
+#define GEN_ROUTE_MAX_K 32
+#define GEN_ROUTE_MAX_E 1024
+
+__device__ __forceinline__ double gen_u01_key(gen_u64 key, gen_u64 i) {
+    return (double)(gen_bits(key, i) >> 11) * 0x1.0p-53;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+nvfp4_gen_routing(gen_u64 seed, int T, int E, int K, int skewed, int *ids, float *tw) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    const gen_u64 key = gen_key(seed), wkey = gen_key(seed ^ 0x7477ull);
+    const gen_u64 base = (gen_u64)t * (gen_u64)K;
+    int *id = ids + base;
+    if (!skewed) {
+        int pos[2 * GEN_ROUTE_MAX_K], val[2 * GEN_ROUTE_MAX_K], moved = 0;   // perm[pos[i]] = val[i]; else perm[p] = p
+        for (int j = 0; j < K; j++) {
+            double u = gen_u01_key(key, base + (gen_u64)j);
+            int r = j + (int)(u * (E - j));
+            int vj = j, vr = r, ij = -1, ir = -1;
+            for (int i = 0; i < moved; i++) {
+                if (pos[i] == j) { vj = val[i]; ij = i; }
+                if (pos[i] == r) { vr = val[i]; ir = i; }
+            }
+            // swap perm[j] and perm[r]
+            if (ij < 0) { ij = moved++; pos[ij] = j; }
+            if (ir < 0 && r != j) { ir = moved++; pos[ir] = r; }
+            if (r == j) ir = ij;
+            val[ij] = vr;
+            val[ir] = vj;
+            id[j] = val[ij];
+        }
+    } else {
+        unsigned long long taken[GEN_ROUTE_MAX_E / 64];
+        for (int w = 0; w < (E + 63) / 64; w++) taken[w] = 0;
+        for (int j = 0; j < K; j++) {
+            double u = gen_u01_key(key, base + (gen_u64)j);
+            double total = 0.0, run = 0.0;
+            int pick = -1;
+            for (int e = 0; e < E; e++)
+                if (!((taken[e >> 6] >> (e & 63)) & 1)) total += 1.0 / (double)(e + 1);
+            for (int e = 0; e < E; e++) {
+                if ((taken[e >> 6] >> (e & 63)) & 1) continue;
+                pick = e;
+                run += 1.0 / (double)(e + 1);
+                if (run > u * total) break;
+            }
+            taken[pick >> 6] |= 1ull << (pick & 63);
+            id[j] = pick;
+        }
+    }
+    double sum = 0.0;
+    for (int j = 0; j < K; j++) sum += 0.5 + gen_u01_key(wkey, base + (gen_u64)j);
+    for (int j = 0; j < K; j++) tw[base + j] = (float)((0.5 + gen_u01_key(wkey, base + (gen_u64)j)) / sum);
+}

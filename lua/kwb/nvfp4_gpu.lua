@@ -9,6 +9,7 @@
 --   local w   = assert(gpu.bf16(seed, 1 << 20))              -- the generated bf16 themselves
 --   local t   = assert(gpu.quantize(w, 4, 512, 512))         -- quantise a bf16 device buffer
 --   local p   = assert(gpu.pack(t))                          -- { q, sf }: the fragment-major copy
+--   assert(gpu.routing(ids, tw, seed, T, E, K, "skewed"))    -- kwb.nvfp4's routing, into device buffers
 --
 -- A quantised tensor has the layout of kwb.nvfp4's: q = u8 [batch*rows*cols/2],
 -- sf = u8 [batch*rows*cols/16] (linear scales), s2 = f32 [batch], all device
@@ -36,6 +37,7 @@ local protos = {
   bf16_quantize = [[void nvfp4_bf16_quantize(const uint16_t *w, int64_t batch, int64_t per16, int iters,
     const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf)]],
   pack = "void nvfp4_pack(int64_t slabs, int cols, const uint8_t *q, const uint8_t *sf, uint8_t *qp, uint8_t *sfp)",
+  routing = "void nvfp4_gen_routing(uint64_t seed, int T, int E, int K, int skewed, int32_t *ids, float *tw)",
 }
 
 -- ---- argument checks --------------------------------------------------------
@@ -267,6 +269,35 @@ function M.pack(t, into)
   ok, msg, info = cuda.plan { { k.pack, grid = grid, block = block, args = { slabs, t.cols, t.q, t.sf, out.q, out.sf } } }:run()
   if not ok then return nil, msg, info end
   return out
+end
+
+-- The most slots a token and experts the device's routing takes (gen.cu).
+M.routing_max_k, M.routing_max_e = 32, 1024
+
+-- routing(ids, tw, seed, T, E, K, kind) -> true: kwb.nvfp4's routing(seed, T,
+-- E, K, kind) ("uniform" or "skewed") made on the device, bit for bit, into
+-- the i32 device buffer ids and the f32 device buffer tw (T*K each), on the harness
+-- stream, waited for. K up to routing_max_k, E up to routing_max_e.
+function M.routing(ids, tw, seed, T, E, K, kind)
+  check_int("routing", "seed", seed, math.mininteger)
+  check_int("routing", "T", T, 0)
+  check_int("routing", "E", E, 1)
+  check_int("routing", "K", K, 1)
+  if K > E then error(string.format("nvfp4_gpu.routing: K (%d) must not exceed E (%d)", K, E), 2) end
+  if K > M.routing_max_k or E > M.routing_max_e then
+    error(string.format("nvfp4_gpu.routing: the device's routing takes K <= %d and E <= %d (got K = %d, E = %d)",
+                        M.routing_max_k, M.routing_max_e, K, E), 2)
+  end
+  if kind ~= "uniform" and kind ~= "skewed" then
+    error(string.format("nvfp4_gpu.routing: kind must be 'uniform' or 'skewed' (got %s)", tostring(kind)), 2)
+  end
+  check_dbuf("routing", "ids", ids, "i32", T * K)
+  check_dbuf("routing", "tw", tw, "f32", T * K)
+  if T == 0 then return true end
+  local k, msg, info = M.load()
+  if not k then return nil, msg, info end
+  return cuda.plan { { k.routing, grid = ceil_div(T, block), block = block,
+                       args = { seed, T, E, K, kind == "skewed" and 1 or 0, ids, tw } } }:run()
 end
 
 -- quantize(w, batch, rows, cols) -> a new quantised tensor of the bf16 device

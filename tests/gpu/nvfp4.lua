@@ -128,6 +128,36 @@ t.test("gpu_pack_is_the_fragment_major_permutation", function()
            "nvfp4_gpu.pack: the fragment-major layout needs rows % 16 == 0 and cols % 128 == 0 (got 8 x 256)")
 end)
 
+-- The device's routing (the problem's for every timed run) equals the CPU
+-- generator's bit for bit, ids and tw, both kinds, edge shapes included.
+t.test("gpu_routing_equals_the_cpu_generator_bit_for_bit", function()
+  local core = require "kwb.core"
+  for _, c in ipairs { { 1, 1, 256, 8 }, { 77, 4096, 256, 8 }, { -5, 4097, 256, 8 }, { 3, 300, 4, 4 },
+                       { 9, 513, 1024, 32 }, { 11, 64, 33, 1 }, { 0x7FFFFFFFFFFF, 1000, 160, 6 } } do
+    local seed, T, E, K = c[1], c[2], c[3], c[4]
+    for _, kind in ipairs { "uniform", "skewed" } do
+      local ids, tw = ref.routing(seed, T, E, K, kind)
+      local dids, dtw = assert(cuda.buffer("i32", T * K)), assert(cuda.buffer("f32", T * K))
+      t.eq(gpu.routing(dids, dtw, seed, T, E, K, kind), true)
+      local what = string.format("seed %d, T %d, E %d, K %d, %s", seed, T, E, K, kind)
+      local bad, first = count_diff(assert(cuda.to_host(dids)):raw(), ids:raw(), 4)
+      t.eq(bad, 0, what .. ": ids that differ (first " .. tostring(first) .. ")")
+      bad, first = count_diff(assert(cuda.to_host(dtw)):raw(), tw:raw(), 4)
+      t.eq(bad, 0, what .. ": weights that differ (first " .. tostring(first) .. ")")
+    end
+  end
+  local dids, dtw = assert(cuda.buffer("i32", 4096 * 8)), assert(cuda.buffer("f32", 4096 * 8))
+  gpu.routing(dids, dtw, 1, 4096, 256, 8, "skewed")
+  local t0 = core.now()
+  for i = 1, 20 do gpu.routing(dids, dtw, i, 4096, 256, 8, "skewed") end
+  local g = (core.now() - t0) / 20
+  t0 = core.now()
+  for i = 1, 5 do ref.routing(i, 4096, 256, 8, "skewed") end
+  fig("routing_T4096_skewed", string.format("device %.3f ms, CPU %.3f ms", g * 1e3, (core.now() - t0) / 5 * 1e3))
+  t.raises(function() gpu.routing(dids, dtw, 1, 4096, 256, 33, "skewed") end,
+           "nvfp4_gpu.routing: the device's routing takes K <= 32 and E <= 1024 (got K = 33, E = 256)")
+end)
+
 -- ---- ref.cu and baseline.cu against the float64 layer --------------------------
 
 local ref_up, ref_down, base_up, base_down

@@ -17,7 +17,7 @@ t.test("nvfp4_gpu_is_bundled_and_autoloaded", function()
 end)
 
 local kernels = { "nvfp4_gen_bf16", "nvfp4_gen_amax", "nvfp4_bf16_amax", "nvfp4_s2", "nvfp4_gen_quantize",
-                  "nvfp4_bf16_quantize", "nvfp4_pack" }
+                  "nvfp4_bf16_quantize", "nvfp4_pack", "nvfp4_gen_routing" }
 
 if cuda.nvrtc_version() then
   t.test("gen_cu_compiles_with_nvrtc_without_spills", function()
@@ -73,6 +73,7 @@ local emu_protos = {
   nvfp4_gen_quantize = "uint64_t seed, double std, double rate, double scale, int64_t batch, int64_t per16, int32_t iters, const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf",
   nvfp4_bf16_quantize = "const uint16_t *w, int64_t batch, int64_t per16, int32_t iters, const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf",
   nvfp4_pack = "int64_t slabs, int32_t cols, const uint8_t *q, const uint8_t *sf, uint8_t *qp, uint8_t *sfp",
+  nvfp4_gen_routing = "uint64_t seed, int32_t T, int32_t E, int32_t K, int32_t skewed, int32_t *ids, float *tw",
 }
 
 local function emu_source()
@@ -338,6 +339,32 @@ t.test("gen_cu_pack_puts_every_piece_where_the_layout_says", function()
   t.raises(function() gpu.pack(assert(gpu.weights(1, 1, 16, 64))) end, "(got 16 x 64)")
   t.raises(function() gpu.pack(tq, { q = into.q, sf = fake.buffer("u8", 7) }) end,
            "nvfp4_gpu.pack: 'into.sf' must be a u8 device buffer of " .. #sf .. " elements (got u8[7])")
+end)
+
+-- The routing every timed run draws afresh, made by gen.cu's kernel (one
+-- thread a token) equals nvfp4_ref.c's, ids and weights, bit for bit.
+t.test("gen_cu_routing_equals_the_cpu_generator_on_the_cpu", function()
+  for _, c in ipairs { { 1, 1, 256, 8 }, { 77, 700, 256, 8 }, { -5, 257, 256, 8 }, { 3, 300, 4, 4 },
+                       { 9, 40, 1024, 32 }, { 11, 64, 33, 1 }, { 0x7FFFFFFFFFFF, 300, 160, 6 } } do
+    local seed, T, E, K = c[1], c[2], c[3], c[4]
+    for _, kind in ipairs { "uniform", "skewed" } do
+      local ids, tw = ref.routing(seed, T, E, K, kind)
+      local dids, dtw = fake.buffer("i32", T * K), fake.buffer("f32", T * K)
+      t.eq(gpu.routing(dids, dtw, seed, T, E, K, kind), true)
+      local what = string.format("seed %d, T %d, E %d, K %d, %s", seed, T, E, K, kind)
+      t.eq(dids.h:raw() == ids:raw(), true, what .. ": ids")
+      t.eq(dtw.h:raw() == tw:raw(), true, what .. ": weights")
+    end
+  end
+  t.eq(fake.launches[#fake.launches], "nvfp4_gen_routing")
+  local ids, tw = fake.buffer("i32", 16), fake.buffer("f32", 16)
+  t.raises(function() gpu.routing(ids, tw, 1, 2, 4, 8, "uniform") end, "nvfp4_gpu.routing: K (8) must not exceed E (4)")
+  t.raises(function() gpu.routing(ids, tw, 1, 2, 2048, 8, "uniform") end,
+           "nvfp4_gpu.routing: the device's routing takes K <= 32 and E <= 1024 (got K = 8, E = 2048)")
+  t.raises(function() gpu.routing(ids, tw, 1, 2, 256, 8, "zipf") end,
+           "nvfp4_gpu.routing: kind must be 'uniform' or 'skewed' (got zipf)")
+  t.raises(function() gpu.routing(ids, tw, 1, 3, 256, 8, "skewed") end,
+           "nvfp4_gpu.routing: 'ids' must be a i32 device buffer of 24 elements (got i32[16])")
 end)
 
 t.test("nvfp4_gpu_rejects_nonfinite_weights", function()

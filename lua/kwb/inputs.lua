@@ -119,15 +119,19 @@ end
 -- nothing is held or put back, and the outputs are poisoned once compared
 -- (settle). Not where the problem has an inout buffer: its reference starts
 -- from a copy (b.init) the candidate could reach during its call.
-local function after_call(h)
-  if h.after_call == nil then
-    local ok = h.backend.hold ~= nil and h.backend.release ~= nil
+-- inout(h): has the problem an inout buffer?
+function M.inout(h)
+  if h.has_inout == nil then
+    h.has_inout = false
     for _, a in ipairs(h.problem.buffers) do
-      if a.role == "inout" then ok = false end
+      if a.role == "inout" then h.has_inout = true end
     end
-    h.after_call = ok
   end
-  return h.after_call
+  return h.has_inout
+end
+
+local function after_call(h)
+  return h.backend.hold ~= nil and h.backend.release ~= nil and not M.inout(h)
 end
 
 -- The reference's outputs for the inputs in b.refs (kept per round when the

@@ -98,7 +98,7 @@ function M.shape(h, kernel, b, t, seed)
   local function run(check, what)
     runs = runs + 1
     local set = benches(h, b, k)
-    local pool = {}
+    local pool, before = {}, {}
     for j = 1, k do
       if check and b.own_first then b.own_first = false   -- (its own inputs, the reference run for them)
       elseif check and b.pools < sets then
@@ -106,6 +106,13 @@ function M.shape(h, kernel, b, t, seed)
         b.pools = b.pools + 1
       end
       inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j), pool[j], check)
+      if check and not pool[j] and inputs.inout(h) then
+        -- its own inputs and an inout buffer, whose reference starts from the
+        -- copy fresh() made: before the call (after it, the candidate could
+        -- have changed that copy), held off the device where the backend holds
+        inputs.expect(h, set[j])
+        before[j] = true
+      end
       if pool[j] and not inputs.pooled(h, set[j], pool[j]) then
         -- a set met for the first time: its expected outputs from its inputs as
         -- drawn, before any candidate code has run on them (held off the device),
@@ -126,7 +133,7 @@ function M.shape(h, kernel, b, t, seed)
       return nil, string.format("one call took %.2f s at %s (the timeout is %g s)", per, b.key, h.timeout), "timeout"
     end
     for j = 1, k do
-      if check then inputs.expect(h, set[j], pool[j]) end   -- (a pool set's: kept, put back)
+      if check and not before[j] then inputs.expect(h, set[j], pool[j]) end   -- (a pool set's: kept, put back)
       local out, why = verify.check(h.problem, backend, set[j], what, false, not check)
       inputs.settle(h, set[j])
       if out then return nil, why, out end

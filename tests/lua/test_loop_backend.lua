@@ -208,6 +208,37 @@ t.test("loop_backend_cuda_a_rounds_reference_runs_after_the_call_and_is_held_now
   t.eq(spoiled, "vecadd", "the reference never ran on inputs a candidate changed")
 end)
 
+-- An inout buffer's reference starts from a copy of its initial values in
+-- the harness, which a candidate could reach during its call: for a verified
+-- run on inputs of its own, the reference runs before the call, not after.
+t.test("loop_backend_cuda_an_inout_runs_reference_comes_before_the_call", function()
+  local inc = "void inc(int n, const float *a, float *y) {\n  for (int i = 0; i < n; i++) y[i] += a[i];\n}\n"
+  local p = kwb.problem.define {
+    name = "inc_fake", vars = { "n" }, fn = "inc",
+    args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" },
+             { "y", "f32", shape = "n", role = "inout" } },
+    reference = { cuda = { source = inc:gsub("void inc", "void inc_ref"), fn = "inc_ref",
+                           launch = function(shape) return { grid = { shape.n }, block = { 1 } } end } },
+    tolerance = { atol = 0, rtol = 0 },
+  }
+  local ri = kwb.recipe { name = "inc_fake", backend = "cuda", problem = p, shapes = { n = { 1000 } },
+                          start = { source = inc, defines = { BLOCK = 32 } },
+                          launch = function(shape, q) return { grid = { (shape.n + q.BLOCK - 1) // q.BLOCK }, block = { q.BLOCK } } end,
+                          sanitize = false }
+  local h = require("kwb.measure").harness(ri)
+  local fn = assert(h:build(ri:session():candidate(ri.start), { seconds = {} }))
+  local b = h:bench(ri.shapes[1])
+  local from = #launches + 1
+  local opts = { warmup = 0, warmup_min = 1, min_samples = 3, max_samples = 3, cap = 1, target = 1 }
+  t.truthy(require("kwb.timed").shape(h, fn, b, opts, 78))
+  t.eq(b.pools, 0, "one verified run, on inputs of its own")
+  local names = {}
+  for i = from, #launches do names[#names + 1] = launches[i].kernel end
+  local seq = table.concat(names, " ")
+  t.eq(select(2, seq:gsub("inc_ref", "")), 1, "the reference ran once: " .. seq)
+  t.truthy(seq:match("inc_ref inc$"), "the reference, then the verified call: " .. seq)
+end)
+
 -- Where the device cannot reach pageable memory (the stand-in says so), the
 -- expected values are held in it, not in page-locked memory a kernel could read.
 t.test("loop_backend_cuda_expected_values_are_held_out_of_the_devices_reach", function()

@@ -6,6 +6,7 @@
 -- checksummed and the outputs poisoned. Fixed inputs (model weights) are one
 -- buffer per name and size, shared by the shapes and filled once.
 local rng = require "kwb.rng"
+local core_now = require("kwb.core").now
 
 local M = {}
 
@@ -69,10 +70,39 @@ local function fill(buf, init, seed, shape, bufs, stream)
   else buf:fill(init[2] or 0) end
 end
 
+-- A secret of this process (from /dev/urandom), mixed into every key the
+-- inputs' digests take: the digest (kwb_buffer_digest) of a known key could
+-- be kept by a candidate that rewrites its inputs, and a reference computed
+-- after the call would then run on what it wrote.
+local secret_key
+local function secret()
+  if not secret_key then
+    local f = assert(io.open("/dev/urandom", "rb"))
+    secret_key = string.unpack("<i8", f:read(8))
+    f:close()
+  end
+  return secret_key
+end
+local function keyed(x) return (x ~ secret()) & 0x7FFFFFFFFFFFFFFF end
+
+-- What a harness keeps for a run (the rounds' and pool sets' expected
+-- outputs, the fixed inputs and their digests) is the run's: dropped when
+-- the run's seed changes (a session's next run, a worker's next recipe run).
+local function same_run(h)
+  local s = h:base_seed()
+  if h.kept_for ~= s then
+    h.pools, h.fixed_done, h.fixed_sum = nil, {}, {}
+    for _, b in pairs(h.benches) do b.kept = nil end
+    h.kept_for = s
+  end
+end
+
 -- Fixed inputs not filled yet by this harness: filled now, once, and
--- checksummed (h.fixed_sum: a timed run's check compares with it); again
--- after a candidate was found to have changed one.
+-- digested under a secret key (h.fixed_sum, b.fixed_key: every verified
+-- run's check compares with it); again after a candidate was found to have
+-- changed one.
 local function fill_fixed(h, b)
+  same_run(h)
   if not b.fixed then return end
   for _, other in pairs(h.benches) do   -- one a candidate changed (kwb.verify): all filled again, from the same seeds
     if other.fixed_spoiled then h.fixed_done, h.fixed_sum, other.fixed_spoiled = {}, {}, nil end
@@ -85,8 +115,10 @@ local function fill_fixed(h, b)
     end
   end
   h.fixed_sum = h.fixed_sum or {}
+  h.fixed_key = h.fixed_key or keyed(rng.seed_of("fixed inputs", core_now()))
+  b.fixed_key = h.fixed_key
   for name, fk in pairs(b.fixed) do
-    if not h.fixed_sum[fk] then h.fixed_sum[fk] = assert(b.bufs[name]:checksum()) end
+    if not h.fixed_sum[fk] then h.fixed_sum[fk] = b.bufs[name]:digest(h.fixed_key) end
   end
 end
 
@@ -224,7 +256,7 @@ function M.fresh(h, b, seed, tag, pool, checked)
       fill(b.bufs[a.name], a.init, (base + i * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFF, b.shape, b.bufs, true)
     end
   end
-  b.sum_key = checked and (base * 0x2545F4914F6CDD1D) & 0x7FFFFFFFFFFFFFFF or nil   -- the keyed digest: fast, and the key stays here
+  b.sum_key = checked and keyed(base * 0x2545F4914F6CDD1D) or nil   -- the keyed digest: fast, and the key stays here
   for _, a in ipairs(p.buffers) do
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
     if a.role == "in" and checked then   -- (fixed inputs: their checksum from when they were filled)
@@ -238,6 +270,13 @@ function M.fresh(h, b, seed, tag, pool, checked)
   end
 end
 
+-- off_the_clock(h, what, fn, ...): the harness's own work, under its own
+-- limit where the harness has one (kwb.measure), else simply run.
+function M.off_the_clock(h, what, fn, ...)
+  if h.off_the_clock then return h:off_the_clock(what, fn, ...) end
+  return fn(...)
+end
+
 -- pooled(h, b, pool): are pool set `pool`'s expected outputs at b's shape kept?
 function M.pooled(h, b, pool)
   return (h.pools and h.pools[b.key] and h.pools[b.key][pool]) ~= nil
@@ -246,14 +285,20 @@ end
 -- expect(h, b [, pool]): the reference's outputs for the inputs fresh() drew
 -- (the inputs as they were: a candidate that changed one is wrong for that);
 -- for a pool set, computed once and kept.
-function M.expect(h, b, pool)
-  for _, a in ipairs(h.problem.buffers) do
-    if a.role == "out" then b.refs[a.name]:poison()
-    elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
+function M.expect(h, b, pool, later)
+  local function run()
+    for _, a in ipairs(h.problem.buffers) do
+      if a.role == "out" then b.refs[a.name]:poison()
+      elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
+    end
+    -- (a run on inputs of its own: its reference runs after its call, held
+    -- nowhere where after_call allows)
+    expected(h, b, nil, false, pool, not pool and after_call(h))
   end
-  -- (a run on inputs of its own: its reference runs after its call, held
-  -- nowhere where after_call allows)
-  expected(h, b, nil, false, pool, not pool and after_call(h))
+  -- later: after the call, once kwb.verify has found the inputs as drawn
+  -- (not on inputs a candidate rewrote), under the harness's limit
+  if later then b.expect_later = function() M.off_the_clock(h, "the reference at " .. b.key, run) end
+  else run() end
 end
 
 -- prepare(h, b, seed, round): fresh inputs for round `round` (from the
@@ -276,15 +321,17 @@ function M.prepare(h, b, seed, round)
   end
   -- a round's own reference after the call where after_call allows (not the
   -- shape's first, whose outputs the degenerate-problem check reads first)
+  -- (under the harness's limit, not the candidate's call's: off_the_clock)
   if not draw_run and b.sound and after_call(h) then
-    b.expect_later = function() expected(h, b, round, false, nil, true) end
+    b.expect_later = function() M.off_the_clock(h, "the reference at " .. b.key, expected, h, b, round, false, nil, true) end
   else
     b.expect_later = nil
     expected(h, b, round, draw_run)
   end
-  b.sums, b.sum_key = {}, nil
+  -- the inputs' digests under a secret key (fixed ones: from when they were filled)
+  b.sums, b.sum_key = {}, keyed(rng.seed_of(seed, b.key, round, "the inputs' digests"))
   for _, a in ipairs(p.buffers) do
-    if a.role == "in" then b.sums[a.name] = assert(b.bufs[a.name]:checksum()) end
+    if a.role == "in" then b.sums[a.name] = a.fixed and h.fixed_sum[b.fixed[a.name]] or b.bufs[a.name]:digest(b.sum_key) end
     if a.role == "out" then b.bufs[a.name]:poison()
     elseif a.role == "inout" then b.bufs[a.name]:copy(b.init[a.name]) end
   end

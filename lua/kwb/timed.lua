@@ -133,7 +133,8 @@ function M.shape(h, kernel, b, t, seed)
       return nil, string.format("one call took %.2f s at %s (the timeout is %g s)", per, b.key, h.timeout), "timeout"
     end
     for j = 1, k do
-      if check and not before[j] then inputs.expect(h, set[j], pool[j]) end   -- (a pool set's: kept, put back)
+      -- (a pool set's: kept, put back; one of its own: after the input checks)
+      if check and not before[j] then inputs.expect(h, set[j], pool[j], not pool[j]) end
       local out, why = verify.check(h.problem, backend, set[j], what, false, not check)
       inputs.settle(h, set[j])
       if out then return nil, why, out end

@@ -86,7 +86,8 @@ function M.check(problem, backend, b, when, skip_inout, zones_only)
   end
   for _, a in ipairs(problem.buffers) do
     local buf = b.bufs[a.name]
-    if a.role == "in" and (b.sum_key and not a.fixed and buf:digest(b.sum_key) or assert(buf:checksum())) ~= b.sums[a.name] then
+    local key = a.fixed and b.fixed_key or b.sum_key   -- (secret keys: kwb.inputs)
+    if a.role == "in" and (key and buf:digest(key) or assert(buf:checksum())) ~= b.sums[a.name] then
       -- a fixed input (weights, filled once) is filled again before its next
       -- use (kwb.inputs), so the candidates after this one meet it as it was
       if a.fixed then b.fixed_spoiled = true end

@@ -3,10 +3,9 @@
 -- reference's outputs and the copies inout buffers start from. Before each
 -- call the inputs are drawn afresh (a seed per shape, round and buffer), the
 -- reference computes the expected outputs from them, the inputs are
--- checksummed and the outputs poisoned. Fixed inputs (model weights) are one
+-- digested and the outputs poisoned. Fixed inputs (model weights) are one
 -- buffer per name and size, shared by the shapes and filled once.
 local rng = require "kwb.rng"
-local core_now = require("kwb.core").now
 
 local M = {}
 
@@ -70,20 +69,11 @@ local function fill(buf, init, seed, shape, bufs, stream)
   else buf:fill(init[2] or 0) end
 end
 
--- A secret of this process (from /dev/urandom), mixed into every key the
--- inputs' digests take: the digest (kwb_buffer_digest) of a known key could
--- be kept by a candidate that rewrites its inputs, and a reference computed
--- after the call would then run on what it wrote.
-local secret_key
-local function secret()
-  if not secret_key then
-    local f = assert(io.open("/dev/urandom", "rb"))
-    secret_key = string.unpack("<i8", f:read(8))
-    f:close()
-  end
-  return secret_key
-end
-local function keyed(x) return (x ~ secret()) & 0x7FFFFFFFFFFFFFFF end
+-- The process's secret (rng.secret) mixed into every key the inputs'
+-- digests take: the digest (kwb_buffer_digest) of a known key could be kept
+-- by a candidate that rewrites its inputs, and a reference computed after
+-- the call would then run on what it wrote.
+local function keyed(x) return (x ~ rng.secret()) & 0x7FFFFFFFFFFFFFFF end
 
 -- What a harness keeps for a run (the rounds' and pool sets' expected
 -- outputs, the fixed inputs and their digests) is the run's: dropped when
@@ -115,7 +105,7 @@ local function fill_fixed(h, b)
     end
   end
   h.fixed_sum = h.fixed_sum or {}
-  h.fixed_key = h.fixed_key or keyed(rng.seed_of("fixed inputs", core_now()))
+  h.fixed_key = h.fixed_key or keyed(rng.seed_of("fixed inputs"))
   b.fixed_key = h.fixed_key
   for name, fk in pairs(b.fixed) do
     if not h.fixed_sum[fk] then h.fixed_sum[fk] = b.bufs[name]:digest(h.fixed_key) end
@@ -144,13 +134,6 @@ local function restore_refs(h, b, saved)
   end
 end
 
--- Where the backend holds expected outputs off the device (backend.hold), a
--- run whose reference is computed for it alone (not a round's or a pool
--- set's, kept for other candidates) has it computed after the candidate's
--- call instead (kwb.verify runs it once the inputs are found as drawn):
--- nothing is held or put back, and the outputs are poisoned once compared
--- (settle). Not where the problem has an inout buffer: its reference starts
--- from a copy (b.init) the candidate could reach during its call.
 -- inout(h): has the problem an inout buffer?
 function M.inout(h)
   if h.has_inout == nil then
@@ -162,6 +145,13 @@ function M.inout(h)
   return h.has_inout
 end
 
+-- Where the backend holds expected outputs off the device (backend.hold), a
+-- run whose reference is computed for it alone (not a round's or a pool
+-- set's, kept for other candidates) has it computed after the candidate's
+-- call instead (kwb.verify runs it once the inputs are found as drawn):
+-- nothing is held or put back, and the outputs are poisoned once compared
+-- (settle). Not where the problem has an inout buffer: its reference starts
+-- from a copy (b.init) the candidate could reach during its call.
 local function after_call(h)
   return h.backend.hold ~= nil and h.backend.release ~= nil and not M.inout(h)
 end
@@ -198,6 +188,15 @@ local function expected(h, b, round, draw_run, pool, now)
     b.kept[round] = keep_refs(h, b, true)
   elseif h.backend.hold and not now then
     keep_refs(h, b)
+  end
+end
+
+-- clear_refs(h, b): the reference's outputs poisoned, its inout buffers
+-- from their initial values, before it runs.
+local function clear_refs(h, b)
+  for _, a in ipairs(h.problem.buffers) do
+    if a.role == "out" then b.refs[a.name]:poison()
+    elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
   end
 end
 
@@ -259,7 +258,7 @@ function M.fresh(h, b, seed, tag, pool, checked)
   b.sum_key = checked and keyed(base * 0x2545F4914F6CDD1D) or nil   -- the keyed digest: fast, and the key stays here
   for _, a in ipairs(p.buffers) do
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
-    if a.role == "in" and checked then   -- (fixed inputs: their checksum from when they were filled)
+    if a.role == "in" and checked then   -- (fixed inputs: their digest from when they were filled)
       b.sums[a.name] = a.fixed and h.fixed_sum[b.fixed[a.name]] or b.bufs[a.name]:digest(b.sum_key)
     elseif a.role == "in" and not a.fixed and h.backend.queued_digests then
       -- a run not checked does the digest's device work too, unread, so that
@@ -287,10 +286,7 @@ end
 -- for a pool set, computed once and kept.
 function M.expect(h, b, pool, later)
   local function run()
-    for _, a in ipairs(h.problem.buffers) do
-      if a.role == "out" then b.refs[a.name]:poison()
-      elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
-    end
+    clear_refs(h, b)
     -- (a run on inputs of its own: its reference runs after its call, held
     -- nowhere where after_call allows)
     expected(h, b, nil, false, pool, not pool and after_call(h))
@@ -303,7 +299,7 @@ end
 
 -- prepare(h, b, seed, round): fresh inputs for round `round` (from the
 -- candidate's seed, or the run's where the problem draws once per run), the
--- reference's outputs for them, the inputs' checksums, poisoned outputs.
+-- reference's outputs for them, the inputs' digests, poisoned outputs.
 function M.prepare(h, b, seed, round)
   local p = h.problem
   local draw_run = p.draw == "run"
@@ -315,10 +311,7 @@ function M.prepare(h, b, seed, round)
     end
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
   end
-  for _, a in ipairs(p.buffers) do
-    if a.role == "out" then b.refs[a.name]:poison()
-    elseif a.role == "inout" then b.refs[a.name]:copy(b.init[a.name]) end
-  end
+  clear_refs(h, b)
   -- a round's own reference after the call where after_call allows (not the
   -- shape's first, whose outputs the degenerate-problem check reads first)
   -- (under the harness's limit, not the candidate's call's: off_the_clock)

@@ -65,15 +65,7 @@ end
 -- then a read on the device, not a copy from pageable memory); any other is
 -- compared in full, for the message.
 local exact = setmetatable({}, { __mode = "k" })   -- kept copy -> { digest =, d = its comparison with itself }
-local digest_key
-local function key()
-  if not digest_key then
-    local f = assert(io.open("/dev/urandom", "rb"))
-    digest_key = string.unpack("<i8", f:read(8)) & 0x7FFFFFFFFFFFFFFF
-    f:close()
-  end
-  return digest_key
-end
+local key = require("kwb.rng").secret
 
 function B.hold(buf, copy, keep)
   if not copy then

@@ -19,17 +19,8 @@ local launches = fake.launches
 local methods = getmetatable(fake.buffer("u8", 1)).methods
 methods.checksum = function(b) return core.cuda_checksum_host(b:raw()) end
 
-local vec = "void vecadd(int n, const float *a, const float *b, float *c) {\n"
-local problem = kwb.problem.define {
-  name = "vecadd_review", vars = { "n" }, fn = "vecadd",
-  args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" },
-           { "b", "f32", shape = "n", role = "in" }, { "c", "f32", shape = "n", role = "out" } },
-  reference = { cuda = { source = "void vecadd_ref(int n, const float *a, const float *b, float *c) {\n"
-                           .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n", fn = "vecadd_ref",
-                         launch = function(shape) return { grid = { shape.n }, block = { 1 } } end } },
-  tolerance = { atol = 0, rtol = 0 },
-  bytes = "12 * n",
-}
+local vecadd = require "fake_vecadd"
+local vec, problem = vecadd.vec, vecadd.problem
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 local r = kwb.recipe {
   name = "vecadd_review", backend = "cuda", problem = problem, shapes = { n = { 1000, 3000 } },

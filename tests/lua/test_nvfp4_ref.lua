@@ -386,7 +386,7 @@ struct emu_dim3 { unsigned x, y, z; };
 struct uint4 { unsigned x, y, z, w; };
 struct emu_block { std::barrier<> *all; std::barrier<> *warp[8]; float lane[256]; };
 static thread_local emu_dim3 blockIdx, threadIdx;
-static emu_dim3 blockDim;
+static emu_dim3 blockDim, gridDim;
 static emu_block *emu_cur;
 #define __global__
 #define __device__
@@ -428,16 +428,20 @@ template <class F> static void emu_launch(unsigned gx, unsigned gy, F body) {
     for (auto &x : th) x.join();
 }
 #ifdef EMU_REF
-extern "C" void emu_ref_layer(int T, int H, int I, int E, int K, const unsigned short *x,
-                              const int *ids, const float *tw, const unsigned char *w13q,
-                              const unsigned char *w13sf, const float *w13s2,
-                              const unsigned char *w2q, const unsigned char *w2sf,
-                              const float *w2s2, unsigned short *h, unsigned short *out) {
-    emu_launch((unsigned)(I + 7) / 8, (unsigned)(T * K),
-               [=] { nvfp4_moe_ref_up(T, H, I, E, K, x, ids, w13q, w13sf, w13s2, h); });
-    emu_launch((unsigned)(H + 7) / 8, (unsigned)T,
-               [=] { nvfp4_moe_ref_down(T, H, I, E, K, ids, tw, h, w2q, w2sf, w2s2, out); });
+/* ref.cu has no barriers and no shuffles: its threads run one after another */
+template <class F> static void emu_grid(unsigned gx, unsigned gy, unsigned gz, unsigned block, F body) {
+    gridDim = {gx, gy, gz};
+    blockDim = {block, 1, 1};
+    for (unsigned bz = 0; bz < gz; bz++)
+        for (unsigned by = 0; by < gy; by++)
+            for (unsigned bx = 0; bx < gx; bx++)
+                for (unsigned t = 0; t < block; t++) {
+                    blockIdx = {bx, by, bz};
+                    threadIdx = {t, 0, 0};
+                    body();
+                }
 }
+@REF_LAUNCHERS@
 #endif
 #ifdef EMU_BASE
 extern "C" void emu_base_layer(int T, int H, int I, int E, int K, const unsigned short *x,
@@ -453,27 +457,88 @@ extern "C" void emu_base_layer(int T, int H, int I, int E, int K, const unsigned
 #endif
 ]]
 
--- compile(file, which) -> the C++ build of one kernel file with its layer launcher.
+-- ref.cu's kernels and their parameters, in the order its launch plan passes them.
+local ref_kernels = {
+  { "nvfp4_moe_ref_route", "int T, int E, int K, const int32_t *ids, int32_t *count, int32_t *list" },
+  { "nvfp4_moe_ref_up", "int T, int H, int I, int E, int K, const uint16_t *x, const int32_t *count, "
+    .. "const int32_t *list, const uint8_t *w13q, const uint8_t *w13sf, const float *w13s2, uint16_t *h" },
+  { "nvfp4_moe_ref_down", "int T, int H, int I, int E, int K, const int32_t *count, const int32_t *list, "
+    .. "const uint16_t *h, const uint8_t *w2q, const uint8_t *w2sf, const float *w2s2, float *y" },
+  { "nvfp4_moe_ref_combine", "int T, int H, int E, int K, const int32_t *ids, const float *tw, const float *y, "
+    .. "uint16_t *out" },
+}
+
+local function ref_launchers()
+  local parts = {}
+  for _, k in ipairs(ref_kernels) do
+    local names = {}
+    for name in (k[2] .. ","):gmatch("([%w_]+)%s*,") do names[#names + 1] = name end
+    parts[#parts + 1] = string.format('extern "C" void emu_%s(unsigned gx, unsigned gy, unsigned gz, unsigned block, %s) {\n'
+      .. '    emu_grid(gx, gy, gz, block, [=] { %s(%s); });\n}', k[1], k[2], k[1], table.concat(names, ", "))
+  end
+  return table.concat(parts, "\n")
+end
+
+-- compile(file, which) -> the C++ build of one kernel file with its launchers.
 local function emu_build(file, which)
   local f = assert(io.open(file, "rb"))
-  local src = "#define EMU_" .. which .. "\n" .. emu_threads_prelude_fmt:gsub("@FILE@", file) .. f:read("a")
-              .. emu_threads_launchers
+  local launchers = emu_threads_launchers:gsub("@REF_LAUNCHERS@", function() return ref_launchers() end)
+  local src = "#define EMU_" .. which .. "\n" .. emu_threads_prelude_fmt:gsub("@FILE@", file) .. f:read("a") .. launchers
   f:close()
   local m, msg, info = host.compile { source = src, name = file:match("([%w_]+)%.cu$") .. "_cu_on_cpu.cc", cc = "c++",
                                       flags = { "-x", "c++", "-std=c++20", "-pthread" } }
   if not m then error(msg .. "\n" .. (info.log or "")) end
-  local fname = which == "REF" and "emu_ref_layer" or "emu_base_layer"
-  return assert(m:fn("void " .. fname .. [[(int T, int H, int I, int E, int K, const uint16_t *x,
-    const int32_t *ids, const float *tw, const uint8_t *w13q, const uint8_t *w13sf, const float *w13s2,
-    const uint8_t *w2q, const uint8_t *w2sf, const float *w2s2, uint16_t *h, uint16_t *out)]]))
+  return m
 end
 
-local function emu_ref_layer() return emu_build("kernels/nvfp4_moe/ref.cu", "REF") end
+-- ref.cu on the CPU under the problem's own launch plan (kwb.problems.nvfp4_moe's
+-- ref_launch): layer(s, bufs [, parts]) runs its steps in order, the scratch
+-- poisoned first, every grid within the driver's limits; parts, if given,
+-- replaces the plan's split of an expert's token slots (grid z of up and down).
+local ref_layer_fn
+local function emu_ref_layer()
+  if ref_layer_fn then return ref_layer_fn end
+  local moe = require "kwb.problems.nvfp4_moe"
+  local m = emu_build("kernels/nvfp4_moe/ref.cu", "REF")
+  local fns = {}
+  for _, k in ipairs(ref_kernels) do
+    fns[k[1]] = assert(m:fn(string.format("void emu_%s(uint32_t gx, uint32_t gy, uint32_t gz, uint32_t block, %s)", k[1], k[2])))
+  end
+  ref_layer_fn = function(s, bufs, parts)
+    local plan = moe.ref_launch(s)
+    local scratch = {}
+    for name, sc in pairs(plan.scratch) do scratch[name] = host.buffer(sc[1], sc[2]):poison() end
+    for _, st in ipairs(plan.steps) do
+      local g = type(st.grid) == "table" and st.grid or { st.grid }
+      local gx, gy, gz = g[1], g[2] or 1, g[3] or 1
+      if parts and g[3] then gz = parts end
+      t.truthy(gx >= 1 and gx < 2 ^ 31 and gy >= 1 and gy <= 65535 and gz >= 1 and gz <= 65535 and st.block <= 1024,
+               string.format("%s: grid (%d, %d, %d), block %d within the driver's limits", st[1], gx, gy, gz, st.block))
+      local args = {}
+      for i, a in ipairs(st.args) do
+        args[i] = s[a] or bufs[a] or scratch[a]
+        assert(args[i] ~= nil, st[1] .. ": argument " .. a)
+      end
+      fns[st[1]](gx, gy, gz, st.block, table.unpack(args, 1, #st.args))
+    end
+    return scratch
+  end
+  return ref_layer_fn
+end
+
+-- The layer's buffers by the problem's argument names.
+local function layer_bufs(x, ids, tw, w13, w2, out)
+  return { x = x, ids = ids, tw = tw, w13q = w13.qb, w13sf = w13.sfb, w13s2 = w13.s2b,
+           w2q = w2.qb, w2sf = w2.sfb, w2s2 = w2.s2b, out = out }
+end
 
 t.test("ref_cu_kernels_match_the_float64_reference_on_the_cpu", function()
   local layer = emu_ref_layer()
-  for _, s in ipairs { { 5, 64, 32, 6, 3, 0 }, { 8, 256, 128, 8, 4, 1 }, { 3, 32, 32, 3, 2, 0, true } } do
-    local T, H, I, E, K, skewed, scramble = table.unpack(s)
+  -- T=40 E=4: experts with more slots (up to 40) than a thread carries (16), so
+  -- a thread of the plan's split, and of one part, takes several in turn
+  for _, c in ipairs { { 5, 64, 32, 6, 3, 0 }, { 8, 256, 128, 8, 4, 1 }, { 3, 32, 32, 3, 2, 0, true },
+                       { 40, 64, 48, 4, 2, 1 } } do
+    local T, H, I, E, K, skewed, scramble = table.unpack(c)
     local what = string.format("T=%d H=%d I=%d E=%d k=%d%s", T, H, I, E, K, scramble and " scrambled scales" or "")
     local x = host.buffer("bf16", T * H):fill_normal(40 + T)
     local ids, tw = host.buffer("i32", T * K), host.buffer("f32", T * K)
@@ -482,8 +547,9 @@ t.test("ref_cu_kernels_match_the_float64_reference_on_the_cpu", function()
     if scramble then scramble_scales(w13, 44); scramble_scales(w2, 45) end
     local want, out64 = host.buffer("bf16", T * H), host.buffer("f64", T * H)
     t.eq(moe_ref(T, H, I, E, K, x, ids, tw, w13.qb, w13.sfb, w13.s2b, w2.qb, w2.sfb, w2.s2b, want, out64), 0)
-    local h, out = host.buffer("bf16", T * K * I):poison(), host.buffer("bf16", T * H):poison()
-    layer(T, H, I, E, K, x, ids, tw, w13.qb, w13.sfb, w13.s2b, w2.qb, w2.sfb, w2.s2b, h, out)
+    local s = { T = T, H = H, I = I, E = E, K = K }
+    local out = host.buffer("bf16", T * H):poison()
+    local scratch = layer(s, layer_bufs(x, ids, tw, w13, w2, out))
     local d = host.compare(out, out64)        -- against the unrounded float64 result
     local b = host.compare(out, want)         -- against the same rounded to bf16
     print(string.format("# ref.cu on the cpu, %s: rel L2 %.2e (bf16 reference: %.2e, %d of %d differ), max abs %.2e",
@@ -491,23 +557,51 @@ t.test("ref_cu_kernels_match_the_float64_reference_on_the_cpu", function()
     t.eq(d.nan + d.inf + d.poison, 0, what .. ": no NaN, Inf or poison")
     t.truthy(d.rel_l2 < 5e-3, what .. ": rel L2 " .. d.rel_l2 .. " < 5e-3")
     t.truthy(b.rel_l2 < 1e-3, what .. ": rel L2 against the bf16 reference " .. b.rel_l2 .. " < 1e-3")
+    -- the lists: expert e's slots in increasing order, each slot once
+    local seen = 0
+    for e = 0, E - 1 do
+      local n, prev = scratch.count[e + 1], -1
+      for j = 1, n do
+        local tj = scratch.list[e * T * K + j]
+        t.truthy(tj > prev and ids[tj + 1] == e, string.format("%s: slot %d of expert %d's list", what, tj, e))
+        prev = tj
+      end
+      seen = seen + n
+    end
+    t.eq(seen, T * K, what .. ": slots listed")
+    -- the same bits whatever the split of the slots over blocks
+    for _, parts in ipairs { 1, 2, 7 } do
+      local again = host.buffer("bf16", T * H):poison()
+      layer(s, layer_bufs(x, ids, tw, w13, w2, again), parts)
+      t.eq(again:raw() == out:raw(), true, what .. ": the output with the slots in " .. parts .. " part(s)")
+    end
   end
 end)
 
 t.test("ref_cu_kernels_make_nan_for_an_expert_id_out_of_range", function()
   local layer = emu_ref_layer()
-  local T, H, I, E, K = 2, 16, 16, 2, 1
+  local T, H, I, E, K = 3, 16, 16, 2, 1
   local w13, w2 = make_experts(1, E, 2 * I, H), make_experts(2, E, H, I)
   local ids, tw = host.buffer("i32", T), host.buffer("f32", T):fill(1)
-  ids[1], ids[2] = 1, 2
-  local x, h, out = host.buffer("bf16", T * H):fill(1), host.buffer("bf16", T * I), host.buffer("bf16", T * H)
-  layer(T, H, I, E, K, x, ids, tw, w13.qb, w13.sfb, w13.s2b, w2.qb, w2.sfb, w2.s2b, h, out)
-  t.truthy(out[1] == out[1], "token 0 (expert 1) is a number")
-  t.truthy(out[H + 1] ~= out[H + 1], "token 1 (expert 2 of 2) is NaN")
+  ids[1], ids[2], ids[3] = 1, 2, -1
+  local x, out = host.buffer("bf16", T * H):fill(1), host.buffer("bf16", T * H):poison()
+  layer({ T = T, H = H, I = I, E = E, K = K }, layer_bufs(x, ids, tw, w13, w2, out))
+  local c = host.compare(out, host.buffer("bf16", T * H):fill(0), { atol = 1e9 })
+  t.eq(c.poison, 0, "every output written")
+  t.truthy(out[1] == out[1] and out[1] ~= 0, "token 0 (expert 1) is a number (" .. out[1] .. ")")
+  for tok = 1, 2 do
+    for n = 1, H do
+      if out[tok * H + n] == out[tok * H + n] then
+        t.truthy(false, string.format("token %d (expert %d of %d) output %d is %g, not NaN", tok, ids[tok + 1], E, n, out[tok * H + n]))
+      end
+    end
+  end
 end)
 
 t.test("baseline_cu_kernels_match_the_float64_reference_on_the_cpu", function()
-  local layer = emu_build("kernels/nvfp4_moe/baseline.cu", "BASE")
+  local layer = assert(emu_build("kernels/nvfp4_moe/baseline.cu", "BASE"):fn [[void emu_base_layer(int T, int H, int I,
+    int E, int K, const uint16_t *x, const int32_t *ids, const float *tw, const uint8_t *w13q, const uint8_t *w13sf,
+    const float *w13s2, const uint8_t *w2q, const uint8_t *w2sf, const float *w2s2, uint16_t *h, uint16_t *out)]])
   -- H and I above 256 and not multiples of it: the lanes' stride loop runs a partial round.
   local T, H, I, E, K = 2, 320, 288, 5, 2
   local x = host.buffer("bf16", T * H):fill_normal(50)

@@ -18,12 +18,11 @@
 --   out[t] = sum_k tw[t,k] * W2[e] (bf16(silu(W1[e] x[t]) * (W3[e] x[t]))),  e = ids[t,k]
 -- Any token sorting a layer needs is inside it (timed); the router is not.
 --
--- Verified against kernels/nvfp4_moe/ref.cu (one warp per output, fp32
--- accumulation; itself checked against the float64 CPU reference in
+-- Verified against kernels/nvfp4_moe/ref.cu (a thread per output row and
+-- 16 token slots of one expert, fp32 accumulation; itself checked against the float64 CPU reference in
 -- tests/gpu/nvfp4.lua) with a relative L2 error of at most 5e-3. The inputs
--- are drawn per run and round (draw = "run"): the reference at T = 4096 takes
--- seconds, so it runs once per shape and round and every candidate is checked
--- against the kept outputs.
+-- are drawn per run and round (draw = "run"): the reference runs once per shape
+-- and round and every candidate is checked against the kept outputs.
 local problem = require "kwb.problem"
 local nvfp4 = require "kwb.nvfp4"
 
@@ -91,7 +90,7 @@ end
 
 function M.flops(s) return 6 * s.T * s.K * s.H * s.I end
 
--- The plan of a warp-per-row kernel pair (ref.cu and baseline.cu share it):
+-- The plan of a warp-per-row kernel pair (baseline.cu's):
 -- up over (8 rows of I, token slot), down over (8 rows of H, token), block 256.
 function M.warp_rows_launch(s, up, down)
   return { steps = {
@@ -102,8 +101,24 @@ function M.warp_rows_launch(s, up, down)
   }, scratch = { h = { "bf16", s.T * s.K * s.I } } }
 end
 
--- The reference's launch plan (ref.cu's header).
-function M.ref_launch(s) return M.warp_rows_launch(s, "nvfp4_moe_ref_up", "nvfp4_moe_ref_down") end
+-- The reference's launch plan (ref.cu's header): the token slots listed per
+-- expert, then up and down over (128 rows, expert, S parts of its slots), then
+-- the weighted sum over each token's slots.
+M.ref_tt = 16   -- ref.cu's REF_TT: the token slots one thread carries
+function M.ref_launch(s)
+  local TK = s.T * s.K
+  local S = math.max(1, math.min(64, (TK + M.ref_tt - 1) // M.ref_tt))
+  local function blocks(n) return (n + 127) // 128 end
+  return { steps = {
+    { "nvfp4_moe_ref_route", grid = blocks(s.E), block = 128, args = { "T", "E", "K", "ids", "count", "list" } },
+    { "nvfp4_moe_ref_up", grid = { blocks(s.I), s.E, S }, block = 128,
+      args = { "T", "H", "I", "E", "K", "x", "count", "list", "w13q", "w13sf", "w13s2", "h" } },
+    { "nvfp4_moe_ref_down", grid = { blocks(s.H), s.E, S }, block = 128,
+      args = { "T", "H", "I", "E", "K", "count", "list", "h", "w2q", "w2sf", "w2s2", "y" } },
+    { "nvfp4_moe_ref_combine", grid = { blocks(s.H), s.T }, block = 128,
+      args = { "T", "H", "E", "K", "ids", "tw", "y", "out" } },
+  }, scratch = { count = { "i32", s.E }, list = { "i32", s.E * TK }, h = { "bf16", TK * s.I }, y = { "f32", TK * s.H } } }
+end
 
 setmetatable(M, { __call = function(_, opts)
   opts = opts or {}

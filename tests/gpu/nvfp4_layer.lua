@@ -64,6 +64,8 @@ local shapes = {
   { T = 5, H = 256, I = 128, E = 8, k = 4, routing = "skewed" },
   { T = 33, H = 384, I = 256, E = 8, k = 2, routing = "uniform" },
   { T = 70, H = 256, I = 128, E = 16, k = 4, routing = "skewed" },
+  -- up to 300 tokens an expert: several 64- and 128-token tiles of the wgmma kernels
+  { T = 300, H = 384, I = 256, E = 8, k = 2, routing = "skewed" },
 }
 local problems = {}
 for i, s in ipairs(shapes) do
@@ -113,6 +115,11 @@ local settings = {
     WL = 1 },
   { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 2, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
     WS = 2, WS_S = 3, WL = 1 },
+  -- the wgmma kernels (LW = 1) from 4 tokens an expert, tiles of 64 and of 128 tokens
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 4,
+    LW = 1, L_WG = 1 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 4,
+    LW = 1, L_WG = 2, WL = 1 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

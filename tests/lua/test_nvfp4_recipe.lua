@@ -25,9 +25,10 @@ t.test("nvfp4_recipe_plans_name_only_known_arguments", function()
   local p = { NT = 2, UP_RW = 2, UP_KW = 8, DN_RW = 4, DN_KW = 4, PF = 2, L_NT = 8, L_UP_RW = 4, L_DN_RW = 4, L_KW = 2,
               SWITCH = 8 }
   local pw = setmetatable({ WL = 1 }, { __index = p })
+  local pg = setmetatable({ LW = 1, L_WG = 1 }, { __index = p })
   for _, sh in ipairs(r.shapes) do
-    for _, plan in ipairs { r.launch(sh.shape, p), r.launch(sh.shape, pw), r.launch(sh.shape, { BASELINE = 1 }),
-                            moe.ref_launch(sh.shape) } do
+    for _, plan in ipairs { r.launch(sh.shape, p), r.launch(sh.shape, pw), r.launch(sh.shape, pg),
+                            r.launch(sh.shape, { BASELINE = 1 }), moe.ref_launch(sh.shape) } do
       for _, st in ipairs(plan.steps) do
         for _, a in ipairs(st.args) do
           t.truthy(type(a) == "table" or names[a] or plan.scratch[a], st[1] .. " argument " .. tostring(a) .. " at " .. sh.key)
@@ -63,6 +64,39 @@ t.test("nvfp4_recipe_template_plan_switches_at_switch_tokens_per_expert", functi
   t.eq(plan.steps[2].grid, math.min((256 * 8 // 16 + 257) * (2048 // 16), 132 * 16))
   -- 1024 tokens: 32 a expert
   t.eq(r.launch(r.shapes[11].shape, p0).steps[2][1], "w4_up_l")
+end)
+
+t.test("nvfp4_recipe_lw_takes_the_wgmma_kernels_for_large_batches", function()
+  local p = setmetatable({ LW = 1, L_WG = 2, WL = 1, SWITCH = 16 }, { __index = p0 })
+  local plan = r.launch(r.shapes[13].shape, p)   -- T = 4096, 128 tokens an expert
+  t.eq(plan.steps[1].args[4][2], 128, "tiles of 64 * L_WG tokens")
+  t.eq(plan.steps[2][1], "w4_up_wg")
+  t.eq(plan.steps[2].block, 256)
+  t.eq(plan.steps[2].smem, 3 * (16384 + 16384) + 1024, "three stages of 128 token rows and 128 weight rows, 128 bytes each")
+  t.eq(plan.steps[2].grid, 132, "one block an SM")
+  t.eq(plan.steps[2].args[10] .. " " .. plan.steps[2].args[11], "w13q w13sf", "the linear weights, whatever WL says")
+  t.eq(plan.steps[3][1], "w4_down_wg")
+  t.eq(plan.steps[3].args[10] .. " " .. plan.steps[3].args[11], "w2q w2sf")
+  t.eq(plan.scratch.tiles[2], 4 * (4096 * 8 // 128 + 256 + 1))
+  p.L_WG = 1
+  plan = r.launch(r.shapes[13].shape, p)
+  t.eq(plan.steps[1].args[4][2], 64)
+  t.eq(plan.steps[3].block, 128)
+  t.eq(plan.steps[3].smem, 3 * (16384 + 8192) + 1024)
+  t.eq(plan.steps[3].grid, 264, "two blocks an SM")
+  -- below SWITCH the small-batch mma.sync kernels run, with the layout WL names
+  plan = r.launch(r.shapes[9].shape, p)
+  t.eq(plan.steps[2][1] .. " " .. plan.steps[2].args[10], "w4_up w13pq")
+  t.eq(plan.steps[1].args[4][2], 16)
+  t.eq(r.arch, "sm_90a")
+end)
+
+t.test("nvfp4_recipe_space_gives_the_unused_large_batch_settings_one_value", function()
+  local st = r.space.start
+  local function with(over) return setmetatable(over, { __index = st }) end
+  t.eq(r.space.restrict(with { LW = 0, L_WG = 1 }), false, "L_WG without the wgmma kernels")
+  t.eq(r.space.restrict(with { LW = 1 }), false, "the mma.sync instance's L_* settings with the wgmma kernels")
+  t.eq(r.space.restrict(with { LW = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, L_MINB = 1, L_WG = 1 }), true)
 end)
 
 t.test("nvfp4_recipe_wl_picks_the_weight_layout_the_kernels_read", function()
@@ -140,7 +174,8 @@ end)
 t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
-       "DN_KW=2 DN_RW=2 L2PF=128 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 MINB=1 NT=1 PF=1 SWITCH=8 UP_KW=2 UP_RW=2 WL=1 WS=0 WS_S=2")
+       "DN_KW=2 DN_RW=2 L2PF=128 LW=0 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 SWITCH=8 UP_KW=2 "
+       .. "UP_RW=2 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)
@@ -167,19 +202,32 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 2, L_KW = 1, L2PF = 0, MINB = 4, L_MINB = 4, WL = 1 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, WL = 1 },
+                         -- the wgmma kernels, both tile heights
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 1, WL = 1 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 2 },
                          -- the diagnostic build of tests/gpu/nvfp4_stream.lua
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, NOMMA = 1 } } do
-      specs[#specs + 1] = { source = src, name = "w4a16.cu", defines = p, arch = "sm_90" }
+      specs[#specs + 1] = { source = src, name = "w4a16.cu", defines = p, arch = r.arch }
     end
-    specs[#specs + 1] = { file = "kernels/nvfp4_moe/ref.cu", arch = "sm_90" }
-    specs[#specs + 1] = { file = "kernels/nvfp4_moe/baseline.cu", arch = "sm_90" }
+    specs[#specs + 1] = { file = "kernels/nvfp4_moe/ref.cu", arch = r.arch }
+    specs[#specs + 1] = { file = "kernels/nvfp4_moe/baseline.cu", arch = r.arch }
     for i, m in ipairs(cuda.compile_all(specs)) do
       t.truthy(m.resources, "spec " .. i .. " compiles: " .. tostring(m.error) .. "\n" .. tostring(m.log))
+      -- the wgmma kernels keep their 64 accumulators in registers (a spill would also serialise the MMAs)
+      for k, res in pairs(m.resources or {}) do
+        if k:match("_wg$") then t.eq(res.spill_stores + res.stack, 0, "spec " .. i .. " " .. k .. " spills") end
+      end
       -- and passes the recipe's rules on its PTX, as a build does
       local hit = m.resources and r.rules:check_ptx(m:ptx(), specs[i].source or "", specs[i].name or specs[i].file)
       t.eq(hit and (tostring(hit.rule) .. " " .. tostring(hit.where)), nil, "spec " .. i .. " passes the PTX rules")
     end
+    -- the wgmma kernels exist only for the arch-specific target
+    local m, msg = cuda.compile { source = src, name = "w4a16.cu", defines = { LW = 1 }, arch = "sm_90" }
+    t.eq(m, nil)
+    t.truthy(msg:find("LW = 1 (the wgmma kernels) needs arch sm_90a", 1, true), msg)
   end)
 end
 

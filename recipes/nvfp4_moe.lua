@@ -32,17 +32,20 @@ end
 
 -- The template's plan (w4a16.cu's header): align, up, down, combine. Two
 -- instances of each GEMM: the small-batch one (NT, UP_*, DN_*) and the
--- large-batch one, taken from SWITCH tokens per expert on average: mma.sync
--- (L_*) or, with LW = 1, wgmma (w4_up_wg, w4_down_wg: tiles of 64 * L_WG
--- tokens, 128 weight rows, WG_STAGES = 3 stages of shared memory).
+-- large-batch one, taken from SWITCH tokens per expert on average, on
+-- mma.sync (L_*); with LW = 1, from WG_SWITCH tokens per expert, wgmma kernels
+-- (w4_up_wg, w4_down_wg: tiles of 64 * L_WG tokens, 128 weight rows, three
+-- stages of shared memory). So one candidate picks its kernels by shape.
 -- The persistent kernels get as many blocks as the GPU holds at once (with
 -- WS, as shared memory allows); tiles beyond the routing's real count are
 -- skipped on the device.
 local function w4a16(s, p)
   local large = s.T * s.K >= p.SWITCH * s.E
-  local wg = large and (p.LW or 0) == 1
+  -- (settings a table leaves out: the template's defaults, and WG_SWITCH 32)
+  local l_wg, wg_minb = p.L_WG or 2, p.WG_MINB or 1
+  local wg = (p.LW or 0) == 1 and s.T * s.K >= (p.WG_SWITCH or 32) * s.E
   local nt = large and p.L_NT or p.NT
-  local tt = wg and 64 * p.L_WG or 8 * nt
+  local tt = wg and 64 * l_wg or 8 * nt
   local up_rw, dn_rw = large and p.L_UP_RW or p.UP_RW, large and p.L_DN_RW or p.DN_RW
   local up_kw, dn_kw = large and p.L_KW or p.UP_KW, large and p.L_KW or p.DN_KW
   local up_threads, dn_threads = 32 * up_rw * up_kw, 32 * dn_rw * dn_kw
@@ -54,13 +57,15 @@ local function w4a16(s, p)
   local up_rows, dn_rows = 16 * up_rw, 16 * dn_rw
   local up, down, pk = "w4_up", "w4_down", (p.WL or 0) == 1 and "p" or ""
   if wg then
-    -- w4a16.cu's WG_SMEM; registers (about 150 a thread at L_WG = 2, 190 at 1) let an SM
-    -- hold one block of 256 threads or two of 128
-    up_threads = 128 * p.L_WG
+    -- w4a16.cu's WG_SMEM: three stages of activations (128 bytes a token), dequantised
+    -- weights (16 KB), raw codes and scales (5 KB), and 1 KB to align. Shared memory lets an
+    -- SM hold two blocks; registers (160 a thread at L_WG = 1; 150 at L_WG = 2, or 128 with
+    -- WG_MINB = 2) two of 128 threads, one or two of 256.
+    up_threads = 128 * l_wg
     dn_threads = up_threads
-    up_smem = 3 * (128 * 128 + 128 * tt) + 1024
+    up_smem = 3 * (128 * tt + 16384 + 5120) + 1024
     dn_smem = up_smem
-    up_blocks = p.L_WG == 1 and 2 or 1
+    up_blocks = l_wg == 1 and 2 or wg_minb
     dn_blocks = up_blocks
     up_rows, dn_rows = 64, 128
     up, down, pk = "w4_up_wg", "w4_down_wg", ""   -- the wgmma kernels read the linear weights
@@ -97,14 +102,15 @@ return kwb.recipe {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
     SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, L_MINB = { 1, 2, 4, 8 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
-    WL = { 0, 1 }, LW = { 0, 1 }, L_WG = { 1, 2 },
+    WL = { 0, 1 }, LW = { 0, 1 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 }, WG_MINB = { 1, 2 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
-      -- each large-batch path's settings only where it runs: one value of the other's
+      -- the wgmma kernels' settings only where they run (missing: the template's defaults), and
+      -- above the mma.sync large-batch ones
       if (p.LW or 0) == 1 then
-        if not (p.L_NT == 4 and p.L_UP_RW == 1 and p.L_DN_RW == 1 and p.L_KW == 1 and p.L_MINB == 1) then return false end
-      elseif (p.L_WG or 2) ~= 2 then return false end   -- (missing: the template's defaults)
+        if (p.WG_SWITCH or 32) <= p.SWITCH or ((p.L_WG or 2) == 1 and (p.WG_MINB or 1) ~= 1) then return false end
+      elseif (p.L_WG or 2) ~= 2 or (p.WG_SWITCH or 32) ~= 32 or (p.WG_MINB or 1) ~= 1 then return false end
       if p.WS == 0 then
         -- the stage settings are unused without WS: one value; MINB (L_MINB) blocks may not
         -- squeeze a thread below 64 registers (the kernels spill there)
@@ -124,7 +130,7 @@ return kwb.recipe {
     -- where the search begins when the cache knows no better point: the best settings measured
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, L_WG = 2 },
+              SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2, WG_MINB = 1 },
   },
   arch     = "sm_90a",   -- wgmma (LW = 1) exists only on the arch-specific target
   launch   = function(s, p)

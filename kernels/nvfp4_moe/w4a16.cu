@@ -714,12 +714,18 @@ w4_down_l(DN_ARGS) {
 #ifndef L_WG
 #define L_WG 2
 #endif
+#ifndef WG_MINB
+#define WG_MINB 1
+#endif
 #define WG_STAGES 3
 #define WG_BM (64 * L_WG)                            // tokens a tile
 #define WG_THREADS (128 * L_WG)
 #define WG_A_BYTES (WG_BM * 128)                     // activations of one stage
 #define WG_B_BYTES (128 * 128)                       // weights of one stage
-#define WG_STAGE (WG_A_BYTES + WG_B_BYTES)
+#define WG_UNITS (256 / WG_THREADS)                 // (row, half) units of B a thread dequantises
+#define WG_Q_OFF (WG_A_BYTES + WG_B_BYTES)           // raw codes of one stage: 256 units x 16 bytes
+#define WG_S_OFF (WG_Q_OFF + 4096)                   // raw scales: 256 units x 4 bytes (the row's four)
+#define WG_STAGE (WG_S_OFF + 1024)
 #define WG_SMEM (WG_STAGES * WG_STAGE + 1024)        // + room to align to 1024
 
 #if LW
@@ -779,26 +785,27 @@ __device__ __forceinline__ void wg_mma128(float (&d)[64], unsigned long long da,
         : "l"(da), "l"(db), "r"(acc));
 }
 
-// The raw weights of one (row, half) unit of a chunk: 32 codes, two block scales.
-struct WgRaw {
-    uint4 q;
-    u32 s;
-};
-
-// Dequantise raw units into stage st's B: unit (row n, half hh) -> pieces 4hh..4hh+3 of row n.
-__device__ __forceinline__ void wg_put_b(u32 b, const WgRaw *raw, int tid) {
+// Dequantise chunk c's codes and scales (the stage's Q and S, copied by this
+// thread) into the stage's B: unit u = tid + WG_THREADS * k (row u >> 1, half
+// u & 1: 32 codes, 2 block scales) -> pieces 4 * half .. 4 * half + 3 of its row.
+__device__ __forceinline__ void wg_put_b(u32 st, int tid) {
 #pragma unroll
-    for (int u = 0; u < 256 / WG_THREADS; u++) {
-        const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
+    for (int k = 0; k < WG_UNITS; k++) {
+        const int unit = tid + WG_THREADS * k, n = unit >> 1, hh = unit & 1;
+        uint4 q;
+        u32 sw;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w) : "r"(st + WG_Q_OFF + 16 * unit));
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw) : "r"(st + WG_S_OFF + 4 * unit));
         u32 lo, hi;
-        scales2(raw[u].s, lo, hi);
-        const u32 w[4] = {raw[u].q.x, raw[u].q.y, raw[u].q.z, raw[u].q.w};
+        scales2(hh ? sw >> 16 : sw & 0xffffu, lo, hi);
+        const u32 w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
+        for (int j = 0; j < 4; j++) {
             u32 o[4];
-            dequant8_seq(w[k], k < 2 ? lo : hi, o);
-            const int piece = 4 * hh + k;
-            const u32 dst = b + n * 128 + ((piece ^ (n & 7)) << 4);
+            dequant8_seq(w[j], j < 2 ? lo : hi, o);
+            const int piece = 4 * hh + j;
+            const u32 dst = st + WG_A_BYTES + n * 128 + ((piece ^ (n & 7)) << 4);
             asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(o[0]), "r"(o[1]), "r"(o[2]),
                          "r"(o[3]) : "memory");
         }
@@ -806,20 +813,15 @@ __device__ __forceinline__ void wg_put_b(u32 b, const WgRaw *raw, int tid) {
 }
 
 // The K loop of one work item: acc = A (this warpgroup's 64 rows) x B^T over
-// nch chunks of 64. wrow[u], srow[u]: codes and scales of unit u's row (chunk
-// 0, its half); arow[k]: activation row of the thread's copy k (piece lt & 7).
+// nch chunks of 64. wrow[k], srow[k]: codes of unit k's half and the 4 scale
+// bytes of its row, at chunk 0; arow[k]: activation row of the thread's copy k
+// (piece lt & 7). Copy groups: the prologue's two, then one an iteration;
+// iteration c commits A(c + 2) and the raw weights Q(c + 3), so at its top
+// wait_group 1 finds A(c) and Q(c + 1) in: the weights travel two iterations
+// ahead of their dequantisation, the activations two ahead of their MMA.
 __device__ __forceinline__ void wg_kloop(float (&acc)[64], u32 sm, int nch, const unsigned char *const *wrow,
                                          const unsigned char *const *srow, const u16 *const *arow, int tid) {
     const int wg = tid >> 7, lt = tid & 127, pc = lt & 7;
-    constexpr int NU = 256 / WG_THREADS;
-    WgRaw raw[NU];
-    auto load_raw = [&](int c) {
-#pragma unroll
-        for (int u = 0; u < NU; u++) {
-            raw[u].q = ld_stream(wrow[u] + 32 * c);
-            raw[u].s = ld_u16(srow[u] + 4 * c);
-        }
-    };
     auto copy_a = [&](int c) {
         if (c < nch) {
             const u32 a = sm + (c % WG_STAGES) * WG_STAGE + wg * 8192;
@@ -829,16 +831,30 @@ __device__ __forceinline__ void wg_kloop(float (&acc)[64], u32 sm, int nch, cons
                 cp16_a(a + r * 128 + ((pc ^ (r & 7)) << 4), arow[k] + 64 * c + 8 * pc);
             }
         }
-        cp_commit();
     };
-    load_raw(0);
+    auto copy_q = [&](int c) {
+        if (c < nch) {
+            const u32 st = sm + (c % WG_STAGES) * WG_STAGE;
+#pragma unroll
+            for (int k = 0; k < WG_UNITS; k++) {
+                const int unit = tid + WG_THREADS * k;
+                cp16_w(st + WG_Q_OFF + 16 * unit, wrow[k] + 32 * c);
+                cp4_g2s(st + WG_S_OFF + 4 * unit, srow[k] + 4 * c);
+            }
+        }
+    };
     copy_a(0);
-    wg_put_b(sm + WG_A_BYTES, raw, tid);
-    load_raw(1);
+    copy_q(0);
+    copy_q(1);
+    cp_commit();
     copy_a(1);
+    copy_q(2);
+    cp_commit();
+    cp_wait<1>();
+    wg_put_b(sm, tid);
     for (int c = 0; c < nch; c++) {
         const u32 st = sm + (c % WG_STAGES) * WG_STAGE;
-        cp_wait<1>();                 // this thread's copies of chunk c are in
+        cp_wait<1>();                 // this thread's copies of A(c) and Q(c + 1) are in
         fence_async_smem();           // its stores and copies visible to the tensor cores
         __syncthreads();              // and everyone else's
         wg_hold(acc);
@@ -849,11 +865,10 @@ __device__ __forceinline__ void wg_kloop(float (&acc)[64], u32 sm, int nch, cons
         wg_commit();
         wg_hold(acc);
         wg_wait<1>();                 // chunk c - 1 is done: its A stage may be refilled
-        if (c + 1 < nch) {
-            wg_put_b(sm + ((c + 1) % WG_STAGES) * WG_STAGE + WG_A_BYTES, raw, tid);
-            if (c + 2 < nch) load_raw(c + 2);
-        }
+        if (c + 1 < nch) wg_put_b(sm + ((c + 1) % WG_STAGES) * WG_STAGE, tid);
         copy_a(c + 2);
+        copy_q(c + 3);                // into the Q of stage c % 3: Q(c) went into B(c) an iteration ago
+        cp_commit();
     }
     wg_wait<0>();
     wg_hold(acc);
@@ -861,7 +876,7 @@ __device__ __forceinline__ void wg_kloop(float (&acc)[64], u32 sm, int nch, cons
     __syncthreads();                  // every warpgroup is done with every stage
 }
 
-extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB)
 w4_up_wg(UP_ARGS) {
     extern __shared__ __align__(1024) unsigned char wsm[];
     const u32 sm = (smem_u32(wsm) + 1023u) & ~1023u;
@@ -872,13 +887,13 @@ w4_up_wg(UP_ARGS) {
         const int tile = (int)(wi % ntiles), i0 = (int)(wi / ntiles) * 64;
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
-        const unsigned char *wrow[256 / WG_THREADS], *srow[256 / WG_THREADS];
+        const unsigned char *wrow[WG_UNITS], *srow[WG_UNITS];
 #pragma unroll
-        for (int u = 0; u < 256 / WG_THREADS; u++) {
+        for (int u = 0; u < WG_UNITS; u++) {
             const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
             const long long row = (long long)e * 2 * I + (n < 64 ? i0 + n : I + i0 + n - 64);
             wrow[u] = w13q + row * rowb + 16 * hh;
-            srow[u] = w13sf + row * sfb + 2 * hh;
+            srow[u] = w13sf + row * sfb;
         }
         const u16 *arow[4];
 #pragma unroll
@@ -907,7 +922,7 @@ w4_up_wg(UP_ARGS) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB)
 w4_down_wg(DN_ARGS) {
     extern __shared__ __align__(1024) unsigned char wsm[];
     const u32 sm = (smem_u32(wsm) + 1023u) & ~1023u;
@@ -918,13 +933,13 @@ w4_down_wg(DN_ARGS) {
         const int tile = (int)(wi % ntiles), n0 = (int)(wi / ntiles) * 128;
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
-        const unsigned char *wrow[256 / WG_THREADS], *srow[256 / WG_THREADS];
+        const unsigned char *wrow[WG_UNITS], *srow[WG_UNITS];
 #pragma unroll
-        for (int u = 0; u < 256 / WG_THREADS; u++) {
+        for (int u = 0; u < WG_UNITS; u++) {
             const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
             const long long row = (long long)e * H + n0 + n;
             wrow[u] = w2q + row * rowb + 16 * hh;
-            srow[u] = w2sf + row * sfb + 2 * hh;
+            srow[u] = w2sf + row * sfb;
         }
         const u16 *arow[4];
 #pragma unroll

@@ -115,11 +115,14 @@ local settings = {
     WL = 1 },
   { NT = 1, UP_RW = 1, UP_KW = 4, DN_RW = 1, DN_KW = 4, PF = 1, L_NT = 2, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
     WS = 2, WS_S = 3, WL = 1 },
-  -- the wgmma kernels (LW = 1) from 4 tokens an expert, tiles of 64 and of 128 tokens
-  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 4,
-    LW = 1, L_WG = 1 },
-  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 4,
-    LW = 1, L_WG = 2, WL = 1 },
+  -- the wgmma kernels (LW = 1): from 4 tokens an expert (T = 33, 70, 300), tiles of 64 and of 128
+  -- tokens; from 16 (T = 70, 300; T = 33 on the mma.sync large-batch kernels), two blocks an SM
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 1, WG_SWITCH = 4, L_WG = 1 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 1, WG_SWITCH = 4, L_WG = 2, WL = 1 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
+    LW = 1, WG_SWITCH = 16, L_WG = 2, WG_MINB = 2 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

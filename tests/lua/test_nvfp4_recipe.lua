@@ -232,6 +232,9 @@ if cuda.nvrtc_version() then
       for k, res in pairs(m.resources or {}) do
         if k:match("_wg$") then t.eq(res.spill_stores + res.stack, 0, "spec " .. i .. " " .. k .. " spills") end
       end
+      -- ptxas keeps the MMAs asynchronous (it serialises them, and says so, where it cannot prove
+      -- the accumulators untouched in flight, e.g. a wgmma under a branch it thinks divergent)
+      t.eq((m.log or ""):match("[^\n]*wgmma[^\n]*serialized[^\n]*"), nil, "spec " .. i .. " wgmma serialised")
       -- and passes the recipe's rules on its PTX, as a build does
       local hit = m.resources and r.rules:check_ptx(m:ptx(), specs[i].source or "", specs[i].name or specs[i].file)
       t.eq(hit and (tostring(hit.rule) .. " " .. tostring(hit.where)), nil, "spec " .. i .. " passes the PTX rules")

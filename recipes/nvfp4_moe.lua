@@ -34,7 +34,7 @@ end
 -- instances of each GEMM: the small-batch one (NT, UP_*, DN_*) and the
 -- large-batch one, taken from SWITCH tokens per expert on average, on
 -- mma.sync (L_*); with LW = 1, from WG_SWITCH tokens per expert, wgmma kernels
--- (w4_up_wg, w4_down_wg: tiles of 64 * L_WG tokens, WG_N weight rows, three
+-- (w4_up_wg, w4_down_wg: tiles of 64 * L_WG tokens, 128 weight rows, three
 -- stages of shared memory). So one candidate picks its kernels by shape.
 -- The persistent kernels get as many blocks as the GPU holds at once (with
 -- WS, as shared memory allows); tiles beyond the routing's real count are
@@ -42,7 +42,7 @@ end
 local function w4a16(s, p)
   local large = s.T * s.K >= p.SWITCH * s.E
   -- (settings a table leaves out: the template's defaults, and WG_SWITCH 32)
-  local l_wg, wg_minb = p.L_WG or 2, p.WG_MINB or 1
+  local l_wg = p.L_WG or 2
   local wg = (p.LW or 0) == 1 and s.T * s.K >= (p.WG_SWITCH or 32) * s.E
   local nt = large and p.L_NT or p.NT
   local tt = wg and 64 * l_wg or 8 * nt
@@ -57,23 +57,16 @@ local function w4a16(s, p)
   local up_rows, dn_rows = 16 * up_rw, 16 * dn_rw
   local up, down, pk = "w4_up", "w4_down", (p.WL or 0) == 1 and "p" or ""
   if wg then
-    -- w4a16.cu's WG_SMEM: three stages of activations (128 bytes a token), dequantised
-    -- weights (128 bytes a row), raw codes and scales (40 bytes a row), and 1 KB to align.
-    -- Shared memory lets an SM hold two blocks at WG_N = 128, one at 256; registers (160 a
-    -- thread at L_WG = 1; 150 at L_WG = 2, or 128 with WG_MINB = 2) two blocks of 128
-    -- threads, one or two of 256.
-    local n = p.WG_N or 128
-    if s.H % n ~= 0 or s.I % (n // 2) ~= 0 then
-      error(string.format("w4a16.cu's wgmma kernels take H a multiple of WG_N = %d and I of %d (H = %d, I = %d)",
-                          n, n // 2, s.H, s.I), 0)
-    end
+    -- w4a16.cu's WG_SMEM: three stages of activations (128 bytes a token) and dequantised
+    -- weights (128 rows of 128 bytes), and 1 KB to align. Registers (about 150 a thread at
+    -- L_WG = 2, 185 at 1) let an SM hold one block of 256 threads or two of 128.
     up_threads = 128 * l_wg
     dn_threads = up_threads
-    up_smem = 3 * (128 * tt + 168 * n) + 1024
+    up_smem = 3 * (128 * tt + 16384) + 1024
     dn_smem = up_smem
-    up_blocks = n == 256 and 1 or l_wg == 1 and 2 or wg_minb
+    up_blocks = l_wg == 1 and 2 or 1
     dn_blocks = up_blocks
-    up_rows, dn_rows = n // 2, n
+    up_rows, dn_rows = 64, 128
     up, down, pk = "w4_up_wg", "w4_down_wg", ""   -- the wgmma kernels read the linear weights
   elseif large then
     up, down = "w4_up_l", "w4_down_l"
@@ -108,20 +101,15 @@ return kwb.recipe {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
     SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, L_MINB = { 1, 2, 4, 8 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
-    WL = { 0, 1 }, LW = { 0, 1 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 }, WG_MINB = { 1, 2 },
-    WG_N = { 128, 256 },
+    WL = { 0, 1 }, LW = { 0, 1 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
       -- the wgmma kernels' settings only where they run (missing: the template's defaults), and
       -- above the mma.sync large-batch ones
       if (p.LW or 0) == 1 then
-        -- WG_MINB = 2 only where it fits: 256 threads of at most 128 registers, WG_N = 128
-        if (p.WG_SWITCH or 32) <= p.SWITCH
-           or ((p.L_WG or 2) == 1 or (p.WG_N or 128) == 256) and (p.WG_MINB or 1) ~= 1 then return false end
-      elseif (p.L_WG or 2) ~= 2 or (p.WG_SWITCH or 32) ~= 32 or (p.WG_MINB or 1) ~= 1 or (p.WG_N or 128) ~= 128 then
-        return false
-      end
+        if (p.WG_SWITCH or 32) <= p.SWITCH then return false end
+      elseif (p.L_WG or 2) ~= 2 or (p.WG_SWITCH or 32) ~= 32 then return false end
       if p.WS == 0 then
         -- the stage settings are unused without WS: one value; MINB (L_MINB) blocks may not
         -- squeeze a thread below 64 registers (the kernels spill there)
@@ -141,7 +129,7 @@ return kwb.recipe {
     -- where the search begins when the cache knows no better point: the best settings measured
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2, WG_MINB = 1, WG_N = 128 },
+              SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2 },
   },
   arch     = "sm_90a",   -- wgmma (LW = 1) exists only on the arch-specific target
   launch   = function(s, p)

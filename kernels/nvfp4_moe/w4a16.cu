@@ -685,30 +685,28 @@ w4_down_l(DN_ARGS) {
 // ---- the large-batch GEMMs on wgmma (LW = 1; sm_90a) ------------------------------
 //
 // w4_up_wg and w4_down_wg take tiles of 64 * L_WG tokens (w4_align's tt) and
-// WG_N (128 or 256) weight rows: a block of L_WG warpgroups, each the A operand
-// of its 64 tokens, all sharing B, the weights of the work item dequantised
-// once into shared memory as bf16. The K loop goes 64 elements (128 bytes of
-// bf16) at a time through WG_STAGES stages of shared memory, both operands in
-// the 128-byte swizzled K-major layout wgmma reads (row r's 16-byte piece p at
+// 128 weight rows: a block of L_WG warpgroups, each the A operand of its 64
+// tokens, all sharing B, the weights of the work item dequantised once into
+// shared memory as bf16. The K loop goes 64 elements (128 bytes of bf16) at
+// a time through WG_STAGES stages of shared memory, both operands in the
+// 128-byte swizzled K-major layout wgmma reads (row r's 16-byte piece p at
 // r * 128 + ((p ^ (r & 7)) << 4), in 1024-byte aligned atoms of 8 rows):
 //   - the activations by cp.async, 16 bytes a thread, each warpgroup its own 64
 //     rows (so its wgmma.wait_group alone frees them for the next copy);
-//   - the raw codes and block scales by cp.async too, into the stage's Q and
-//     S, each thread the units it will dequantise (so no barrier guards them);
-//     every thread of the block dequantises its units into the stage's B (e2m1
-//     to bf16 with bit operations, times the block scale by one fma.bf16x2, as
-//     in the register path but in element order), then fence.proxy.async so
-//     the tensor cores (the async proxy) see the stores;
-//   - one __syncthreads a chunk; the wgmma of chunk c (4 x m64n{WG_N}k16) runs
+//   - the codes and block scales by plain loads into registers one chunk
+//     ahead, dequantised by every thread of the block into the stage (e2m1 to
+//     bf16 with bit operations, times the block scale by one fma.bf16x2, as in
+//     the register path but in element order), then fence.proxy.async so the
+//     tensor cores (the async proxy) see the stores;
+//   - one __syncthreads a chunk; the wgmma of chunk c (4 x m64n128k16) runs
 //     while the threads dequantise chunk c + 1 and copy the activations of
-//     c + 2 and the raw weights of c + 3. Stage (c + 1) % 3 was last read by
-//     chunk c - 2, which every warpgroup waited for (wait_group 1 after issuing
-//     c - 1) before it reached chunk c's barrier.
-// w4_up_wg: B rows 0..WG_N/2-1 are gate rows i0.., the rest the up rows of the
+//     c + 2. Stage (c + 1) % 3 was last read by chunk c - 2, which every
+//     warpgroup waited for (wait_group 1 after issuing c - 1) before it
+//     reached chunk c's barrier.
+// w4_up_wg: B rows 0..63 are gate rows i0.., rows 64..127 the up rows of the
 // same i, so a thread holds gate and up of one h element in accumulators j
-// and j + WG_N / 4 (accumulator i of a thread: row 16 * warp + lane / 4 + 8 *
-// (i / 2 % 2), column 8 * (i / 4) + 2 * (lane % 4) + i % 2).
-// Requirements: H % WG_N == 0, I % (WG_N / 2) == 0.
+// and j + 32 (accumulator i of a thread: row 16 * warp + lane / 4 + 8 * (i / 2
+// % 2), column 8 * (i / 4) + 2 * (lane % 4) + i % 2).
 
 #ifndef LW
 #define LW 0
@@ -716,25 +714,12 @@ w4_down_l(DN_ARGS) {
 #ifndef L_WG
 #define L_WG 2
 #endif
-#ifndef WG_MINB
-#define WG_MINB 1
-#endif
-#ifndef WG_N
-#define WG_N 128
-#endif
-#if WG_N != 128 && WG_N != 256
-#error "WG_N (weight rows of a wgmma work item) is 128 or 256"
-#endif
-#define WG_ACC (WG_N / 2)                            // accumulators a thread
 #define WG_STAGES 3
 #define WG_BM (64 * L_WG)                            // tokens a tile
 #define WG_THREADS (128 * L_WG)
 #define WG_A_BYTES (WG_BM * 128)                     // activations of one stage
-#define WG_B_BYTES (WG_N * 128)                      // weights of one stage
-#define WG_UNITS (2 * WG_N / WG_THREADS)             // (row, half) units of B a thread dequantises
-#define WG_Q_OFF (WG_A_BYTES + WG_B_BYTES)           // raw codes of one stage: 2 WG_N units x 16 bytes
-#define WG_S_OFF (WG_Q_OFF + 32 * WG_N)              // raw scales: 2 WG_N units x 4 bytes (the row's four)
-#define WG_STAGE (WG_S_OFF + 8 * WG_N)
+#define WG_B_BYTES (128 * 128)                       // weights of one stage
+#define WG_STAGE (WG_A_BYTES + WG_B_BYTES)
 #define WG_SMEM (WG_STAGES * WG_STAGE + 1024)        // + room to align to 1024
 
 #if LW
@@ -768,46 +753,13 @@ __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Keep the compiler from moving accumulator reads or writes across the asynchronous MMA.
-__device__ __forceinline__ void wg_hold(float (&d)[WG_ACC]) {
+__device__ __forceinline__ void wg_hold(float (&d)[64]) {
 #pragma unroll
-    for (int i = 0; i < WG_ACC; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// d (+)= A (64 x 16, descriptor da) x B (16 x WG_N, descriptor db); acc = 0: d = A x B.
-#if WG_N == 256
-__device__ __forceinline__ void wg_mma(float (&d)[128], unsigned long long da, unsigned long long db, int acc) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(da), "l"(db), "r"(acc));
-}
-#else
-__device__ __forceinline__ void wg_mma(float (&d)[64], unsigned long long da, unsigned long long db, int acc) {
+// d (+)= A (64 x 16, descriptor da) x B (16 x 128, descriptor db); acc = 0: d = A x B.
+__device__ __forceinline__ void wg_mma128(float (&d)[64], unsigned long long da, unsigned long long db, int acc) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -826,29 +778,27 @@ __device__ __forceinline__ void wg_mma(float (&d)[64], unsigned long long da, un
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(da), "l"(db), "r"(acc));
 }
-#endif
 
-// Dequantise chunk c's codes and scales (the stage's Q and S, copied by this
-// thread) into the stage's B: unit u = tid + WG_THREADS * k (row u >> 1, half
-// u & 1: 32 codes, 2 block scales) -> pieces 4 * half .. 4 * half + 3 of its row.
-__device__ __forceinline__ void wg_put_b(u32 st, int tid) {
+// The raw weights of one (row, half) unit of a chunk: 32 codes, two block scales.
+struct WgRaw {
+    uint4 q;
+    u32 s;
+};
+
+// Dequantise raw units into stage st's B: unit (row n, half hh) -> pieces 4hh..4hh+3 of row n.
+__device__ __forceinline__ void wg_put_b(u32 b, const WgRaw *raw, int tid) {
 #pragma unroll
-    for (int k = 0; k < WG_UNITS; k++) {
-        const int unit = tid + WG_THREADS * k, n = unit >> 1, hh = unit & 1;
-        uint4 q;
-        u32 sw;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w) : "r"(st + WG_Q_OFF + 16 * unit));
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sw) : "r"(st + WG_S_OFF + 4 * unit));
+    for (int u = 0; u < 256 / WG_THREADS; u++) {
+        const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
         u32 lo, hi;
-        scales2(hh ? sw >> 16 : sw & 0xffffu, lo, hi);
-        const u32 w[4] = {q.x, q.y, q.z, q.w};
+        scales2(raw[u].s, lo, hi);
+        const u32 w[4] = {raw[u].q.x, raw[u].q.y, raw[u].q.z, raw[u].q.w};
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int k = 0; k < 4; k++) {
             u32 o[4];
-            dequant8_seq(w[j], j < 2 ? lo : hi, o);
-            const int piece = 4 * hh + j;
-            const u32 dst = st + WG_A_BYTES + n * 128 + ((piece ^ (n & 7)) << 4);
+            dequant8_seq(w[k], k < 2 ? lo : hi, o);
+            const int piece = 4 * hh + k;
+            const u32 dst = b + n * 128 + ((piece ^ (n & 7)) << 4);
             asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(o[0]), "r"(o[1]), "r"(o[2]),
                          "r"(o[3]) : "memory");
         }
@@ -856,15 +806,20 @@ __device__ __forceinline__ void wg_put_b(u32 st, int tid) {
 }
 
 // The K loop of one work item: acc = A (this warpgroup's 64 rows) x B^T over
-// nch chunks of 64. wrow[k], srow[k]: codes of unit k's half and the 4 scale
-// bytes of its row, at chunk 0; arow[k]: activation row of the thread's copy k
-// (piece lt & 7). Copy groups: the prologue's two, then one an iteration;
-// iteration c commits A(c + 2) and the raw weights Q(c + 3), so at its top
-// wait_group 1 finds A(c) and Q(c + 1) in: the weights travel two iterations
-// ahead of their dequantisation, the activations two ahead of their MMA.
-__device__ __forceinline__ void wg_kloop(float (&acc)[WG_ACC], u32 sm, int nch, const unsigned char *const *wrow,
+// nch chunks of 64. wrow[u], srow[u]: codes and scales of unit u's row (chunk
+// 0, its half); arow[k]: activation row of the thread's copy k (piece lt & 7).
+__device__ __forceinline__ void wg_kloop(float (&acc)[64], u32 sm, int nch, const unsigned char *const *wrow,
                                          const unsigned char *const *srow, const u16 *const *arow, int tid) {
     const int wg = tid >> 7, lt = tid & 127, pc = lt & 7;
+    constexpr int NU = 256 / WG_THREADS;
+    WgRaw raw[NU];
+    auto load_raw = [&](int c) {
+#pragma unroll
+        for (int u = 0; u < NU; u++) {
+            raw[u].q = ld_stream(wrow[u] + 32 * c);
+            raw[u].s = ld_u16(srow[u] + 4 * c);
+        }
+    };
     auto copy_a = [&](int c) {
         if (c < nch) {
             const u32 a = sm + (c % WG_STAGES) * WG_STAGE + wg * 8192;
@@ -874,44 +829,31 @@ __device__ __forceinline__ void wg_kloop(float (&acc)[WG_ACC], u32 sm, int nch, 
                 cp16_a(a + r * 128 + ((pc ^ (r & 7)) << 4), arow[k] + 64 * c + 8 * pc);
             }
         }
+        cp_commit();
     };
-    auto copy_q = [&](int c) {
-        if (c < nch) {
-            const u32 st = sm + (c % WG_STAGES) * WG_STAGE;
-#pragma unroll
-            for (int k = 0; k < WG_UNITS; k++) {
-                const int unit = tid + WG_THREADS * k;
-                cp16_w(st + WG_Q_OFF + 16 * unit, wrow[k] + 32 * c);
-                cp4_g2s(st + WG_S_OFF + 4 * unit, srow[k] + 4 * c);
-            }
-        }
-    };
+    load_raw(0);
     copy_a(0);
-    copy_q(0);
-    copy_q(1);
-    cp_commit();
+    wg_put_b(sm + WG_A_BYTES, raw, tid);
+    load_raw(1);
     copy_a(1);
-    copy_q(2);
-    cp_commit();
-    cp_wait<1>();
-    wg_put_b(sm, tid);
     for (int c = 0; c < nch; c++) {
         const u32 st = sm + (c % WG_STAGES) * WG_STAGE;
-        cp_wait<1>();                 // this thread's copies of A(c) and Q(c + 1) are in
+        cp_wait<1>();                 // this thread's copies of chunk c are in
         fence_async_smem();           // its stores and copies visible to the tensor cores
         __syncthreads();              // and everyone else's
         wg_hold(acc);
         wg_fence();
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            wg_mma(acc, wg_desc(st + wg * 8192 + 32 * k), wg_desc(st + WG_A_BYTES + 32 * k), c > 0 || k > 0);
+            wg_mma128(acc, wg_desc(st + wg * 8192 + 32 * k), wg_desc(st + WG_A_BYTES + 32 * k), c > 0 || k > 0);
         wg_commit();
         wg_hold(acc);
         wg_wait<1>();                 // chunk c - 1 is done: its A stage may be refilled
-        if (c + 1 < nch) wg_put_b(sm + ((c + 1) % WG_STAGES) * WG_STAGE, tid);
+        if (c + 1 < nch) {
+            wg_put_b(sm + ((c + 1) % WG_STAGES) * WG_STAGE + WG_A_BYTES, raw, tid);
+            if (c + 2 < nch) load_raw(c + 2);
+        }
         copy_a(c + 2);
-        copy_q(c + 3);                // into the Q of stage c % 3: Q(c) went into B(c) an iteration ago
-        cp_commit();
     }
     wg_wait<0>();
     wg_hold(acc);
@@ -919,30 +861,30 @@ __device__ __forceinline__ void wg_kloop(float (&acc)[WG_ACC], u32 sm, int nch, 
     __syncthreads();                  // every warpgroup is done with every stage
 }
 
-extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB)
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
 w4_up_wg(UP_ARGS) {
     extern __shared__ __align__(1024) unsigned char wsm[];
     const u32 sm = (smem_u32(wsm) + 1023u) & ~1023u;
     const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, warp = lt >> 5, lane = tid & 31;
-    const int ntiles = meta[0], rblocks = I / (WG_N / 2);
+    const int ntiles = meta[0], rblocks = I / 64;
     const long long rowb = H / 2, sfb = H / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
-        const int tile = (int)(wi % ntiles), i0 = (int)(wi / ntiles) * (WG_N / 2);
+        const int tile = (int)(wi % ntiles), i0 = (int)(wi / ntiles) * 64;
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
-        const unsigned char *wrow[WG_UNITS], *srow[WG_UNITS];
+        const unsigned char *wrow[256 / WG_THREADS], *srow[256 / WG_THREADS];
 #pragma unroll
-        for (int u = 0; u < WG_UNITS; u++) {
+        for (int u = 0; u < 256 / WG_THREADS; u++) {
             const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
-            const long long row = (long long)e * 2 * I + (n < WG_N / 2 ? i0 + n : I + i0 + n - WG_N / 2);
+            const long long row = (long long)e * 2 * I + (n < 64 ? i0 + n : I + i0 + n - 64);
             wrow[u] = w13q + row * rowb + 16 * hh;
-            srow[u] = w13sf + row * sfb;
+            srow[u] = w13sf + row * sfb + 2 * hh;
         }
         const u16 *arow[4];
 #pragma unroll
         for (int k = 0; k < 4; k++)
             arow[k] = x + (long long)(pairs[first + min(64 * wg + (lt >> 3) + 16 * k, count - 1)] / K) * H;
-        float acc[WG_ACC];
+        float acc[64];
         wg_kloop(acc, sm, H / 64, wrow, srow, arow, tid);
         const float s2 = w13s2[e] * 256.0f;
 #pragma unroll
@@ -951,11 +893,11 @@ w4_up_wg(UP_ARGS) {
             if (tok < count) {
                 u16 *hp = h + (long long)(first + tok) * I + i0 + 2 * (lane & 3);
 #pragma unroll
-                for (int j = 0; j < WG_N / 16; j++) {
+                for (int j = 0; j < 8; j++) {
                     float v[2];
 #pragma unroll
                     for (int b = 0; b < 2; b++) {
-                        const float gv = acc[4 * j + 2 * hr + b] * s2, uv = acc[4 * (j + WG_N / 16) + 2 * hr + b] * s2;
+                        const float gv = acc[4 * j + 2 * hr + b] * s2, uv = acc[4 * (j + 8) + 2 * hr + b] * s2;
                         v[b] = __fdividef(gv, 1.0f + __expf(-gv)) * uv;
                     }
                     *(u32 *)(hp + 8 * j) = (u32)f32_to_bf16(v[0]) | ((u32)f32_to_bf16(v[1]) << 16);
@@ -965,30 +907,30 @@ w4_up_wg(UP_ARGS) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB)
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
 w4_down_wg(DN_ARGS) {
     extern __shared__ __align__(1024) unsigned char wsm[];
     const u32 sm = (smem_u32(wsm) + 1023u) & ~1023u;
     const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, warp = lt >> 5, lane = tid & 31;
-    const int ntiles = meta[0], rblocks = H / WG_N;
+    const int ntiles = meta[0], rblocks = H / 128;
     const long long rowb = I / 2, sfb = I / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
-        const int tile = (int)(wi % ntiles), n0 = (int)(wi / ntiles) * WG_N;
+        const int tile = (int)(wi % ntiles), n0 = (int)(wi / ntiles) * 128;
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
-        const unsigned char *wrow[WG_UNITS], *srow[WG_UNITS];
+        const unsigned char *wrow[256 / WG_THREADS], *srow[256 / WG_THREADS];
 #pragma unroll
-        for (int u = 0; u < WG_UNITS; u++) {
+        for (int u = 0; u < 256 / WG_THREADS; u++) {
             const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
             const long long row = (long long)e * H + n0 + n;
             wrow[u] = w2q + row * rowb + 16 * hh;
-            srow[u] = w2sf + row * sfb;
+            srow[u] = w2sf + row * sfb + 2 * hh;
         }
         const u16 *arow[4];
 #pragma unroll
         for (int k = 0; k < 4; k++)
             arow[k] = h + (long long)(first + min(64 * wg + (lt >> 3) + 16 * k, count - 1)) * I;
-        float acc[WG_ACC];
+        float acc[64];
         wg_kloop(acc, sm, I / 64, wrow, srow, arow, tid);
         const float s2 = w2s2[e] * 256.0f;
 #pragma unroll
@@ -997,7 +939,7 @@ w4_down_wg(DN_ARGS) {
             if (tok < count) {
                 float *yp = y + (long long)pairs[first + tok] * H + n0 + 2 * (lane & 3);
 #pragma unroll
-                for (int j = 0; j < WG_N / 8; j++)
+                for (int j = 0; j < 16; j++)
                     *(float2 *)(yp + 8 * j) = make_float2(acc[4 * j + 2 * hr] * s2, acc[4 * j + 2 * hr + 1] * s2);
             }
         }

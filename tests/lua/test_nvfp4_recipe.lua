@@ -67,35 +67,23 @@ t.test("nvfp4_recipe_template_plan_switches_at_switch_tokens_per_expert", functi
 end)
 
 t.test("nvfp4_recipe_lw_takes_the_wgmma_kernels_from_wg_switch_tokens_an_expert", function()
-  local p = setmetatable({ LW = 1, WG_SWITCH = 32, L_WG = 2, WG_MINB = 1, WL = 1, SWITCH = 4 }, { __index = p0 })
+  local p = setmetatable({ LW = 1, WG_SWITCH = 32, L_WG = 2, WL = 1, SWITCH = 4 }, { __index = p0 })
   local plan = r.launch(r.shapes[13].shape, p)   -- T = 4096, 128 tokens an expert
   t.eq(plan.steps[1].args[4][2], 128, "tiles of 64 * L_WG tokens")
   t.eq(plan.steps[2][1], "w4_up_wg")
   t.eq(plan.steps[2].block, 256)
-  t.eq(plan.steps[2].smem, 3 * (16384 + 16384 + 4096 + 1024) + 1024,
-       "three stages: 128 token rows and 128 weight rows of 128 bytes, the raw codes and scales")
+  t.eq(plan.steps[2].smem, 3 * (16384 + 16384) + 1024, "three stages: 128 token rows and 128 weight rows of 128 bytes")
   t.eq(plan.steps[2].grid, 132, "one block an SM")
   t.eq(plan.steps[2].args[10] .. " " .. plan.steps[2].args[11], "w13q w13sf", "the linear weights, whatever WL says")
   t.eq(plan.steps[3][1], "w4_down_wg")
   t.eq(plan.steps[3].args[10] .. " " .. plan.steps[3].args[11], "w2q w2sf")
   t.eq(plan.scratch.tiles[2], 4 * (4096 * 8 // 128 + 256 + 1))
-  p.WG_MINB = 2
-  t.eq(r.launch(r.shapes[13].shape, p).steps[2].grid, 264, "WG_MINB = 2: two blocks an SM")
-  p.WG_MINB, p.WG_N = 1, 256
-  plan = r.launch(r.shapes[13].shape, p)
-  t.eq(plan.steps[2].smem, 3 * (16384 + 32768 + 8192 + 2048) + 1024, "WG_N = 256: twice the weight rows")
-  t.eq(plan.steps[2].grid, 132)
-  t.eq(plan.steps[3].grid, 132)
-  local ok, err = pcall(r.launch, { T = 4096, H = 384, I = 256, E = 8, K = 2, skew = 0 }, p)
-  t.eq(ok, false)
-  t.eq(err, "w4a16.cu's wgmma kernels take H a multiple of WG_N = 256 and I of 128 (H = 384, I = 256)")
-  p.WG_N = 128
-  p.L_WG, p.WG_MINB = 1, 1
+  p.L_WG = 1
   plan = r.launch(r.shapes[11].shape, p)   -- T = 1024: 32 an expert, from WG_SWITCH on
   t.eq(plan.steps[1].args[4][2], 64)
   t.eq(plan.steps[3][1], "w4_down_wg")
   t.eq(plan.steps[3].block, 128)
-  t.eq(plan.steps[3].smem, 3 * (8192 + 16384 + 4096 + 1024) + 1024)
+  t.eq(plan.steps[3].smem, 3 * (8192 + 16384) + 1024)
   t.eq(plan.steps[3].grid, 264, "two blocks an SM")
   -- T = 256 (8 an expert): between SWITCH and WG_SWITCH, the mma.sync large-batch kernels
   plan = r.launch(r.shapes[9].shape, p)
@@ -111,14 +99,9 @@ t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function(
   local function with(over) return setmetatable(over, { __index = st }) end
   t.eq(r.space.restrict(with { LW = 0, L_WG = 1 }), false, "L_WG without the wgmma kernels")
   t.eq(r.space.restrict(with { LW = 0, WG_SWITCH = 64 }), false)
-  t.eq(r.space.restrict(with { LW = 0, WG_MINB = 2 }), false)
   t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, L_WG = 1 }), true)
-  t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, L_WG = 1, WG_MINB = 2 }), false, "WG_MINB only at L_WG = 2")
-  t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, L_WG = 2, WG_MINB = 2 }), true)
+  t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 64, L_WG = 2 }), true)
   t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, SWITCH = 16 }), false, "wgmma from above SWITCH")
-  t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, L_WG = 2, WG_N = 256 }), true)
-  t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, L_WG = 2, WG_N = 256, WG_MINB = 2 }), false)
-  t.eq(r.space.restrict(with { LW = 0, WG_N = 256 }), false)
 end)
 
 t.test("nvfp4_recipe_wl_picks_the_weight_layout_the_kernels_read", function()
@@ -197,7 +180,7 @@ t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
        "DN_KW=2 DN_RW=2 L2PF=128 LW=0 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 SWITCH=8 UP_KW=2 "
-       .. "UP_RW=2 WG_MINB=1 WG_N=128 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
+       .. "UP_RW=2 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)
@@ -229,12 +212,6 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 1, WL = 1 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 2 },
-                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
-                           L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 2, WG_MINB = 2 },
-                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
-                           L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 2, WG_N = 256 },
-                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
-                           L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 1, WG_N = 256 },
                          -- the diagnostic build of tests/gpu/nvfp4_stream.lua
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, NOMMA = 1 } } do

@@ -94,7 +94,8 @@ function Reporter:candidate(run, res)
            reason = res.reason, rule = res.rule, line = res.line, params = res.params, origin = res.origin,
            speedup = next(speedup) and speedup or nil, seconds = res.seconds.total,
            stages = { build = res.seconds.build, verify = res.seconds.verify, time = res.seconds.time,
-                      calls = res.seconds.calls, reference = res.seconds.reference, sanitize = res.seconds.sanitize } }
+                      calls = res.seconds.calls, reference = res.seconds.reference, sanitize = res.seconds.sanitize,
+                      unannounced = res.seconds.unannounced } }
   elseif self.mode == "plain" then
     local what = res.score and string.format("%.2fx%s", res.score, res.reason and " (within the noise)" or "")
                  or (res.reason or "")

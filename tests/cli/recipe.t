@@ -26,6 +26,14 @@ $ ./kwb tests/recipes/planted.lua --budget 1 --plain --cache=build/test-recipe-c
 cache build/test-recipe-cli/after.db
 $ ./kwb tests/recipes/planted.lua --budget 1 --json --cache build/test-recipe-cli/after.db --seed 7 | head -1 | ./kwb tests/cli/json_fields.lua event cache
 start	build/test-recipe-cli/after.db
+# --json's candidate events carry the unannounced shapes' share of the verification (a verified candidate only)
+$ ./kwb tests/recipes/planted.lua --budget 6 --json --cache build/test-recipe-cli/stages.db --seed 7 | grep '"event":"candidate"' | ./kwb tests/cli/json_fields.lua n outcome stages.unannounced | awk '{ print $1, ($2 == "slower" || $2 == "accepted" ? "verified" : $2), ($3 == "-" ? "-" : ($3 > 0 ? "seconds" : $3)) }'
+1 forbidden -
+2 forbidden -
+3 compile-error -
+4 wrong -
+5 verified seconds
+6 verified seconds
 $ ./kwb tests/recipes/planted.lua --budget 1 --cache build/test-recipe-cli/typo/after.db
 kwb: --cache build/test-recipe-cli/typo/after.db: the directory build/test-recipe-cli/typo does not exist (kwb makes the cache file, not its directory)
 try 'kwb tests/recipes/planted.lua --help'

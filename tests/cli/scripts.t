@@ -48,6 +48,6 @@ $ ./kwb tests/gpu/cost_compare.lua tests/gpu/fixtures/cost-before.jsonl tests/gp
 cost-after: 3 candidates in both; a candidate 5.333 s before, 5.033 s now (sums), ratio 0.944; median ratio 1.100 (0.850 to 1.100); with the pool references spread over these candidates 5.200 s, ratio 0.975; outcomes differ: cccccccc timeout->slower
 $ ./kwb tests/gpu/cost_summary.lua ./kwb recipes/x.lua 0 10 35.25 tests/gpu/fixtures/cost-after.jsonl
 ./kwb          recipes/x.lua          exit 0   4 candidates    24.00 s in the loop    25.25 s wall  median  3.300 s a candidate (sanitizer, pool references aside)  sanitizer   6.00 s  (accepted 1, slower 2, wrong 1)
-  stages, summed: build 1.50 s, verify 2.30 s, time 11.70 s (of which the calls 8.00 s, the references of pool sets 0.50 s, the checks around them 2.00 s)
+  stages, summed: build 1.50 s, verify 2.30 s (of which the unannounced shapes 0.75 s), time 11.70 s (of which the calls 8.00 s, the references of pool sets 0.50 s, the checks around them 2.00 s)
 $ ./kwb tests/gpu/cost_compare.lua tests/gpu/fixtures/cost-before.jsonl /tmp/kwb-no-such-events.jsonl
 cost_compare: /tmp/kwb-no-such-events.jsonl: no such file

@@ -116,6 +116,18 @@ t.test("steps_fixed_inputs_fill_once_and_the_reference_runs_once_per_shape_and_r
   t.eq(runs.ref_down, 12 + sets)
 end)
 
+-- The unannounced shapes are the checks' own work: their share of a
+-- candidate's verification is kept apart (what the checks cost is then read
+-- from one run), for a candidate verified everywhere and one stopped at a
+-- timed shape's first run, which never reached them.
+t.test("steps_the_unannounced_shapes_time_is_kept_apart", function()
+  local sec = run.results[1].seconds
+  t.truthy(sec.unannounced and sec.unannounced > 0 and sec.unannounced < sec.verify,
+           string.format("4 unannounced shapes (%s s) within the verification (%.4f s)", tostring(sec.unannounced), sec.verify))
+  t.eq(run.results[2].outcome, "wrong")
+  t.eq(run.results[2].seconds.unannounced, nil, "wrong at n=100: the unannounced shapes never ran")
+end)
+
 -- A pool set's reference outputs are computed the first time a candidate's
 -- verified timed run meets the set, inside the candidate's timing: under the
 -- harness's limit (on the GPU the reference at T = 4096 takes seconds; under

@@ -112,8 +112,8 @@ t.test("steps_fixed_inputs_fill_once_and_the_reference_runs_once_per_shape_and_r
   local sets = 0
   for _, pool in pairs(s.harness.pools) do for _ in pairs(pool) do sets = sets + 1 end end
   t.truthy(sets >= 2, "at least one pool set at each timed shape")
-  t.eq(runs.ref_up, 12 + sets, "(2 timed + 4 unannounced shapes) x 2 rounds, whatever the number of candidates")
-  t.eq(runs.ref_down, 12 + sets)
+  t.eq(runs.ref_up, 8 + sets, "2 timed shapes x 2 rounds + 4 unannounced shapes x 1, whatever the number of candidates")
+  t.eq(runs.ref_down, 8 + sets)
 end)
 
 -- The unannounced shapes are the checks' own work: their share of a

@@ -1,12 +1,14 @@
 -- recipes/nvfp4_moe.lua: the routed experts of a DeepSeek-V3 MoE layer with
--- NVFP4 weights on Hopper (weight-only: dequantised in registers, bf16 MMA with
--- fp32 accumulation). Every shape verified (relative L2 <= 5e-3 against
+-- NVFP4 weights on Hopper (weight-only: dequantised to bf16 in registers, or
+-- once a tile into shared memory for wgmma; fp32 accumulation). Built for sm_90a.
+-- Every shape verified (relative L2 <= 5e-3 against
 -- kernels/nvfp4_moe/ref.cu) and timed (CUDA graph, cold L2), for T from 1 to
 -- 4096 tokens under uniform and skewed routing. Start: kernels/nvfp4_moe/
 -- baseline.cu (a warp per output row, no token sorting). The template
 -- kernels/nvfp4_moe/w4a16.cu sorts tokens by expert and runs tiled MMA GEMMs;
--- the default strategy sweeps its tile sizes, warps, split-K, prefetch, staging
--- and the weight layout it reads (linear, or the fragment-major copy).
+-- the default strategy sweeps its tile sizes, warps, split-K, prefetch, staging,
+-- the weight layout it reads (linear, or the fragment-major copy) and whether,
+-- from how many tokens an expert, the large-batch GEMMs run on wgmma.
 --   kwb recipes/nvfp4_moe.lua [--json] [--budget N] [--minutes M] [--strategy grid]
 local moe = require "kwb.problems.nvfp4_moe"
 

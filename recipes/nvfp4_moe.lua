@@ -1,6 +1,7 @@
 -- recipes/nvfp4_moe.lua: the routed experts of a DeepSeek-V3 MoE layer with
--- NVFP4 weights on Hopper (weight-only: dequantised to bf16 in registers, or
--- once a tile into shared memory for wgmma; fp32 accumulation). Built for sm_90a.
+-- NVFP4 weights on Hopper (weight-only: dequantised to bf16 in registers for
+-- mma.sync or wgmma, or once a tile into shared memory for wgmma; fp32
+-- accumulation). Built for sm_90a.
 -- Every shape verified (relative L2 <= 5e-3 against
 -- kernels/nvfp4_moe/ref.cu) and timed (CUDA graph, cold L2), for T from 1 to
 -- 4096 tokens under uniform and skewed routing. Start: kernels/nvfp4_moe/
@@ -37,17 +38,25 @@ end
 -- large-batch one, taken from SWITCH tokens per expert on average, on
 -- mma.sync (L_*); with LW = 1, from WG_SWITCH tokens per expert, wgmma kernels
 -- (w4_up_wg, w4_down_wg: tiles of 64 * L_WG tokens, 128 weight rows, three
--- stages of shared memory). So one candidate picks its kernels by shape.
+-- stages of shared memory); with LW = 2, from WG_SWITCH tokens per expert,
+-- the register-A wgmma kernels (w4_up_rg, w4_down_rg: tiles of RG_N tokens,
+-- 64 weight rows a warpgroup, RG_WG warpgroups a block, RG_S stages of
+-- activations), where H and I are multiples of 256. So one candidate picks
+-- its kernels by shape.
 -- The persistent kernels get as many blocks as the GPU holds at once (with
 -- WS, as shared memory allows); tiles beyond the routing's real count are
 -- skipped on the device.
 local function w4a16(s, p)
   local large = s.T * s.K >= p.SWITCH * s.E
   -- (settings a table leaves out: the template's defaults, and WG_SWITCH 32)
-  local l_wg = p.L_WG or 2
-  local wg = (p.LW or 0) == 1 and s.T * s.K >= (p.WG_SWITCH or 32) * s.E
+  local l_wg, lw = p.L_WG or 2, p.LW or 0
+  local wg = lw >= 1 and s.T * s.K >= (p.WG_SWITCH or 32) * s.E
+  -- the register-A kernels take whole pairs of 128-element chunks: elsewhere mma.sync
+  local rg = wg and lw == 2 and s.H % 256 == 0 and s.I % 256 == 0
+  if lw == 2 and not rg then wg = false end
+  local rg_n, rg_wg, rg_s = p.RG_N or 64, p.RG_WG or 1, p.RG_S or 4
   local nt = large and p.L_NT or p.NT
-  local tt = wg and 64 * l_wg or 8 * nt
+  local tt = rg and rg_n or wg and 64 * l_wg or 8 * nt
   local up_rw, dn_rw = large and p.L_UP_RW or p.UP_RW, large and p.L_DN_RW or p.DN_RW
   local up_kw, dn_kw = large and p.L_KW or p.UP_KW, large and p.L_KW or p.DN_KW
   local up_threads, dn_threads = 32 * up_rw * up_kw, 32 * dn_rw * dn_kw
@@ -58,7 +67,18 @@ local function w4a16(s, p)
   end
   local up_rows, dn_rows = 16 * up_rw, 16 * dn_rw
   local up, down, pk = "w4_up", "w4_down", (p.WL or 0) == 1 and "p" or ""
-  if wg then
+  if rg then
+    -- w4a16.cu's RG_SMEM (RG_S stages of RG_N tokens x 256 bytes, the token table, 1 KB to
+    -- align) and RG_MINB (registers: 3 blocks of one warpgroup at 32 tokens, else 2; 1 of two)
+    up_threads = 128 * rg_wg
+    dn_threads = up_threads
+    up_smem = rg_s * 256 * rg_n + 4 * rg_n + 1024
+    dn_smem = up_smem
+    up_blocks = math.min(rg_wg == 2 and 1 or rg_n == 32 and 3 or 2, 233472 // (up_smem + 1024))
+    dn_blocks = up_blocks
+    up_rows, dn_rows = 32 * rg_wg, 64 * rg_wg
+    up, down, pk = "w4_up_rg", "w4_down_rg", "r"   -- the codes in the rg layout, the linear scales
+  elseif wg then
     -- w4a16.cu's WG_SMEM: three stages of activations (128 bytes a token) and dequantised
     -- weights (128 rows of 128 bytes), and 1 KB to align. Registers (about 150 a thread at
     -- L_WG = 2, 185 at 1) let an SM hold one block of 256 threads or two of 128.
@@ -73,6 +93,7 @@ local function w4a16(s, p)
   elseif large then
     up, down = "w4_up_l", "w4_down_l"
   end
+  local psf = pk == "r" and "" or pk   -- the rg copy has no scales of its own
   local tiles = s.T * s.K // tt + s.E + 1
   local up_work = tiles * (s.I // up_rows)
   local dn_work = tiles * (s.H // dn_rows)
@@ -80,10 +101,10 @@ local function w4a16(s, p)
   return { steps = {
     { "w4_align", grid = 1, block = 1024, args = { "T", "K", "E", { "i32", tt }, "ids", "pairs", "tiles", "meta" } },
     { up, grid = math.min(up_work, sms() * up_blocks), block = up_threads, smem = up_smem,
-      args = { "T", "H", "I", "E", "K", "x", "pairs", "tiles", "meta", "w13" .. pk .. "q", "w13" .. pk .. "sf", "w13s2",
-               "h" } },
+      args = { "T", "H", "I", "E", "K", "x", "pairs", "tiles", "meta", "w13" .. pk .. "q", "w13" .. psf .. "sf",
+               "w13s2", "h" } },
     { down, grid = math.min(dn_work, sms() * dn_blocks), block = dn_threads, smem = dn_smem,
-      args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2" .. pk .. "q", "w2" .. pk .. "sf", "w2s2",
+      args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2" .. pk .. "q", "w2" .. psf .. "sf", "w2s2",
                "y" } },
     { "w4_combine", grid = math.min((quads + 255) // 256, sms() * 8), block = 256,
       args = { "T", "H", "K", "tw", "y", "out" } },
@@ -103,15 +124,21 @@ return kwb.recipe {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
     SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, L_MINB = { 1, 2, 4, 8 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
-    WL = { 0, 1 }, LW = { 0, 1 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 },
+    WL = { 0, 1 }, LW = { 0, 1, 2 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 },
+    RG_N = { 32, 64, 128 }, RG_WG = { 1, 2 }, RG_S = { 3, 4 }, RG_PF = { 1, 2 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
       -- the wgmma kernels' settings only where they run (missing: the template's defaults), and
       -- above the mma.sync large-batch ones
-      if (p.LW or 0) == 1 then
+      local lw = p.LW or 0
+      if lw >= 1 then
         if (p.WG_SWITCH or 32) <= p.SWITCH then return false end
-      elseif (p.L_WG or 2) ~= 2 or (p.WG_SWITCH or 32) ~= 32 then return false end
+      elseif (p.WG_SWITCH or 32) ~= 32 then return false end
+      if lw ~= 1 and (p.L_WG or 2) ~= 2 then return false end
+      if lw ~= 2 and ((p.RG_N or 64) ~= 64 or (p.RG_WG or 1) ~= 1 or (p.RG_S or 4) ~= 4 or (p.RG_PF or 2) ~= 2) then
+        return false
+      end
       if p.WS == 0 then
         -- the stage settings are unused without WS: one value; MINB (L_MINB) blocks may not
         -- squeeze a thread below 64 registers (the kernels spill there)
@@ -131,9 +158,10 @@ return kwb.recipe {
     -- where the search begins when the cache knows no better point: the best settings measured
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2 },
+              SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2,
+              RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2 },
   },
-  arch     = "sm_90a",   -- wgmma (LW = 1) exists only on the arch-specific target
+  arch     = "sm_90a",   -- wgmma (LW = 1, 2) exists only on the arch-specific target
   launch   = function(s, p)
     if p.BASELINE then return baseline(s) end
     return w4a16(s, p)

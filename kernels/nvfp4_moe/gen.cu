@@ -35,6 +35,7 @@
 //   nvfp4_gen_bf16                            grid-stride over n, any grid
 // and for the fragment-major copy of a quantised tensor (below):
 //   nvfp4_pack                                grid-stride over its 16-byte pieces, any grid
+//   nvfp4_pack_rg                             grid-stride over its 4-byte words, any grid
 // A block of 256 threads takes 256*iters consecutive 16-element blocks, thread
 // t the blocks t, t + 256, ...: stores stay coalesced and a thread meets a new
 // matrix rarely, so the per-matrix maxima cost few atomics.
@@ -347,6 +348,28 @@ nvfp4_pack(long long slabs, int cols, const unsigned char *q, const unsigned cha
             unsigned char *d = sfp + m * cols + 128 * c + 4 * l;
             d[0] = s0[0]; d[1] = s0[1]; d[2] = s1[0]; d[3] = s1[1];
         }
+    }
+}
+
+// ---- the rg layout of the codes ----------------------------------------------
+//
+// The codes reordered within each 64-byte block (a row's 128-element chunk)
+// for the register-A wgmma kernels (w4a16.cu, LW = 2), whose lane q needs the
+// byte q of each of the block's 16 four-byte words (elements 8p + 2q, 8p + 2q + 1):
+//   qr[64b + 16q + p] = q[64b + 4p + q]       (q 0..3, p 0..15)
+// so lane q's 16 bytes are contiguous. Block scales are not moved. One thread
+// a 4-byte output word, any grid; blocks = batch * rows * cols / 128.
+extern "C" __global__ void __launch_bounds__(256)
+nvfp4_pack_rg(long long blocks, const unsigned char *q, unsigned char *qr) {
+    const long long n = blocks * 16;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long b = i >> 4;
+        const int w = (int)(i & 15), lane = w >> 2, p0 = 4 * (w & 3);
+        const unsigned char *src = q + 64 * b + lane;
+        const unsigned int v = (unsigned int)src[4 * p0] | (unsigned int)src[4 * p0 + 4] << 8 |
+                               (unsigned int)src[4 * p0 + 8] << 16 | (unsigned int)src[4 * p0 + 12] << 24;
+        *(unsigned int *)(qr + 4 * i) = v;
     }
 }
 

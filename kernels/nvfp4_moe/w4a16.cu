@@ -724,7 +724,7 @@ w4_down_l(DN_ARGS) {
 
 #if LW
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "LW = 1 (the wgmma kernels) needs arch sm_90a"
+#error "LW = 1 or 2 (the wgmma kernels) needs arch sm_90a"
 #endif
 
 // Eight e2m1 codes (element j in bits 4j..4j+3) -> four bf16x2 words in
@@ -753,9 +753,10 @@ __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Keep the compiler from moving accumulator reads or writes across the asynchronous MMA.
-__device__ __forceinline__ void wg_hold(float (&d)[64]) {
+template <int R>
+__device__ __forceinline__ void wg_hold(float (&d)[R]) {
 #pragma unroll
-    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // d (+)= A (64 x 16, descriptor da) x B (16 x 128, descriptor db); acc = 0: d = A x B.
@@ -779,6 +780,7 @@ __device__ __forceinline__ void wg_mma128(float (&d)[64], unsigned long long da,
         : "l"(da), "l"(db), "r"(acc));
 }
 
+#if LW == 1
 // The raw weights of one (row, half) unit of a chunk: 32 codes, two block scales.
 struct WgRaw {
     uint4 q;
@@ -945,6 +947,287 @@ w4_down_wg(DN_ARGS) {
         }
     }
 }
+#endif   // LW == 1
+
+// ---- the large-batch GEMMs with the weights in registers (LW = 2; sm_90a) -----------
+//
+// w4_up_rg and w4_down_rg swap the roles of the LW = 1 kernels: the weights are
+// wgmma's A operand, 64 rows a warpgroup, dequantised straight into the
+// registers wgmma reads (no shared-memory round trip, no barrier for them),
+// and the tokens are B, N = RG_N of them a tile (w4_align's tt), so a tile
+// fits the tokens an expert has (32 at T = 1024 with DeepSeek's routing)
+// instead of wasting half of a 64-token M. A block is RG_WG warpgroups on the
+// same tile, 64 * RG_WG weight rows, sharing the activations.
+//   - A fragment of m64nNk16 (bf16, registers): warp w of the warpgroup holds
+//     rows 16w..16w+15; lane (g = lane / 4, q = lane % 4) holds k = 2q, 2q+1
+//     (a0: row g, a1: row g + 8) and k = 2q+8, 2q+9 (a2, a3), as mma.sync's
+//     m16n8k16 A. So each lane needs the code byte q of every 8-element word
+//     of its rows: the kernels read the rg copy of the codes (gen.cu's
+//     nvfp4_pack_rg), which stores each row's 64-byte chunk of 128 elements
+//     with byte 16q + p = the linear byte 4p + q (p = 0..15), so lane q's
+//     16 bytes are one load. The block scales stay in the linear layout
+//     (8 bytes a row and chunk, one load).
+//   - The activations go by cp.async into RG_S stages of 128 elements (two
+//     64-element k-blocks of RG_N rows in the 128-byte swizzled K-major layout
+//     of the LW = 1 kernels), RG_S - 2 chunks ahead; every thread of the block
+//     copies, the token rows from a table in shared memory.
+//   - A chunk: dequantise the raw codes of chunk c (loaded RG_PF chunks ahead)
+//     into one of two A register sets, wait for this thread's copies of c,
+//     proxy fence, one __syncthreads, 8 x m64nNk16, commit, wait for chunk
+//     c - 1 (so the A set and the stage it read are free: the A set is
+//     rewritten at c + 1, the stage refilled at c + 2, by which time every
+//     warpgroup has passed the barrier of c + 1 after waiting for c - 1).
+// w4_up_rg: A rows 16w + g are the gate rows i = i0 + 8w + g (8 a warp), rows
+// 16w + g + 8 the up rows of the same i, so a thread holds gate and up of one
+// h element in accumulators 4j + b and 4j + 2 + b (token 8j + 2q + b).
+// Requirements beyond the file's: H % 256 == 0 and I % 256 == 0 (whole pairs
+// of chunks), I % (32 * RG_WG) == 0, H % (64 * RG_WG) == 0.
+
+#ifndef RG_N
+#define RG_N 64
+#endif
+#ifndef RG_WG
+#define RG_WG 1
+#endif
+#ifndef RG_S
+#define RG_S 4
+#endif
+#ifndef RG_PF
+#define RG_PF 2
+#endif
+#define RG_THREADS (128 * RG_WG)
+// blocks an SM holds (launch bounds; recipes/nvfp4_moe.lua sizes the grid by
+// the same rule): 3 of 32-token tiles (at most 168 registers a thread), else
+// 2 of one warpgroup, 1 of two
+#define RG_MINB (RG_WG == 2 ? 1 : RG_N == 32 ? 3 : 2)
+#define RG_STAGE (256 * RG_N)                        // a stage: RG_N tokens x 128 elements of bf16
+#define RG_SMEM (RG_S * RG_STAGE + 4 * RG_N + 1024)  // + the token rows' table, + room to align to 1024
+
+#if LW == 2
+#if RG_N != 32 && RG_N != 64 && RG_N != 128
+#error "RG_N must be 32, 64 or 128"
+#endif
+#if RG_S < 3 || RG_PF < 1 || RG_PF > 2
+#error "RG_S must be at least 3 and RG_PF 1 or 2"
+#endif
+
+__device__ __forceinline__ void rg_mma(float (&d)[16], const u32 (&a)[4], unsigned long long db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+__device__ __forceinline__ void rg_mma(float (&d)[32], const u32 (&a)[4], unsigned long long db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, 1, 1, 1, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+__device__ __forceinline__ void rg_mma(float (&d)[64], const u32 (&a)[4], unsigned long long db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+__device__ __forceinline__ uint2 ld_stream8(const unsigned char *p) {
+    uint2 v;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+
+// One row's raw chunk as a lane holds it: its 16 code bytes (4 words, word k =
+// byte q of the pieces 4k..4k+3) and the row's 8 block scales.
+struct RgRaw {
+    uint4 q;
+    uint2 s;
+};
+
+// A raw chunk (rows g, g + 8) -> the A fragments of its 8 k16 slices: slice
+// 2k + h takes bytes 2h, 2h + 1 of word k (pieces 4k + 2h, 4k + 2h + 1); word
+// k's scales are the blocks 2k (pieces 4k, 4k + 1) and 2k + 1.
+__device__ __forceinline__ void rg_dequant(const RgRaw (&r)[2], u32 (&a)[8][4]) {
+#pragma unroll
+    for (int row = 0; row < 2; row++) {
+        const u32 w[4] = {r[row].q.x, r[row].q.y, r[row].q.z, r[row].q.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u32 lo, hi, o[4];
+            scales2(((k < 2 ? r[row].s.x : r[row].s.y) >> (16 * (k & 1))) & 0xffffu, lo, hi);
+            const u32 ev = w[k] & 0x0F0F0F0Fu, od = (w[k] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int p = 0; p < 4; p++) {
+                const u32 v = prmt(ev, od, (u32)(p | p << 4 | (4 + p) << 8 | (4 + p) << 12));
+                o[p] = bf16x2_mul(((v << 12) & 0x80008000u) | ((v << 6) & 0x01C001C0u), p < 2 ? lo : hi);
+            }
+            a[2 * k][row] = o[0];          // slice 2k: a0 (row g) / a1 (row g + 8), k 2q, 2q+1
+            a[2 * k][2 + row] = o[1];      //           a2 / a3, k 2q+8, 2q+9
+            a[2 * k + 1][row] = o[2];
+            a[2 * k + 1][2 + row] = o[3];
+        }
+    }
+}
+
+// The K loop of one work item: acc = this warpgroup's 64 weight rows x the
+// tile's RG_N tokens over nch chunks of 128. wq[row], ws[row]: the lane's
+// codes and scales of rows g and g + 8 at chunk 0; rows: the token table
+// (element offsets of the activation rows in act).
+__device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch, const unsigned char *const *wq,
+                                         const unsigned char *const *ws, const u16 *act, const int *rows,
+                                         int tid) {
+    constexpr int D = RG_S - 2;                       // chunks of activations copied ahead
+    constexpr int CP = RG_N * 16 / RG_THREADS;        // 16-byte copies a thread a chunk
+    RgRaw raw[RG_PF][2];
+    u32 a[2][8][4];
+    auto load_raw = [&](RgRaw (&r)[2], int c) {
+#pragma unroll
+        for (int row = 0; row < 2; row++) {
+            r[row].q = ld_stream(wq[row] + 64 * c);
+            r[row].s = ld_stream8(ws[row] + 8 * c);
+        }
+    };
+    auto copy_act = [&](int c) {
+        if (c < nch) {
+            const u32 st = sm + (c % RG_S) * RG_STAGE;
+#pragma unroll
+            for (int i = 0; i < CP; i++) {
+                const int u = tid + RG_THREADS * i, r = u >> 4, kb = (u >> 3) & 1, pc = u & 7;
+                cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), act + rows[r] + 128 * c + 64 * kb + 8 * pc);
+            }
+        }
+        cp_commit();   // an empty group past the end keeps the count of groups uniform
+    };
+    auto step = [&](int c, u32 (&ac)[8][4], RgRaw (&rc)[2]) {
+        rg_dequant(rc, ac);
+        if (c + RG_PF < nch) load_raw(rc, c + RG_PF);
+        cp_wait<D - 1>();             // this thread's copies of chunk c are in
+        fence_async_smem();           // visible to the tensor cores
+        __syncthreads();              // and everyone else's
+        const u32 st = sm + (c % RG_S) * RG_STAGE;
+        unsigned long long db[8];     // the descriptors, made before the stage opens
+#pragma unroll
+        for (int s = 0; s < 8; s++) db[s] = wg_desc(st + (s >> 2) * (RG_N * 128) + 32 * (s & 3));
+        wg_hold(acc);
+        wg_fence();
+#pragma unroll
+        for (int s = 0; s < 8; s++) rg_mma(acc, ac[s], db[s]);
+        wg_commit();
+        wg_hold(acc);
+        wg_wait<1>();                 // chunk c - 1 is done with its A set and its stage
+        copy_act(c + D);
+    };
+#pragma unroll
+    for (int i = 0; i < RG_N / 2; i++) acc[i] = 0.0f;
+#pragma unroll
+    for (int p = 0; p < RG_PF; p++)
+        if (p < nch) load_raw(raw[p], p);
+#pragma unroll
+    for (int d = 0; d < D; d++) copy_act(d);
+    // nch is even (H and I multiples of 256): a step taken on a condition here
+    // makes ptxas serialise every wgmma (C7513)
+    for (int c = 0; c < nch; c += 2) {
+        step(c, a[0], raw[0]);
+        step(c + 1, a[1], raw[RG_PF - 1]);
+    }
+    wg_wait<0>();
+    wg_hold(acc);
+    cp_wait<0>();
+    __syncthreads();                  // every warpgroup is done with every stage and the table
+}
+
+// The work items' common start: the token table of tile tl (count tokens from
+// first; the missing ones point at the last real row, their columns never stored).
+__device__ __forceinline__ void rg_rows(int *rows, const int *pairs, int first, int count, int div, int stride,
+                                        int tid) {
+    for (int r = tid; r < RG_N; r += RG_THREADS) {
+        const int t = first + min(r, count - 1);
+        rows[r] = (div ? pairs[t] / div : t) * stride;
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_MINB)
+w4_up_rg(UP_ARGS) {
+    extern __shared__ __align__(1024) unsigned char rsm[];
+    const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
+    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + RG_S * RG_STAGE);
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int ntiles = meta[0], rblocks = I / (32 * RG_WG);
+    const long long rowb = H / 2, sfb = H / 16;
+    for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
+        const int tile = (int)(wi % ntiles), i = (int)(wi / ntiles) * 32 * RG_WG + 32 * wg + 8 * warp + g;
+        const int4 tl = tiles[tile];
+        const int e = tl.x, first = tl.y, count = tl.z;
+        const long long gate = (long long)e * 2 * I + i, up = gate + I;
+        const unsigned char *wq[2] = {w13q + gate * rowb + 16 * q, w13q + up * rowb + 16 * q};
+        const unsigned char *ws[2] = {w13sf + gate * sfb, w13sf + up * sfb};
+        rg_rows(rows, pairs, first, count, K, H, tid);
+        float acc[RG_N / 2];
+        rg_kloop(acc, sm, H / 128, wq, ws, x, rows, tid);
+        const float s2 = w13s2[e] * 256.0f;
+#pragma unroll
+        for (int j = 0; j < RG_N / 8; j++)
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const int tok = 8 * j + 2 * q + b;
+                if (tok < count) {
+                    const float gv = acc[4 * j + b] * s2, uv = acc[4 * j + 2 + b] * s2;
+                    h[(long long)(first + tok) * I + i] = f32_to_bf16(__fdividef(gv, 1.0f + __expf(-gv)) * uv);
+                }
+            }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_MINB)
+w4_down_rg(DN_ARGS) {
+    extern __shared__ __align__(1024) unsigned char rsm[];
+    const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
+    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + RG_S * RG_STAGE);
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int ntiles = meta[0], rblocks = H / (64 * RG_WG);
+    const long long rowb = I / 2, sfb = I / 16;
+    for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
+        const int tile = (int)(wi % ntiles), n = (int)(wi / ntiles) * 64 * RG_WG + 64 * wg + 16 * warp + g;
+        const int4 tl = tiles[tile];
+        const int e = tl.x, first = tl.y, count = tl.z;
+        const long long r0 = (long long)e * H + n, r1 = r0 + 8;
+        const unsigned char *wq[2] = {w2q + r0 * rowb + 16 * q, w2q + r1 * rowb + 16 * q};
+        const unsigned char *ws[2] = {w2sf + r0 * sfb, w2sf + r1 * sfb};
+        rg_rows(rows, pairs, first, count, 0, I, tid);
+        float acc[RG_N / 2];
+        rg_kloop(acc, sm, I / 128, wq, ws, h, rows, tid);
+        const float s2 = w2s2[e] * 256.0f;
+#pragma unroll
+        for (int j = 0; j < RG_N / 8; j++)
+#pragma unroll
+            for (int b = 0; b < 2; b++) {
+                const int tok = 8 * j + 2 * q + b;
+                if (tok < count) {
+                    float *yp = y + (long long)pairs[first + tok] * H + n;
+                    yp[0] = acc[4 * j + b] * s2;
+                    yp[8] = acc[4 * j + 2 + b] * s2;
+                }
+            }
+    }
+}
+#endif   // LW == 2
 #endif   // LW
 
 // ---- w4_combine ----------------------------------------------------------------

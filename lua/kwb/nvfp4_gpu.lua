@@ -9,6 +9,7 @@
 --   local w   = assert(gpu.bf16(seed, 1 << 20))              -- the generated bf16 themselves
 --   local t   = assert(gpu.quantize(w, 4, 512, 512))         -- quantise a bf16 device buffer
 --   local p   = assert(gpu.pack(t))                          -- { q, sf }: the fragment-major copy
+--   local qr  = assert(gpu.pack_rg(t))                       -- the codes in the rg layout
 --   assert(gpu.routing(ids, tw, seed, T, E, K, "skewed"))    -- kwb.nvfp4's routing, into device buffers
 --
 -- A quantised tensor has the layout of kwb.nvfp4's: q = u8 [batch*rows*cols/2],
@@ -37,6 +38,7 @@ local protos = {
   bf16_quantize = [[void nvfp4_bf16_quantize(const uint16_t *w, int64_t batch, int64_t per16, int iters,
     const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf)]],
   pack = "void nvfp4_pack(int64_t slabs, int cols, const uint8_t *q, const uint8_t *sf, uint8_t *qp, uint8_t *sfp)",
+  pack_rg = "void nvfp4_pack_rg(int64_t blocks, const uint8_t *q, uint8_t *qr)",
   routing = "void nvfp4_gen_routing(uint64_t seed, int T, int E, int K, int skewed, int32_t *ids, float *tw)",
 }
 
@@ -267,6 +269,34 @@ function M.pack(t, into)
   local grid = math.min(ceil_div(slabs * (t.cols // 128) * 64, block), 1 << 20)
   local ok
   ok, msg, info = cuda.plan { { k.pack, grid = grid, block = block, args = { slabs, t.cols, t.q, t.sf, out.q, out.sf } } }:run()
+  if not ok then return nil, msg, info end
+  return out
+end
+
+-- pack_rg(t [, into]) -> a u8 device buffer: t's codes in the rg layout
+-- (gen.cu's nvfp4_pack_rg: within each row's 64-byte chunk of 128 elements,
+-- byte 16q + p is byte 4p + q, for the register-A wgmma kernels of w4a16.cu's
+-- LW = 2; the block scales stay in t.sf), in a new buffer or into the u8
+-- device buffer into (t.q's size; returns it). Needs t.cols % 128 == 0.
+function M.pack_rg(t, into)
+  check_tensor("pack_rg", t)
+  if t.cols % 128 ~= 0 then
+    error(string.format("nvfp4_gpu.pack_rg: the rg layout needs cols %% 128 == 0 (got %d)", t.cols), 2)
+  end
+  local n = t.batch * t.rows * t.cols
+  if into ~= nil then check_dbuf("pack_rg", "into", into, "u8", n // 2) end
+  local k, msg, info = M.load()
+  if not k then return nil, msg, info end
+  local out = into
+  if not out then
+    out, msg, info = cuda.buffer("u8", n // 2)
+    if not out then return nil, msg, info end
+  end
+  if n == 0 then return out end
+  local blocks = n // 128
+  local ok
+  ok, msg, info = cuda.plan { { k.pack_rg, grid = math.min(ceil_div(blocks * 16, block), 1 << 20), block = block,
+                                args = { blocks, t.q, out } } }:run()
   if not ok then return nil, msg, info end
   return out
 end

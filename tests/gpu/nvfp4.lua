@@ -128,6 +128,30 @@ t.test("gpu_pack_is_the_fragment_major_permutation", function()
            "nvfp4_gpu.pack: the fragment-major layout needs rows % 16 == 0 and cols % 128 == 0 (got 8 x 256)")
 end)
 
+t.test("gpu_pack_rg_is_the_lane_order_permutation", function()
+  local B, R, C = 2, 16, 256
+  local tq = assert(gpu.weights(6, B, R, C))
+  local q = assert(cuda.to_host(tq.q)):raw()
+  local qr = assert(cuda.to_host(assert(gpu.pack_rg(tq)))):raw()
+  t.eq(#qr, #q)
+  -- byte 16l + p of each 64-byte block is byte 4p + l of the linear block (gen.cu's definition)
+  local bad = 0
+  for b = 0, #q // 64 - 1 do
+    for l = 0, 3 do
+      for p = 0, 15 do
+        if qr:byte(64 * b + 16 * l + p + 1) ~= q:byte(64 * b + 4 * p + l + 1) then bad = bad + 1 end
+      end
+    end
+  end
+  t.eq(bad, 0, "bytes out of place")
+  t.truthy(qr ~= q)
+  local into = assert(cuda.buffer("u8", #q))
+  t.eq(assert(gpu.pack_rg(tq, into)), into)
+  t.eq(assert(cuda.to_host(into)):raw(), qr)
+  t.raises(function() gpu.pack_rg(assert(gpu.weights(5, 1, 8, 64))) end,
+           "nvfp4_gpu.pack_rg: the rg layout needs cols % 128 == 0 (got 64)")
+end)
+
 -- The device's routing (the problem's for every timed run) equals the CPU
 -- generator's bit for bit, ids and tw, both kinds, edge shapes included.
 t.test("gpu_routing_equals_the_cpu_generator_bit_for_bit", function()

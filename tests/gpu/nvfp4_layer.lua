@@ -25,6 +25,9 @@ local function bench(p, skew)
   local w13 = assert(kwb.nvfp4_gpu.pack { q = dev.w13q, sf = dev.w13sf, s2 = dev.w13s2, batch = p.E, rows = 2 * p.I, cols = p.H })
   local w2 = assert(kwb.nvfp4_gpu.pack { q = dev.w2q, sf = dev.w2sf, s2 = dev.w2s2, batch = p.E, rows = p.H, cols = p.I })
   dev.w13pq, dev.w13psf, dev.w2pq, dev.w2psf = w13.q, w13.sf, w2.q, w2.sf
+  -- the rg codes (LW = 2)
+  dev.w13rq = assert(kwb.nvfp4_gpu.pack_rg { q = dev.w13q, sf = dev.w13sf, s2 = dev.w13s2, batch = p.E, rows = 2 * p.I, cols = p.H })
+  dev.w2rq = assert(kwb.nvfp4_gpu.pack_rg { q = dev.w2q, sf = dev.w2sf, s2 = dev.w2s2, batch = p.E, rows = p.H, cols = p.I })
   local args = {}
   for i, a in ipairs(problem.args) do
     args[i] = a.kind == "scalar" and math.tointeger(a.value(s)) or dev[a.name]
@@ -67,6 +70,8 @@ local shapes = {
   -- up to 300 tokens an expert: several 64- and 128-token tiles of the wgmma kernels
   { T = 300, H = 384, I = 256, E = 8, k = 2, routing = "skewed" },
   { T = 300, H = 512, I = 256, E = 8, k = 2, routing = "uniform" },
+  -- the register-A kernels (LW = 2) need H and I multiples of 256: about 150 tokens an expert
+  { T = 300, H = 256, I = 256, E = 4, k = 2, routing = "skewed" },
 }
 local problems = {}
 for i, s in ipairs(shapes) do
@@ -124,6 +129,16 @@ local settings = {
     LW = 1, WG_SWITCH = 4, L_WG = 2, WL = 1 },
   { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 2, L_DN_RW = 2, L_KW = 1, SWITCH = 4,
     LW = 1, WG_SWITCH = 16, L_WG = 2 },
+  -- the register-A wgmma kernels (LW = 2; the last two shapes, H and I multiples of 256, the
+  -- others on mma.sync): every tile width, one and two warpgroups a block, both prefetches
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 2, WG_SWITCH = 4, RG_N = 32, RG_WG = 1, RG_S = 4, RG_PF = 2 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 2, WG_SWITCH = 4, RG_N = 64, RG_WG = 2, RG_S = 3, RG_PF = 1 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 2, WG_SWITCH = 4, RG_N = 128, RG_WG = 1, RG_S = 3, RG_PF = 2 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 4,
+    LW = 2, WG_SWITCH = 16, RG_N = 128, RG_WG = 2, RG_S = 4, RG_PF = 2 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

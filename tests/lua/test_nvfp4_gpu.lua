@@ -17,7 +17,7 @@ t.test("nvfp4_gpu_is_bundled_and_autoloaded", function()
 end)
 
 local kernels = { "nvfp4_gen_bf16", "nvfp4_gen_amax", "nvfp4_bf16_amax", "nvfp4_s2", "nvfp4_gen_quantize",
-                  "nvfp4_bf16_quantize", "nvfp4_pack", "nvfp4_gen_routing" }
+                  "nvfp4_bf16_quantize", "nvfp4_pack", "nvfp4_pack_rg", "nvfp4_gen_routing" }
 
 if cuda.nvrtc_version() then
   t.test("gen_cu_compiles_with_nvrtc_without_spills", function()
@@ -73,6 +73,7 @@ local emu_protos = {
   nvfp4_gen_quantize = "uint64_t seed, double std, double rate, double scale, int64_t batch, int64_t per16, int32_t iters, const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf",
   nvfp4_bf16_quantize = "const uint16_t *w, int64_t batch, int64_t per16, int32_t iters, const uint32_t *amax, const float *s2, uint8_t *q, uint8_t *sf",
   nvfp4_pack = "int64_t slabs, int32_t cols, const uint8_t *q, const uint8_t *sf, uint8_t *qp, uint8_t *sfp",
+  nvfp4_pack_rg = "int64_t blocks, const uint8_t *q, uint8_t *qr",
   nvfp4_gen_routing = "uint64_t seed, int32_t T, int32_t E, int32_t K, int32_t skewed, int32_t *ids, float *tw",
 }
 
@@ -339,6 +340,36 @@ t.test("gen_cu_pack_puts_every_piece_where_the_layout_says", function()
   t.raises(function() gpu.pack(assert(gpu.weights(1, 1, 16, 64))) end, "(got 16 x 64)")
   t.raises(function() gpu.pack(tq, { q = into.q, sf = fake.buffer("u8", 7) }) end,
            "nvfp4_gpu.pack: 'into.sf' must be a u8 device buffer of " .. #sf .. " elements (got u8[7])")
+end)
+
+-- The rg layout of the register-A wgmma kernels (w4a16.cu, LW = 2): byte
+-- 16l + p of each row's 64-byte chunk is the linear byte 4p + l.
+t.test("gen_cu_pack_rg_puts_every_byte_where_the_layout_says", function()
+  local B, R, C = 2, 3, 384
+  local tq = assert(gpu.weights(19, B, R, C))
+  local qr = assert(gpu.pack_rg(tq))
+  local q, r = tq.q.h:raw(), qr.h:raw()
+  t.eq(#r, #q)
+  local bad, moved = 0, 0
+  for b = 0, #q // 64 - 1 do
+    for l = 0, 3 do
+      for p = 0, 15 do
+        local want = q:byte(64 * b + 4 * p + l + 1)
+        if r:byte(64 * b + 16 * l + p + 1) ~= want then bad = bad + 1 end
+        if 16 * l + p ~= 4 * p + l then moved = moved + 1 end
+      end
+    end
+  end
+  t.eq(bad, 0, "bytes out of place")
+  t.eq(moved, (#q // 64) * 60, "all but 4 bytes of a chunk move")
+  t.truthy(r ~= q)
+  local into = fake.buffer("u8", #q)
+  t.eq(assert(gpu.pack_rg(tq, into)), into)
+  t.eq(into.h:raw() == r, true, "packed into the given buffer")
+  t.raises(function() gpu.pack_rg(assert(gpu.weights(1, 1, 16, 64))) end,
+           "nvfp4_gpu.pack_rg: the rg layout needs cols % 128 == 0 (got 64)")
+  t.raises(function() gpu.pack_rg(tq, fake.buffer("u8", 7)) end,
+           "nvfp4_gpu.pack_rg: 'into' must be a u8 device buffer of " .. #q .. " elements (got u8[7])")
 end)
 
 -- The routing every timed run draws afresh, made by gen.cu's kernel (one

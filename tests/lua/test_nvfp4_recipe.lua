@@ -26,8 +26,9 @@ t.test("nvfp4_recipe_plans_name_only_known_arguments", function()
               SWITCH = 8 }
   local pw = setmetatable({ WL = 1 }, { __index = p })
   local pg = setmetatable({ LW = 1, WG_SWITCH = 16, L_WG = 1 }, { __index = p })
+  local pr = setmetatable({ LW = 2, WG_SWITCH = 16, RG_N = 32 }, { __index = p })
   for _, sh in ipairs(r.shapes) do
-    for _, plan in ipairs { r.launch(sh.shape, p), r.launch(sh.shape, pw), r.launch(sh.shape, pg),
+    for _, plan in ipairs { r.launch(sh.shape, p), r.launch(sh.shape, pw), r.launch(sh.shape, pg), r.launch(sh.shape, pr),
                             r.launch(sh.shape, { BASELINE = 1 }), moe.ref_launch(sh.shape) } do
       for _, st in ipairs(plan.steps) do
         for _, a in ipairs(st.args) do
@@ -94,6 +95,38 @@ t.test("nvfp4_recipe_lw_takes_the_wgmma_kernels_from_wg_switch_tokens_an_expert"
   t.eq(r.arch, "sm_90a")
 end)
 
+t.test("nvfp4_recipe_lw2_plan_takes_the_register_a_kernels_from_wg_switch", function()
+  local p = setmetatable({ LW = 2, WG_SWITCH = 16, RG_N = 32, RG_WG = 1, RG_S = 4, SWITCH = 4 }, { __index = p0 })
+  -- T = 1024 (32 an expert): tiles of RG_N tokens, the rg codes with the linear scales
+  local plan = r.launch(r.shapes[11].shape, p)
+  t.eq(plan.steps[1].args[4][2], 32)
+  t.eq(plan.steps[2][1] .. " " .. table.concat({ plan.steps[2].args[10], plan.steps[2].args[11], plan.steps[2].args[12] }, " "),
+       "w4_up_rg w13rq w13sf w13s2")
+  t.eq(plan.steps[3][1] .. " " .. table.concat({ plan.steps[3].args[10], plan.steps[3].args[11], plan.steps[3].args[12] }, " "),
+       "w4_down_rg w2rq w2sf w2s2")
+  t.eq(plan.steps[2].block, 128)
+  t.eq(plan.steps[2].smem, 4 * 256 * 32 + 4 * 32 + 1024, "RG_SMEM: four stages, the token table, alignment")
+  t.eq(plan.steps[2].grid, 132 * 3, "three blocks of 32-token tiles an SM")
+  t.eq(plan.scratch.tiles[2], 4 * (1024 * 8 // 32 + 256 + 1))
+  -- T = 4096, two warpgroups a block of 128-token tiles: one block an SM, 64 i (128 H rows) an item
+  p.RG_N, p.RG_WG, p.RG_S = 128, 2, 3
+  plan = r.launch(r.shapes[13].shape, p)
+  t.eq(plan.steps[1].args[4][2], 128)
+  t.eq(plan.steps[2].block, 256)
+  t.eq(plan.steps[2].smem, 3 * 256 * 128 + 4 * 128 + 1024)
+  t.eq(plan.steps[2].grid, 132)
+  t.eq(plan.steps[3].grid, 132)
+  -- one warpgroup of 128-token tiles in four stages: shared memory lets an SM hold one block
+  p.RG_WG, p.RG_S = 1, 4
+  t.eq(r.launch(r.shapes[13].shape, p).steps[2].grid, 132)
+  -- T = 256 (8 an expert) is below WG_SWITCH: the mma.sync large-batch kernels
+  t.eq(r.launch(r.shapes[9].shape, p).steps[2][1], "w4_up_l")
+  -- H or I not a multiple of 256 (whole pairs of chunks): mma.sync there
+  local odd = { T = 4096, H = 7168 - 128, I = 2048, E = 256, K = 8, skew = 0 }
+  t.eq(r.launch(odd, p).steps[2][1], "w4_up_l")
+  t.eq(r.launch(odd, p).steps[1].args[4][2], 8 * p0.L_NT)
+end)
+
 t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function()
   local st = r.space.start
   local function with(over) return setmetatable(over, { __index = st }) end
@@ -102,6 +135,11 @@ t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function(
   t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, L_WG = 1 }), true)
   t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 64, L_WG = 2 }), true)
   t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, SWITCH = 16 }), false, "wgmma from above SWITCH")
+  t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_N = 32, RG_WG = 2, RG_S = 3, RG_PF = 1 }), true)
+  t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, SWITCH = 16 }), false, "register-A wgmma from above SWITCH")
+  t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, L_WG = 1 }), false, "L_WG is the LW = 1 kernels'")
+  t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, RG_N = 128 }), false, "RG_N is the LW = 2 kernels'")
+  t.eq(r.space.restrict(with { LW = 0, RG_PF = 1 }), false)
 end)
 
 t.test("nvfp4_recipe_wl_picks_the_weight_layout_the_kernels_read", function()
@@ -126,6 +164,10 @@ t.test("nvfp4_problem_packed_weights_match_the_linear_ones_in_size", function()
     t.eq(b.dtype, "u8")
     t.eq(b.fixed, true, pair[2] .. " is made once per session")
     t.eq(b.size(s), a.size(s), pair[2] .. " has " .. pair[1] .. "'s bytes")
+  end
+  for _, pair in ipairs { { "w13q", "w13rq" }, { "w2q", "w2rq" } } do
+    t.eq(by[pair[2]].fixed, true)
+    t.eq(by[pair[2]].size(s), by[pair[1]].size(s), pair[2] .. " has " .. pair[1] .. "'s bytes")
   end
   t.eq(by.w13pq.size(s), 256 * 4096 * 7168 // 2)
   t.eq(by.w2psf.size(s), 256 * 7168 * 2048 // 16)
@@ -179,8 +221,8 @@ end)
 t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
-       "DN_KW=2 DN_RW=2 L2PF=128 LW=0 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 SWITCH=8 UP_KW=2 "
-       .. "UP_RW=2 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
+       "DN_KW=2 DN_RW=2 L2PF=128 LW=0 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 RG_N=64 "
+       .. "RG_PF=2 RG_S=4 RG_WG=1 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)
@@ -212,6 +254,13 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 1, WL = 1 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1, LW = 1, L_WG = 2 },
+                         -- the register-A wgmma kernels: every tile width, both block sizes, both prefetches
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 32, RG_WG = 1, RG_S = 4, RG_PF = 2 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 64, RG_WG = 2, RG_S = 3, RG_PF = 1 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 128, RG_WG = 1, RG_S = 3, RG_PF = 2 },
                          -- the diagnostic build of tests/gpu/nvfp4_stream.lua
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, NOMMA = 1 } } do
@@ -223,7 +272,9 @@ if cuda.nvrtc_version() then
       t.truthy(m.resources, "spec " .. i .. " compiles: " .. tostring(m.error) .. "\n" .. tostring(m.log))
       -- the wgmma kernels keep their 64 accumulators in registers (a spill would also serialise the MMAs)
       for k, res in pairs(m.resources or {}) do
-        if k:match("_wg$") then t.eq(res.spill_stores + res.stack, 0, "spec " .. i .. " " .. k .. " spills") end
+        if k:match("_wg$") or k:match("_rg$") then
+          t.eq(res.spill_stores + res.stack, 0, "spec " .. i .. " " .. k .. " spills")
+        end
       end
       -- ptxas keeps the MMAs asynchronous (it serialises them, and says so, where it cannot prove
       -- the accumulators untouched in flight, e.g. a wgmma under a branch it thinks divergent)
@@ -233,9 +284,11 @@ if cuda.nvrtc_version() then
       t.eq(hit and (tostring(hit.rule) .. " " .. tostring(hit.where)), nil, "spec " .. i .. " passes the PTX rules")
     end
     -- the wgmma kernels exist only for the arch-specific target
-    local m, msg = cuda.compile { source = src, name = "w4a16.cu", defines = { LW = 1 }, arch = "sm_90" }
-    t.eq(m, nil)
-    t.truthy(msg:find("LW = 1 (the wgmma kernels) needs arch sm_90a", 1, true), msg)
+    for _, lw in ipairs { 1, 2 } do
+      local m, msg = cuda.compile { source = src, name = "w4a16.cu", defines = { LW = lw }, arch = "sm_90" }
+      t.eq(m, nil)
+      t.truthy(msg:find("LW = 1 or 2 (the wgmma kernels) needs arch sm_90a", 1, true), msg)
+    end
   end)
 end
 

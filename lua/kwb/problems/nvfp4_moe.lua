@@ -13,8 +13,10 @@
 -- normal(0, 0.02) with rare outliers, generated on the GPU once per session
 -- (fixed inputs, shared by every shape); w13pq/w13psf and w2pq/w2psf hold the
 -- same codes and scales in the fragment-major layout (gen.cu's nvfp4_pack,
--- permuted within each slab of 16 rows), made once with them: a weight format
--- chosen at load time, as Marlin-style kernels do. Output bf16 [T, H]:
+-- permuted within each slab of 16 rows), and w13rq and w2rq the codes in the
+-- rg layout (gen.cu's nvfp4_pack_rg, bytes reordered within each row's 64-byte
+-- chunk), made once with them: weight formats chosen at load time, as
+-- Marlin-style kernels do. Output bf16 [T, H]:
 --   out[t] = sum_k tw[t,k] * W2[e] (bf16(silu(W1[e] x[t]) * (W3[e] x[t]))),  e = ids[t,k]
 -- Any token sorting a layer needs is inside it (timed); the router is not.
 --
@@ -61,6 +63,14 @@ end
 local function packed(prefix)
   return function(buf, _, s, bufs)
     assert(require("kwb.nvfp4_gpu").pack(tensor(bufs, prefix, s), { q = buf, sf = bufs[prefix .. "psf"] }))
+  end
+end
+
+-- The rg copy of a matrix set's codes (gen.cu's nvfp4_pack_rg), from the codes
+-- its own init filled before.
+local function packed_rg(prefix)
+  return function(buf, _, s, bufs)
+    assert(require("kwb.nvfp4_gpu").pack_rg(tensor(bufs, prefix, s), buf))
   end
 end
 
@@ -155,6 +165,9 @@ setmetatable(M, { __call = function(_, opts)
       { "w2pq", "u8", shape = "E*H*I//2", fixed = true,
         init = packed "w2" },
       { "w2psf", "u8", shape = "E*H*I//16", fixed = true, init = false },
+      -- the codes in the rg layout (gen.cu's nvfp4_pack_rg), for the register-A wgmma kernels
+      { "w13rq", "u8", shape = "E*2*I*H//2", fixed = true, init = packed_rg "w13" },
+      { "w2rq", "u8", shape = "E*H*I//2", fixed = true, init = packed_rg "w2" },
       { "out", "bf16", shape = "T*H", role = "out" },
     },
     reference = { cuda = { source = ref_source, fn = "nvfp4_moe_ref_up", launch = M.ref_launch } },

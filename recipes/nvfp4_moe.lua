@@ -55,6 +55,7 @@ local function w4a16(s, p)
   local rg = wg and lw == 2 and s.H % 256 == 0 and s.I % 256 == 0
   if lw == 2 and not rg then wg = false end
   local rg_n, rg_wg, rg_s = p.RG_N or 64, p.RG_WG or 1, p.RG_S or 4
+  local rg_occ = p.RG_OCC or (rg_wg == 2 and 1 or rg_n == 32 and 3 or 2)
   local nt = large and p.L_NT or p.NT
   local tt = rg and rg_n or wg and 64 * l_wg or 8 * nt
   local up_rw, dn_rw = large and p.L_UP_RW or p.UP_RW, large and p.L_DN_RW or p.DN_RW
@@ -68,13 +69,14 @@ local function w4a16(s, p)
   local up_rows, dn_rows = 16 * up_rw, 16 * dn_rw
   local up, down, pk = "w4_up", "w4_down", (p.WL or 0) == 1 and "p" or ""
   if rg then
-    -- w4a16.cu's RG_SMEM (RG_S stages of RG_N tokens x 256 bytes, the token table, 1 KB to
-    -- align) and RG_MINB (registers: 3 blocks of one warpgroup at 32 tokens, else 2; 1 of two)
+    -- w4a16.cu's RG_SMEM (RG_S stages of RG_N tokens x 256 bytes, 1 KB to align) and RG_OCC
+    -- (the blocks an SM is to hold, by launch bounds: default 3 of one warpgroup at 32 tokens,
+    -- else 2; 1 of two), as shared memory allows
     up_threads = 128 * rg_wg
     dn_threads = up_threads
-    up_smem = rg_s * 256 * rg_n + 4 * rg_n + 1024
+    up_smem = rg_s * 256 * rg_n + 1024
     dn_smem = up_smem
-    up_blocks = math.min(rg_wg == 2 and 1 or rg_n == 32 and 3 or 2, 233472 // (up_smem + 1024))
+    up_blocks = math.min(rg_occ, 233472 // (up_smem + 1024))
     dn_blocks = up_blocks
     up_rows, dn_rows = 32 * rg_wg, 64 * rg_wg
     up, down, pk = "w4_up_rg", "w4_down_rg", "r"   -- the codes in the rg layout, the linear scales
@@ -125,7 +127,7 @@ return kwb.recipe {
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
     SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, L_MINB = { 1, 2, 4, 8 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
     WL = { 0, 1 }, LW = { 0, 1, 2 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 },
-    RG_N = { 32, 64, 128 }, RG_WG = { 1, 2 }, RG_S = { 3, 4 }, RG_PF = { 1, 2 },
+    RG_N = { 32, 64, 128 }, RG_WG = { 1, 2 }, RG_S = { 3, 4 }, RG_PF = { 1, 2 }, RG_ORD = { 0, 1 }, RG_OCC = { 1, 2, 3 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
@@ -136,9 +138,13 @@ return kwb.recipe {
         if (p.WG_SWITCH or 32) <= p.SWITCH then return false end
       elseif (p.WG_SWITCH or 32) ~= 32 then return false end
       if lw ~= 1 and (p.L_WG or 2) ~= 2 then return false end
-      if lw ~= 2 and ((p.RG_N or 64) ~= 64 or (p.RG_WG or 1) ~= 1 or (p.RG_S or 4) ~= 4 or (p.RG_PF or 2) ~= 2) then
+      if lw ~= 2 and ((p.RG_N or 64) ~= 64 or (p.RG_WG or 1) ~= 1 or (p.RG_S or 4) ~= 4 or (p.RG_PF or 2) ~= 2
+                      or (p.RG_ORD or 1) ~= 1 or (p.RG_OCC or 2) ~= 2) then
         return false
       end
+      -- blocks an SM of the register-A kernels: two or three of one warpgroup (at most 168
+      -- registers a thread at three), one of two (more spill)
+      if lw == 2 and (p.RG_WG or 1) * (p.RG_OCC or 2) > 3 then return false end
       if p.WS == 0 then
         -- the stage settings are unused without WS: one value; MINB (L_MINB) blocks may not
         -- squeeze a thread below 64 registers (the kernels spill there)
@@ -159,7 +165,7 @@ return kwb.recipe {
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
               SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2,
-              RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2 },
+              RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2, RG_ORD = 1, RG_OCC = 2 },
   },
   arch     = "sm_90a",   -- wgmma (LW = 1, 2) exists only on the arch-specific target
   launch   = function(s, p)

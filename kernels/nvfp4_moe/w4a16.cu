@@ -970,7 +970,7 @@ w4_down_wg(DN_ARGS) {
 //   - The activations go by cp.async into RG_S stages of 128 elements (two
 //     64-element k-blocks of RG_N rows in the 128-byte swizzled K-major layout
 //     of the LW = 1 kernels), RG_S - 2 chunks ahead; every thread of the block
-//     copies, the token rows from a table in shared memory.
+//     copies, RG_TPR threads a token row, each the same row at every chunk.
 //   - A chunk: dequantise the raw codes of chunk c (loaded RG_PF chunks ahead)
 //     into one of two A register sets, wait for this thread's copies of c,
 //     proxy fence, one __syncthreads, 8 x m64nNk16, commit, wait for chunk
@@ -995,20 +995,31 @@ w4_down_wg(DN_ARGS) {
 #ifndef RG_PF
 #define RG_PF 2
 #endif
+// the order of the work items (tile, row block): 0 tile after tile for one row
+// block, then the next row block (blocks at work at once read different
+// tiles); 1 row block after row block of one tile (blocks at work at once
+// share a tile, so its activations stay in L2 while the weights stream by)
+#ifndef RG_ORD
+#define RG_ORD 1
+#endif
 #define RG_THREADS (128 * RG_WG)
-// blocks an SM holds (launch bounds; recipes/nvfp4_moe.lua sizes the grid by
-// the same rule): 3 of 32-token tiles (at most 168 registers a thread), else
-// 2 of one warpgroup, 1 of two
-#define RG_MINB (RG_WG == 2 ? 1 : RG_N == 32 ? 3 : 2)
+// RG_OCC: blocks an SM is to hold (launch bounds: at most 65536 / (128 *
+// RG_WG * RG_OCC) registers a thread; recipes/nvfp4_moe.lua sizes the grid by
+// it and by shared memory). Default: 3 of 32-token tiles, else 2 of one
+// warpgroup, 1 of two.
+#ifndef RG_OCC
+#define RG_OCC (RG_WG == 2 ? 1 : RG_N == 32 ? 3 : 2)
+#endif
 #define RG_STAGE (256 * RG_N)                        // a stage: RG_N tokens x 128 elements of bf16
-#define RG_SMEM (RG_S * RG_STAGE + 4 * RG_N + 1024)  // + the token rows' table, + room to align to 1024
+#define RG_SMEM (RG_S * RG_STAGE + 1024)             // + room to align to 1024
+#define RG_TPR (RG_THREADS / RG_N)                   // threads copying one token row
 
 #if LW == 2
 #if RG_N != 32 && RG_N != 64 && RG_N != 128
 #error "RG_N must be 32, 64 or 128"
 #endif
-#if RG_S < 3 || RG_PF < 1 || RG_PF > 2
-#error "RG_S must be at least 3 and RG_PF 1 or 2"
+#if RG_S < 3 || RG_PF < 1 || RG_PF > 2 || RG_TPR < 1 || RG_TPR > 16
+#error "RG_S must be at least 3, RG_PF 1 or 2, and RG_N between 128 * RG_WG / 16 and 128 * RG_WG"
 #endif
 
 __device__ __forceinline__ void rg_mma(float (&d)[16], const u32 (&a)[4], unsigned long long db) {
@@ -1087,13 +1098,14 @@ __device__ __forceinline__ void rg_dequant(const RgRaw (&r)[2], u32 (&a)[8][4]) 
 
 // The K loop of one work item: acc = this warpgroup's 64 weight rows x the
 // tile's RG_N tokens over nch chunks of 128. wq[row], ws[row]: the lane's
-// codes and scales of rows g and g + 8 at chunk 0; rows: the token table
-// (element offsets of the activation rows in act).
+// codes and scales of rows g and g + 8 at chunk 0; arow: the activation row
+// this thread copies (token tid / RG_TPR of the tile), its pieces
+// (tid % RG_TPR) * CP .. + CP - 1 of each chunk.
 __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch, const unsigned char *const *wq,
-                                         const unsigned char *const *ws, const u16 *act, const int *rows,
-                                         int tid) {
+                                         const unsigned char *const *ws, const u16 *arow, int tid) {
     constexpr int D = RG_S - 2;                       // chunks of activations copied ahead
-    constexpr int CP = RG_N * 16 / RG_THREADS;        // 16-byte copies a thread a chunk
+    constexpr int CP = 16 / RG_TPR;                   // 16-byte copies a thread a chunk
+    const int r = tid / RG_TPR, p0 = (tid % RG_TPR) * CP;
     RgRaw raw[RG_PF][2];
     u32 a[2][8][4];
     auto load_raw = [&](RgRaw (&r)[2], int c) {
@@ -1108,8 +1120,8 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
             const u32 st = sm + (c % RG_S) * RG_STAGE;
 #pragma unroll
             for (int i = 0; i < CP; i++) {
-                const int u = tid + RG_THREADS * i, r = u >> 4, kb = (u >> 3) & 1, pc = u & 7;
-                cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), act + rows[r] + 128 * c + 64 * kb + 8 * pc);
+                const int p = p0 + i, kb = p >> 3, pc = p & 7;
+                cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), arow + 128 * c + 8 * p);
             }
         }
         cp_commit();   // an empty group past the end keeps the count of groups uniform
@@ -1149,38 +1161,29 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
     wg_wait<0>();
     wg_hold(acc);
     cp_wait<0>();
-    __syncthreads();                  // every warpgroup is done with every stage and the table
+    __syncthreads();                  // every warpgroup is done with every stage
 }
 
-// The work items' common start: the token table of tile tl (count tokens from
-// first; the missing ones point at the last real row, their columns never stored).
-__device__ __forceinline__ void rg_rows(int *rows, const int *pairs, int first, int count, int div, int stride,
-                                        int tid) {
-    for (int r = tid; r < RG_N; r += RG_THREADS) {
-        const int t = first + min(r, count - 1);
-        rows[r] = (div ? pairs[t] / div : t) * stride;
-    }
-    __syncthreads();
-}
-
-extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_MINB)
+extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC)
 w4_up_rg(UP_ARGS) {
     extern __shared__ __align__(1024) unsigned char rsm[];
     const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
-    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + RG_S * RG_STAGE);
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const int ntiles = meta[0], rblocks = I / (32 * RG_WG);
     const long long rowb = H / 2, sfb = H / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
-        const int tile = (int)(wi % ntiles), i = (int)(wi / ntiles) * 32 * RG_WG + 32 * wg + 8 * warp + g;
+        const int tile = (int)(RG_ORD ? wi / rblocks : wi % ntiles), rb = (int)(RG_ORD ? wi % rblocks : wi / ntiles);
+        const int i = rb * 32 * RG_WG + 32 * wg + 8 * warp + g;
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
         const long long gate = (long long)e * 2 * I + i, up = gate + I;
         const unsigned char *wq[2] = {w13q + gate * rowb + 16 * q, w13q + up * rowb + 16 * q};
         const unsigned char *ws[2] = {w13sf + gate * sfb, w13sf + up * sfb};
-        rg_rows(rows, pairs, first, count, K, H, tid);
+        // the activation row this thread copies (a tile's missing tokens take its last real
+        // row; their columns are never stored)
+        const u16 *arow = x + (long long)(pairs[first + min(tid / RG_TPR, count - 1)] / K) * H;
         float acc[RG_N / 2];
-        rg_kloop(acc, sm, H / 128, wq, ws, x, rows, tid);
+        rg_kloop(acc, sm, H / 128, wq, ws, arow, tid);
         const float s2 = w13s2[e] * 256.0f;
 #pragma unroll
         for (int j = 0; j < RG_N / 8; j++)
@@ -1195,24 +1198,24 @@ w4_up_rg(UP_ARGS) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_MINB)
+extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC)
 w4_down_rg(DN_ARGS) {
     extern __shared__ __align__(1024) unsigned char rsm[];
     const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
-    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + RG_S * RG_STAGE);
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const int ntiles = meta[0], rblocks = H / (64 * RG_WG);
     const long long rowb = I / 2, sfb = I / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
-        const int tile = (int)(wi % ntiles), n = (int)(wi / ntiles) * 64 * RG_WG + 64 * wg + 16 * warp + g;
+        const int tile = (int)(RG_ORD ? wi / rblocks : wi % ntiles), rb = (int)(RG_ORD ? wi % rblocks : wi / ntiles);
+        const int n = rb * 64 * RG_WG + 64 * wg + 16 * warp + g;
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
         const long long r0 = (long long)e * H + n, r1 = r0 + 8;
         const unsigned char *wq[2] = {w2q + r0 * rowb + 16 * q, w2q + r1 * rowb + 16 * q};
         const unsigned char *ws[2] = {w2sf + r0 * sfb, w2sf + r1 * sfb};
-        rg_rows(rows, pairs, first, count, 0, I, tid);
+        const u16 *arow = h + (long long)(first + min(tid / RG_TPR, count - 1)) * I;
         float acc[RG_N / 2];
-        rg_kloop(acc, sm, I / 128, wq, ws, h, rows, tid);
+        rg_kloop(acc, sm, I / 128, wq, ws, arow, tid);
         const float s2 = w2s2[e] * 256.0f;
 #pragma unroll
         for (int j = 0; j < RG_N / 8; j++)

@@ -40,7 +40,7 @@ end
 -- (w4_up_wg, w4_down_wg: tiles of 64 * L_WG tokens, 128 weight rows, three
 -- stages of shared memory); with LW = 2, from WG_SWITCH tokens per expert,
 -- the register-A wgmma kernels (w4_up_rg, w4_down_rg: tiles of RG_N tokens,
--- 64 weight rows a warpgroup, RG_WG warpgroups a block, RG_S stages of
+-- 64 * RG_M weight rows a warpgroup, RG_WG warpgroups a block, RG_S stages of
 -- activations), where H and I are multiples of 256. So one candidate picks
 -- its kernels by shape.
 -- The persistent kernels get as many blocks as the GPU holds at once (with
@@ -51,10 +51,12 @@ local function w4a16(s, p)
   -- (settings a table leaves out: the template's defaults, and WG_SWITCH 32)
   local l_wg, lw = p.L_WG or 2, p.LW or 0
   local wg = lw >= 1 and s.T * s.K >= (p.WG_SWITCH or 32) * s.E
-  -- the register-A kernels take whole pairs of 128-element chunks: elsewhere mma.sync
-  local rg = wg and lw == 2 and s.H % 256 == 0 and s.I % 256 == 0
+  -- the register-A kernels take whole pairs of 128-element chunks and whole blocks of
+  -- 64 * RG_WG * RG_M rows: elsewhere mma.sync
+  local rg_n, rg_wg, rg_s, rg_m = p.RG_N or 64, p.RG_WG or 1, p.RG_S or 4, p.RG_M or 1
+  local rg = wg and lw == 2 and s.H % 256 == 0 and s.I % 256 == 0 and s.I % (32 * rg_wg * rg_m) == 0
+             and s.H % (64 * rg_wg * rg_m) == 0
   if lw == 2 and not rg then wg = false end
-  local rg_n, rg_wg, rg_s = p.RG_N or 64, p.RG_WG or 1, p.RG_S or 4
   local rg_occ = p.RG_OCC or (rg_wg == 2 and 1 or rg_n == 32 and 3 or 2)
   local nt = large and p.L_NT or p.NT
   local tt = rg and rg_n or wg and 64 * l_wg or 8 * nt
@@ -78,7 +80,7 @@ local function w4a16(s, p)
     dn_smem = up_smem
     up_blocks = math.min(rg_occ, 233472 // (up_smem + 1024))
     dn_blocks = up_blocks
-    up_rows, dn_rows = 32 * rg_wg, 64 * rg_wg
+    up_rows, dn_rows = 32 * rg_wg * rg_m, 64 * rg_wg * rg_m
     up, down, pk = "w4_up_rg", "w4_down_rg", "r"   -- the codes in the rg layout, the linear scales
   elseif wg then
     -- w4a16.cu's WG_SMEM: three stages of activations (128 bytes a token) and dequantised
@@ -128,6 +130,7 @@ return kwb.recipe {
     SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, L_MINB = { 1, 2, 4, 8 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
     WL = { 0, 1 }, LW = { 0, 1, 2 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 },
     RG_N = { 32, 64, 128 }, RG_WG = { 1, 2 }, RG_S = { 3, 4 }, RG_PF = { 1, 2 }, RG_ORD = { 0, 1 }, RG_OCC = { 1, 2, 3 },
+    RG_M = { 1, 2 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
@@ -139,12 +142,17 @@ return kwb.recipe {
       elseif (p.WG_SWITCH or 32) ~= 32 then return false end
       if lw ~= 1 and (p.L_WG or 2) ~= 2 then return false end
       if lw ~= 2 and ((p.RG_N or 64) ~= 64 or (p.RG_WG or 1) ~= 1 or (p.RG_S or 4) ~= 4 or (p.RG_PF or 2) ~= 2
-                      or (p.RG_ORD or 1) ~= 1 or (p.RG_OCC or 2) ~= 2) then
+                      or (p.RG_ORD or 1) ~= 1 or (p.RG_OCC or 2) ~= 2 or (p.RG_M or 1) ~= 1) then
         return false
       end
       -- blocks an SM of the register-A kernels: two or three of one warpgroup (at most 168
       -- registers a thread at three), one of two (more spill)
       if lw == 2 and (p.RG_WG or 1) * (p.RG_OCC or 2) > 3 then return false end
+      -- two row groups a warpgroup: codes one chunk ahead, and two warpgroups an SM (about 230
+      -- registers a thread)
+      if lw == 2 and (p.RG_M or 1) == 2 and ((p.RG_PF or 2) ~= 1 or (p.RG_WG or 1) * (p.RG_OCC or 2) > 2) then
+        return false
+      end
       if p.WS == 0 then
         -- the stage settings are unused without WS: one value; MINB (L_MINB) blocks may not
         -- squeeze a thread below 64 registers (the kernels spill there)
@@ -165,7 +173,7 @@ return kwb.recipe {
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
               SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2,
-              RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2, RG_ORD = 1, RG_OCC = 2 },
+              RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2, RG_ORD = 1, RG_OCC = 2, RG_M = 1 },
   },
   arch     = "sm_90a",   -- wgmma (LW = 1, 2) exists only on the arch-specific target
   launch   = function(s, p)

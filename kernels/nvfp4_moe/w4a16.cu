@@ -1007,6 +1007,14 @@ w4_down_wg(DN_ARGS) {
 // RG_WG * RG_OCC) registers a thread; recipes/nvfp4_moe.lua sizes the grid by
 // it and by shared memory). Default: 3 of 32-token tiles, else 2 of one
 // warpgroup, 1 of two.
+// RG_M: 64-row groups a warpgroup (1 or 2). With 2, the two groups take turns:
+// group 0's A registers are refilled while group 1's MMAs run and the other
+// way round, one A set each (the same registers as two sets of one group), so
+// a block covers 128 * RG_WG rows and each activation byte from L2 feeds
+// twice the MMAs.
+#ifndef RG_M
+#define RG_M 1
+#endif
 #ifndef RG_OCC
 #define RG_OCC (RG_WG == 2 ? 1 : RG_N == 32 ? 3 : 2)
 #endif
@@ -1018,7 +1026,7 @@ w4_down_wg(DN_ARGS) {
 #if RG_N != 32 && RG_N != 64 && RG_N != 128
 #error "RG_N must be 32, 64 or 128"
 #endif
-#if RG_S < 3 || RG_PF < 1 || RG_PF > 2 || RG_TPR < 1 || RG_TPR > 16
+#if RG_S < 3 || RG_PF < 1 || RG_PF > 2 || RG_TPR < 1 || RG_TPR > 16 || RG_M < 1 || RG_M > 2
 #error "RG_S must be at least 3, RG_PF 1 or 2, and RG_N between 128 * RG_WG / 16 and 128 * RG_WG"
 #endif
 
@@ -1164,37 +1172,123 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
     __syncthreads();                  // every warpgroup is done with every stage
 }
 
+// The K loop with two row groups a warpgroup (RG_M = 2): acc[m] = group m's 64
+// weight rows x the tile's tokens; wq[m][row], ws[m][row] as rg_kloop's. A
+// chunk: for each group, wait until its MMAs of the chunk before are done
+// (wait_group 1: all but the other group's newest), dequantise into its A set,
+// then (group 0) wait for the chunk's activations and the barrier, and issue
+// its 8 MMAs as one group. The stage of chunk c - 2 is refilled after the
+// barrier of c, when every warpgroup has retired both groups of c - 2. Codes
+// one chunk ahead (RG_PF is 1 here).
+__device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int nch,
+                                          const unsigned char *const (*wq)[2], const unsigned char *const (*ws)[2],
+                                          const u16 *arow, int tid) {
+    constexpr int D = RG_S - 2;
+    constexpr int CP = 16 / RG_TPR;
+    const int r = tid / RG_TPR, p0 = (tid % RG_TPR) * CP;
+    RgRaw raw[2][2];
+    u32 a[2][8][4];
+    auto load_raw = [&](int m, int c) {
+#pragma unroll
+        for (int row = 0; row < 2; row++) {
+            raw[m][row].q = ld_stream(wq[m][row] + 64 * c);
+            raw[m][row].s = ld_stream8(ws[m][row] + 8 * c);
+        }
+    };
+    auto copy_act = [&](int c) {
+        if (c < nch) {
+            const u32 st = sm + (c % RG_S) * RG_STAGE;
+#pragma unroll
+            for (int i = 0; i < CP; i++) {
+                const int p = p0 + i, kb = p >> 3, pc = p & 7;
+                cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), arow + 128 * c + 8 * p);
+            }
+        }
+        cp_commit();
+    };
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+#pragma unroll
+        for (int i = 0; i < RG_N / 2; i++) acc[m][i] = 0.0f;
+        load_raw(m, 0);
+    }
+#pragma unroll
+    for (int d = 0; d < D; d++) copy_act(d);
+    for (int c = 0; c < nch; c++) {
+        const u32 st = sm + (c % RG_S) * RG_STAGE;
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            wg_wait<1>();             // this group's MMAs of chunk c - 1 are done with its A set
+            rg_dequant(raw[m], a[m]);
+            load_raw(m, min(c + 1, nch - 1));   // (the last chunk again at the end: no branch here)
+            if (m == 0) {
+                cp_wait<D - 1>();     // this thread's copies of chunk c are in
+                fence_async_smem();
+                __syncthreads();
+            }
+            unsigned long long db[8];
+#pragma unroll
+            for (int s = 0; s < 8; s++) db[s] = wg_desc(st + (s >> 2) * (RG_N * 128) + 32 * (s & 3));
+            wg_hold(acc[m]);
+            wg_fence();
+#pragma unroll
+            for (int s = 0; s < 8; s++) rg_mma(acc[m], a[m][s], db[s]);
+            wg_commit();
+            wg_hold(acc[m]);
+        }
+        copy_act(c + D);
+    }
+    wg_wait<0>();
+    wg_hold(acc[0]);
+    wg_hold(acc[1]);
+    cp_wait<0>();
+    __syncthreads();
+}
+
 extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC)
 w4_up_rg(UP_ARGS) {
     extern __shared__ __align__(1024) unsigned char rsm[];
     const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
-    const int ntiles = meta[0], rblocks = I / (32 * RG_WG);
+    const int ntiles = meta[0], rblocks = I / (32 * RG_WG * RG_M);
     const long long rowb = H / 2, sfb = H / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
         const int tile = (int)(RG_ORD ? wi / rblocks : wi % ntiles), rb = (int)(RG_ORD ? wi % rblocks : wi / ntiles);
-        const int i = rb * 32 * RG_WG + 32 * wg + 8 * warp + g;
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
-        const long long gate = (long long)e * 2 * I + i, up = gate + I;
-        const unsigned char *wq[2] = {w13q + gate * rowb + 16 * q, w13q + up * rowb + 16 * q};
-        const unsigned char *ws[2] = {w13sf + gate * sfb, w13sf + up * sfb};
+        int i[RG_M];                  // the h column of row group m (its gate row, and its up row I later)
+        const unsigned char *wq[RG_M][2], *ws[RG_M][2];
+#pragma unroll
+        for (int m = 0; m < RG_M; m++) {
+            i[m] = rb * 32 * RG_WG * RG_M + 32 * (RG_M * wg + m) + 8 * warp + g;
+            const long long gate = (long long)e * 2 * I + i[m], up = gate + I;
+            wq[m][0] = w13q + gate * rowb + 16 * q;
+            wq[m][1] = w13q + up * rowb + 16 * q;
+            ws[m][0] = w13sf + gate * sfb;
+            ws[m][1] = w13sf + up * sfb;
+        }
         // the activation row this thread copies (a tile's missing tokens take its last real
         // row; their columns are never stored)
         const u16 *arow = x + (long long)(pairs[first + min(tid / RG_TPR, count - 1)] / K) * H;
-        float acc[RG_N / 2];
-        rg_kloop(acc, sm, H / 128, wq, ws, arow, tid);
+        float acc[RG_M][RG_N / 2];
+#if RG_M == 2
+        rg_kloop2(acc, sm, H / 128, wq, ws, arow, tid);
+#else
+        rg_kloop(acc[0], sm, H / 128, wq[0], ws[0], arow, tid);
+#endif
         const float s2 = w13s2[e] * 256.0f;
 #pragma unroll
-        for (int j = 0; j < RG_N / 8; j++)
+        for (int m = 0; m < RG_M; m++)
 #pragma unroll
-            for (int b = 0; b < 2; b++) {
-                const int tok = 8 * j + 2 * q + b;
-                if (tok < count) {
-                    const float gv = acc[4 * j + b] * s2, uv = acc[4 * j + 2 + b] * s2;
-                    h[(long long)(first + tok) * I + i] = f32_to_bf16(__fdividef(gv, 1.0f + __expf(-gv)) * uv);
+            for (int j = 0; j < RG_N / 8; j++)
+#pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const int tok = 8 * j + 2 * q + b;
+                    if (tok < count) {
+                        const float gv = acc[m][4 * j + b] * s2, uv = acc[m][4 * j + 2 + b] * s2;
+                        h[(long long)(first + tok) * I + i[m]] = f32_to_bf16(__fdividef(gv, 1.0f + __expf(-gv)) * uv);
+                    }
                 }
-            }
     }
 }
 
@@ -1203,31 +1297,44 @@ w4_down_rg(DN_ARGS) {
     extern __shared__ __align__(1024) unsigned char rsm[];
     const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
-    const int ntiles = meta[0], rblocks = H / (64 * RG_WG);
+    const int ntiles = meta[0], rblocks = H / (64 * RG_WG * RG_M);
     const long long rowb = I / 2, sfb = I / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
         const int tile = (int)(RG_ORD ? wi / rblocks : wi % ntiles), rb = (int)(RG_ORD ? wi % rblocks : wi / ntiles);
-        const int n = rb * 64 * RG_WG + 64 * wg + 16 * warp + g;
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
-        const long long r0 = (long long)e * H + n, r1 = r0 + 8;
-        const unsigned char *wq[2] = {w2q + r0 * rowb + 16 * q, w2q + r1 * rowb + 16 * q};
-        const unsigned char *ws[2] = {w2sf + r0 * sfb, w2sf + r1 * sfb};
+        int n[RG_M];                  // the output column of row group m's row g (and n + 8)
+        const unsigned char *wq[RG_M][2], *ws[RG_M][2];
+#pragma unroll
+        for (int m = 0; m < RG_M; m++) {
+            n[m] = rb * 64 * RG_WG * RG_M + 64 * (RG_M * wg + m) + 16 * warp + g;
+            const long long r0 = (long long)e * H + n[m], r1 = r0 + 8;
+            wq[m][0] = w2q + r0 * rowb + 16 * q;
+            wq[m][1] = w2q + r1 * rowb + 16 * q;
+            ws[m][0] = w2sf + r0 * sfb;
+            ws[m][1] = w2sf + r1 * sfb;
+        }
         const u16 *arow = h + (long long)(first + min(tid / RG_TPR, count - 1)) * I;
-        float acc[RG_N / 2];
-        rg_kloop(acc, sm, I / 128, wq, ws, arow, tid);
+        float acc[RG_M][RG_N / 2];
+#if RG_M == 2
+        rg_kloop2(acc, sm, I / 128, wq, ws, arow, tid);
+#else
+        rg_kloop(acc[0], sm, I / 128, wq[0], ws[0], arow, tid);
+#endif
         const float s2 = w2s2[e] * 256.0f;
 #pragma unroll
-        for (int j = 0; j < RG_N / 8; j++)
+        for (int m = 0; m < RG_M; m++)
 #pragma unroll
-            for (int b = 0; b < 2; b++) {
-                const int tok = 8 * j + 2 * q + b;
-                if (tok < count) {
-                    float *yp = y + (long long)pairs[first + tok] * H + n;
-                    yp[0] = acc[4 * j + b] * s2;
-                    yp[8] = acc[4 * j + 2 + b] * s2;
+            for (int j = 0; j < RG_N / 8; j++)
+#pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const int tok = 8 * j + 2 * q + b;
+                    if (tok < count) {
+                        float *yp = y + (long long)pairs[first + tok] * H + n[m];
+                        yp[0] = acc[m][4 * j + b] * s2;
+                        yp[8] = acc[m][4 * j + 2 + b] * s2;
+                    }
                 }
-            }
     }
 }
 #endif   // LW == 2

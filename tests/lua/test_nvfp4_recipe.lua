@@ -122,6 +122,14 @@ t.test("nvfp4_recipe_lw2_plan_takes_the_register_a_kernels_from_wg_switch", func
   -- RG_OCC: three blocks of 64-token tiles an SM, as launch bounds ask
   p.RG_N, p.RG_OCC = 64, 3
   t.eq(r.launch(r.shapes[13].shape, p).steps[2].grid, 132 * 3)
+  -- RG_M = 2: 128 rows a warpgroup, 256 a block of two: 64 i (up) and 256 H rows (down) an item
+  p.RG_WG, p.RG_OCC, p.RG_M, p.RG_PF = 2, 1, 2, 1
+  plan = r.launch(r.shapes[13].shape, p)
+  t.eq(plan.steps[2].grid, 132)
+  t.eq(plan.steps[2].block, 256)
+  local tiles = 4096 * 8 // 64 + 256 + 1
+  t.eq(plan.steps[2].grid, math.min(132, tiles * (2048 // 128)))
+  t.eq(plan.scratch.tiles[2], 4 * tiles)
   -- T = 256 (8 an expert) is below WG_SWITCH: the mma.sync large-batch kernels
   t.eq(r.launch(r.shapes[9].shape, p).steps[2][1], "w4_up_l")
   -- H or I not a multiple of 256 (whole pairs of chunks): mma.sync there
@@ -145,6 +153,10 @@ t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function(
   t.eq(r.space.restrict(with { LW = 0, RG_PF = 1 }), false)
   t.eq(r.space.restrict(with { LW = 0, RG_ORD = 0 }), false)
   t.eq(r.space.restrict(with { LW = 0, RG_OCC = 3 }), false)
+  t.eq(r.space.restrict(with { LW = 0, RG_M = 2 }), false)
+  t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_M = 2, RG_PF = 1, RG_WG = 2, RG_OCC = 1 }), true)
+  t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_M = 2, RG_PF = 2 }), false, "two row groups load one chunk ahead")
+  t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_M = 2, RG_PF = 1, RG_OCC = 3 }), false)
   t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_OCC = 3 }), true)
   t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_OCC = 2, RG_WG = 2 }), false, "two blocks of two warpgroups spill")
   t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_ORD = 0 }), true)
@@ -229,8 +241,8 @@ end)
 t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
-       "DN_KW=2 DN_RW=2 L2PF=128 LW=0 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 RG_N=64 "
-       .. "RG_OCC=2 RG_ORD=1 RG_PF=2 RG_S=4 RG_WG=1 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
+       "DN_KW=2 DN_RW=2 L2PF=128 LW=0 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 RG_M=1 "
+       .. "RG_N=64 RG_OCC=2 RG_ORD=1 RG_PF=2 RG_S=4 RG_WG=1 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)
@@ -271,6 +283,11 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 128, RG_WG = 1, RG_S = 3, RG_PF = 2 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 64, RG_WG = 1, RG_OCC = 3, RG_PF = 1 },
+                         -- two row groups a warpgroup
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 64, RG_WG = 2, RG_OCC = 1, RG_PF = 1, RG_M = 2 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 32, RG_WG = 1, RG_OCC = 2, RG_PF = 1, RG_M = 2 },
                          -- the diagnostic build of tests/gpu/nvfp4_stream.lua
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, NOMMA = 1 } } do

@@ -1104,16 +1104,31 @@ __device__ __forceinline__ void rg_dequant(const RgRaw (&r)[2], u32 (&a)[8][4]) 
     }
 }
 
+// This thread's cp.async copies of chunk c's activations into its stage
+// (token tid / RG_TPR of the tile, from arow; its pieces (tid % RG_TPR) * CP
+// .. + CP - 1), then a commit: an empty group past the end keeps the count of
+// groups uniform.
+__device__ __forceinline__ void rg_copy_act(u32 sm, int c, int nch, const u16 *arow, int tid) {
+    constexpr int CP = 16 / RG_TPR;                   // 16-byte copies a thread a chunk
+    const int r = tid / RG_TPR, p0 = (tid % RG_TPR) * CP;
+    if (c < nch) {
+        const u32 st = sm + (c % RG_S) * RG_STAGE;
+#pragma unroll
+        for (int i = 0; i < CP; i++) {
+            const int p = p0 + i, kb = p >> 3, pc = p & 7;
+            cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), arow + 128 * c + 8 * p);
+        }
+    }
+    cp_commit();
+}
+
 // The K loop of one work item: acc = this warpgroup's 64 weight rows x the
 // tile's RG_N tokens over nch chunks of 128. wq[row], ws[row]: the lane's
 // codes and scales of rows g and g + 8 at chunk 0; arow: the activation row
-// this thread copies (token tid / RG_TPR of the tile), its pieces
-// (tid % RG_TPR) * CP .. + CP - 1 of each chunk.
+// this thread copies (rg_copy_act).
 __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch, const unsigned char *const *wq,
                                          const unsigned char *const *ws, const u16 *arow, int tid) {
     constexpr int D = RG_S - 2;                       // chunks of activations copied ahead
-    constexpr int CP = 16 / RG_TPR;                   // 16-byte copies a thread a chunk
-    const int r = tid / RG_TPR, p0 = (tid % RG_TPR) * CP;
     RgRaw raw[RG_PF][2];
     u32 a[2][8][4];
     auto load_raw = [&](RgRaw (&r)[2], int c) {
@@ -1123,17 +1138,7 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
             r[row].s = ld_stream8(ws[row] + 8 * c);
         }
     };
-    auto copy_act = [&](int c) {
-        if (c < nch) {
-            const u32 st = sm + (c % RG_S) * RG_STAGE;
-#pragma unroll
-            for (int i = 0; i < CP; i++) {
-                const int p = p0 + i, kb = p >> 3, pc = p & 7;
-                cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), arow + 128 * c + 8 * p);
-            }
-        }
-        cp_commit();   // an empty group past the end keeps the count of groups uniform
-    };
+    auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, arow, tid); };
     auto step = [&](int c, u32 (&ac)[8][4], RgRaw (&rc)[2]) {
         rg_dequant(rc, ac);
         if (c + RG_PF < nch) load_raw(rc, c + RG_PF);
@@ -1184,8 +1189,6 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
                                           const unsigned char *const (*wq)[2], const unsigned char *const (*ws)[2],
                                           const u16 *arow, int tid) {
     constexpr int D = RG_S - 2;
-    constexpr int CP = 16 / RG_TPR;
-    const int r = tid / RG_TPR, p0 = (tid % RG_TPR) * CP;
     RgRaw raw[2][2];
     u32 a[2][8][4];
     auto load_raw = [&](int m, int c) {
@@ -1195,17 +1198,7 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
             raw[m][row].s = ld_stream8(ws[m][row] + 8 * c);
         }
     };
-    auto copy_act = [&](int c) {
-        if (c < nch) {
-            const u32 st = sm + (c % RG_S) * RG_STAGE;
-#pragma unroll
-            for (int i = 0; i < CP; i++) {
-                const int p = p0 + i, kb = p >> 3, pc = p & 7;
-                cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), arow + 128 * c + 8 * p);
-            }
-        }
-        cp_commit();
-    };
+    auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, arow, tid); };
 #pragma unroll
     for (int m = 0; m < 2; m++) {
 #pragma unroll

@@ -71,12 +71,13 @@ local function w4a16(s, p)
   local up_rows, dn_rows = 16 * up_rw, 16 * dn_rw
   local up, down, pk = "w4_up", "w4_down", (p.WL or 0) == 1 and "p" or ""
   if rg then
-    -- w4a16.cu's RG_SMEM (RG_S stages of RG_N tokens x 256 bytes, 1 KB to align) and RG_OCC
+    -- w4a16.cu's RG_SMEM (RG_S stages of RG_N tokens x 256 bytes, the token table, 1 KB to
+    -- align) and RG_OCC
     -- (the blocks an SM is to hold, by launch bounds: default 3 of one warpgroup at 32 tokens,
     -- else 2; 1 of two), as shared memory allows
     up_threads = 128 * rg_wg
     dn_threads = up_threads
-    up_smem = rg_s * 256 * rg_n + 1024
+    up_smem = rg_s * 256 * rg_n + 4 * rg_n + 1024
     dn_smem = up_smem
     up_blocks = math.min(rg_occ, 233472 // (up_smem + 1024))
     dn_blocks = up_blocks
@@ -142,7 +143,7 @@ return kwb.recipe {
       elseif (p.WG_SWITCH or 32) ~= 32 then return false end
       if lw ~= 1 and (p.L_WG or 2) ~= 2 then return false end
       if lw ~= 2 and ((p.RG_N or 64) ~= 64 or (p.RG_WG or 1) ~= 1 or (p.RG_S or 4) ~= 4 or (p.RG_PF or 2) ~= 2
-                      or (p.RG_ORD or 1) ~= 1 or (p.RG_OCC or 2) ~= 2 or (p.RG_M or 1) ~= 1) then
+                      or (p.RG_ORD or 0) ~= 0 or (p.RG_OCC or 2) ~= 2 or (p.RG_M or 1) ~= 1) then
         return false
       end
       -- blocks an SM of the register-A kernels: two or three of one warpgroup (at most 168
@@ -173,7 +174,7 @@ return kwb.recipe {
     -- by hand on the H200 (docs/perf.md, 2026-12-03)
     start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
               SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2,
-              RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2, RG_ORD = 1, RG_OCC = 2, RG_M = 1 },
+              RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2, RG_ORD = 0, RG_OCC = 2, RG_M = 1 },
   },
   arch     = "sm_90a",   -- wgmma (LW = 1, 2) exists only on the arch-specific target
   launch   = function(s, p)

@@ -970,7 +970,9 @@ w4_down_wg(DN_ARGS) {
 //   - The activations go by cp.async into RG_S stages of 128 elements (two
 //     64-element k-blocks of RG_N rows in the 128-byte swizzled K-major layout
 //     of the LW = 1 kernels), RG_S - 2 chunks ahead; every thread of the block
-//     copies, RG_TPR threads a token row, each the same row at every chunk.
+//     copies, 16 consecutive threads a token row's 256 bytes (one row a thread
+//     scatters a warp's copies over 16 or 32 rows: measured slower,
+//     docs/perf.md), the rows from a table in shared memory.
 //   - A chunk: dequantise the raw codes of chunk c (loaded RG_PF chunks ahead)
 //     into one of two A register sets, wait for this thread's copies of c,
 //     proxy fence, one __syncthreads, 8 x m64nNk16, commit, wait for chunk
@@ -1000,7 +1002,7 @@ w4_down_wg(DN_ARGS) {
 // tiles); 1 row block after row block of one tile (blocks at work at once
 // share a tile, so its activations stay in L2 while the weights stream by)
 #ifndef RG_ORD
-#define RG_ORD 1
+#define RG_ORD 0
 #endif
 #define RG_THREADS (128 * RG_WG)
 // RG_OCC: blocks an SM is to hold (launch bounds: at most 65536 / (128 *
@@ -1019,15 +1021,14 @@ w4_down_wg(DN_ARGS) {
 #define RG_OCC (RG_WG == 2 ? 1 : RG_N == 32 ? 3 : 2)
 #endif
 #define RG_STAGE (256 * RG_N)                        // a stage: RG_N tokens x 128 elements of bf16
-#define RG_SMEM (RG_S * RG_STAGE + 1024)             // + room to align to 1024
-#define RG_TPR (RG_THREADS / RG_N)                   // threads copying one token row
+#define RG_SMEM (RG_S * RG_STAGE + 4 * RG_N + 1024)  // + the token rows' table, + room to align to 1024
 
 #if LW == 2
 #if RG_N != 32 && RG_N != 64 && RG_N != 128
 #error "RG_N must be 32, 64 or 128"
 #endif
-#if RG_S < 3 || RG_PF < 1 || RG_PF > 2 || RG_TPR < 1 || RG_TPR > 16 || RG_M < 1 || RG_M > 2
-#error "RG_S must be at least 3, RG_PF 1 or 2, and RG_N between 128 * RG_WG / 16 and 128 * RG_WG"
+#if RG_S < 3 || RG_PF < 1 || RG_PF > 2 || RG_M < 1 || RG_M > 2
+#error "RG_S must be at least 3, RG_PF 1 or 2, RG_M 1 or 2"
 #endif
 
 __device__ __forceinline__ void rg_mma(float (&d)[16], const u32 (&a)[4], unsigned long long db) {
@@ -1104,30 +1105,41 @@ __device__ __forceinline__ void rg_dequant(const RgRaw (&r)[2], u32 (&a)[8][4]) 
     }
 }
 
-// This thread's cp.async copies of chunk c's activations into its stage
-// (token tid / RG_TPR of the tile, from arow; its pieces (tid % RG_TPR) * CP
-// .. + CP - 1), then a commit: an empty group past the end keeps the count of
-// groups uniform.
-__device__ __forceinline__ void rg_copy_act(u32 sm, int c, int nch, const u16 *arow, int tid) {
-    constexpr int CP = 16 / RG_TPR;                   // 16-byte copies a thread a chunk
-    const int r = tid / RG_TPR, p0 = (tid % RG_TPR) * CP;
+// This thread's cp.async copies of chunk c's activations into its stage:
+// 16-byte piece u & 15 of token row u >> 4 for u = tid, tid + RG_THREADS, ...
+// (rows: the tile's element offsets into act), then a commit: an empty group
+// past the end keeps the count of groups uniform.
+__device__ __forceinline__ void rg_copy_act(u32 sm, int c, int nch, const u16 *act, const int *rows, int tid) {
     if (c < nch) {
         const u32 st = sm + (c % RG_S) * RG_STAGE;
 #pragma unroll
-        for (int i = 0; i < CP; i++) {
-            const int p = p0 + i, kb = p >> 3, pc = p & 7;
-            cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), arow + 128 * c + 8 * p);
+        for (int i = 0; i < RG_N * 16 / RG_THREADS; i++) {
+            const int u = tid + RG_THREADS * i, r = u >> 4, kb = (u >> 3) & 1, pc = u & 7;
+            cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), act + rows[r] + 128 * c + 64 * kb + 8 * pc);
         }
     }
     cp_commit();
 }
 
+// The token table of a work item (count tokens from first; the missing ones
+// point at the last real row, their columns never stored): each row's element
+// offset into the activations (x row pairs[t] / div, or h row t when div is 0).
+__device__ __forceinline__ void rg_rows(int *rows, const int *pairs, int first, int count, int div, int stride,
+                                        int tid) {
+    for (int r = tid; r < RG_N; r += RG_THREADS) {
+        const int t = first + min(r, count - 1);
+        rows[r] = (div ? pairs[t] / div : t) * stride;
+    }
+    __syncthreads();
+}
+
 // The K loop of one work item: acc = this warpgroup's 64 weight rows x the
 // tile's RG_N tokens over nch chunks of 128. wq[row], ws[row]: the lane's
-// codes and scales of rows g and g + 8 at chunk 0; arow: the activation row
-// this thread copies (rg_copy_act).
+// codes and scales of rows g and g + 8 at chunk 0; act, rows: the
+// activations and the tile's token table (rg_copy_act).
 __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch, const unsigned char *const *wq,
-                                         const unsigned char *const *ws, const u16 *arow, int tid) {
+                                         const unsigned char *const *ws, const u16 *act, const int *rows,
+                                         int tid) {
     constexpr int D = RG_S - 2;                       // chunks of activations copied ahead
     RgRaw raw[RG_PF][2];
     u32 a[2][8][4];
@@ -1138,7 +1150,7 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
             r[row].s = ld_stream8(ws[row] + 8 * c);
         }
     };
-    auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, arow, tid); };
+    auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, act, rows, tid); };
     auto step = [&](int c, u32 (&ac)[8][4], RgRaw (&rc)[2]) {
         rg_dequant(rc, ac);
         if (c + RG_PF < nch) load_raw(rc, c + RG_PF);
@@ -1174,7 +1186,7 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
     wg_wait<0>();
     wg_hold(acc);
     cp_wait<0>();
-    __syncthreads();                  // every warpgroup is done with every stage
+    __syncthreads();                  // every warpgroup is done with every stage and the table
 }
 
 // The K loop with two row groups a warpgroup (RG_M = 2): acc[m] = group m's 64
@@ -1187,7 +1199,7 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
 // one chunk ahead (RG_PF is 1 here).
 __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int nch,
                                           const unsigned char *const (*wq)[2], const unsigned char *const (*ws)[2],
-                                          const u16 *arow, int tid) {
+                                          const u16 *act, const int *rows, int tid) {
     constexpr int D = RG_S - 2;
     RgRaw raw[2][2];
     u32 a[2][8][4];
@@ -1198,7 +1210,7 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
             raw[m][row].s = ld_stream8(ws[m][row] + 8 * c);
         }
     };
-    auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, arow, tid); };
+    auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, act, rows, tid); };
 #pragma unroll
     for (int m = 0; m < 2; m++) {
 #pragma unroll
@@ -1235,13 +1247,14 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
     wg_hold(acc[0]);
     wg_hold(acc[1]);
     cp_wait<0>();
-    __syncthreads();
+    __syncthreads();                  // every warpgroup is done with every stage and the table
 }
 
 extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC)
 w4_up_rg(UP_ARGS) {
     extern __shared__ __align__(1024) unsigned char rsm[];
     const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
+    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + RG_S * RG_STAGE);
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const int ntiles = meta[0], rblocks = I / (32 * RG_WG * RG_M);
     const long long rowb = H / 2, sfb = H / 16;
@@ -1260,14 +1273,12 @@ w4_up_rg(UP_ARGS) {
             ws[m][0] = w13sf + gate * sfb;
             ws[m][1] = w13sf + up * sfb;
         }
-        // the activation row this thread copies (a tile's missing tokens take its last real
-        // row; their columns are never stored)
-        const u16 *arow = x + (long long)(pairs[first + min(tid / RG_TPR, count - 1)] / K) * H;
+        rg_rows(rows, pairs, first, count, K, H, tid);
         float acc[RG_M][RG_N / 2];
 #if RG_M == 2
-        rg_kloop2(acc, sm, H / 128, wq, ws, arow, tid);
+        rg_kloop2(acc, sm, H / 128, wq, ws, x, rows, tid);
 #else
-        rg_kloop(acc[0], sm, H / 128, wq[0], ws[0], arow, tid);
+        rg_kloop(acc[0], sm, H / 128, wq[0], ws[0], x, rows, tid);
 #endif
         const float s2 = w13s2[e] * 256.0f;
 #pragma unroll
@@ -1289,6 +1300,7 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC)
 w4_down_rg(DN_ARGS) {
     extern __shared__ __align__(1024) unsigned char rsm[];
     const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
+    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + RG_S * RG_STAGE);
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const int ntiles = meta[0], rblocks = H / (64 * RG_WG * RG_M);
     const long long rowb = I / 2, sfb = I / 16;
@@ -1307,12 +1319,12 @@ w4_down_rg(DN_ARGS) {
             ws[m][0] = w2sf + r0 * sfb;
             ws[m][1] = w2sf + r1 * sfb;
         }
-        const u16 *arow = h + (long long)(first + min(tid / RG_TPR, count - 1)) * I;
+        rg_rows(rows, pairs, first, count, 0, I, tid);
         float acc[RG_M][RG_N / 2];
 #if RG_M == 2
-        rg_kloop2(acc, sm, I / 128, wq, ws, arow, tid);
+        rg_kloop2(acc, sm, I / 128, wq, ws, h, rows, tid);
 #else
-        rg_kloop(acc[0], sm, I / 128, wq[0], ws[0], arow, tid);
+        rg_kloop(acc[0], sm, I / 128, wq[0], ws[0], h, rows, tid);
 #endif
         const float s2 = w2s2[e] * 256.0f;
 #pragma unroll

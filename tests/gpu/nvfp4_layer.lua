@@ -144,7 +144,7 @@ local settings = {
   { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
     LW = 2, WG_SWITCH = 4, RG_N = 64, RG_WG = 2, RG_OCC = 1, RG_PF = 1, RG_M = 2 },
   { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
-    LW = 2, WG_SWITCH = 4, RG_N = 32, RG_WG = 1, RG_OCC = 2, RG_PF = 1, RG_M = 2 },
+    LW = 2, WG_SWITCH = 4, RG_N = 32, RG_WG = 1, RG_OCC = 2, RG_PF = 1, RG_M = 2, RG_ORD = 1 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

@@ -105,7 +105,7 @@ t.test("nvfp4_recipe_lw2_plan_takes_the_register_a_kernels_from_wg_switch", func
   t.eq(plan.steps[3][1] .. " " .. table.concat({ plan.steps[3].args[10], plan.steps[3].args[11], plan.steps[3].args[12] }, " "),
        "w4_down_rg w2rq w2sf w2s2")
   t.eq(plan.steps[2].block, 128)
-  t.eq(plan.steps[2].smem, 4 * 256 * 32 + 1024, "RG_SMEM: four stages and room to align")
+  t.eq(plan.steps[2].smem, 4 * 256 * 32 + 4 * 32 + 1024, "RG_SMEM: four stages, the token table, alignment")
   t.eq(plan.steps[2].grid, 132 * 3, "three blocks of 32-token tiles an SM")
   t.eq(plan.scratch.tiles[2], 4 * (1024 * 8 // 32 + 256 + 1))
   -- T = 4096, two warpgroups a block of 128-token tiles: one block an SM, 64 i (128 H rows) an item
@@ -113,7 +113,7 @@ t.test("nvfp4_recipe_lw2_plan_takes_the_register_a_kernels_from_wg_switch", func
   plan = r.launch(r.shapes[13].shape, p)
   t.eq(plan.steps[1].args[4][2], 128)
   t.eq(plan.steps[2].block, 256)
-  t.eq(plan.steps[2].smem, 3 * 256 * 128 + 1024)
+  t.eq(plan.steps[2].smem, 3 * 256 * 128 + 4 * 128 + 1024)
   t.eq(plan.steps[2].grid, 132)
   t.eq(plan.steps[3].grid, 132)
   -- one warpgroup of 128-token tiles in four stages: shared memory lets an SM hold one block
@@ -151,7 +151,7 @@ t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function(
   t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, L_WG = 1 }), false, "L_WG is the LW = 1 kernels'")
   t.eq(r.space.restrict(with { LW = 1, WG_SWITCH = 16, RG_N = 128 }), false, "RG_N is the LW = 2 kernels'")
   t.eq(r.space.restrict(with { LW = 0, RG_PF = 1 }), false)
-  t.eq(r.space.restrict(with { LW = 0, RG_ORD = 0 }), false)
+  t.eq(r.space.restrict(with { LW = 0, RG_ORD = 1 }), false)
   t.eq(r.space.restrict(with { LW = 0, RG_OCC = 3 }), false)
   t.eq(r.space.restrict(with { LW = 0, RG_M = 2 }), false)
   t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_M = 2, RG_PF = 1, RG_WG = 2, RG_OCC = 1 }), true)
@@ -159,7 +159,7 @@ t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function(
   t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_M = 2, RG_PF = 1, RG_OCC = 3 }), false)
   t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_OCC = 3 }), true)
   t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_OCC = 2, RG_WG = 2 }), false, "two blocks of two warpgroups spill")
-  t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_ORD = 0 }), true)
+  t.eq(r.space.restrict(with { LW = 2, WG_SWITCH = 16, RG_ORD = 1 }), true)
 end)
 
 t.test("nvfp4_recipe_wl_picks_the_weight_layout_the_kernels_read", function()
@@ -242,7 +242,7 @@ t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
        "DN_KW=2 DN_RW=2 L2PF=128 LW=0 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 RG_M=1 "
-       .. "RG_N=64 RG_OCC=2 RG_ORD=1 RG_PF=2 RG_S=4 RG_WG=1 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
+       .. "RG_N=64 RG_OCC=2 RG_ORD=0 RG_PF=2 RG_S=4 RG_WG=1 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   t.eq(r.strategy.name, "anneal")
 end)
@@ -282,7 +282,7 @@ if cuda.nvrtc_version() then
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 128, RG_WG = 1, RG_S = 3, RG_PF = 2 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
-                           L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 64, RG_WG = 1, RG_OCC = 3, RG_PF = 1 },
+                           L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 32, RG_WG = 1, RG_OCC = 3, RG_PF = 1, RG_ORD = 1 },
                          -- two row groups a warpgroup
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 64, RG_WG = 2, RG_OCC = 1, RG_PF = 1, RG_M = 2 },

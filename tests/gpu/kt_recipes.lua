@@ -1,0 +1,38 @@
+-- tests/gpu/kt_recipes.lua: recipes/kt_vecadd.lua and recipes/kt_matmul.lua (Kernel
+-- Tuner's example spaces) end to end on the GPU, as a user runs them: every
+-- setting built, verified and timed (the matmul space's four settings over the
+-- static shared-memory limit end as compile errors), a summary, and each run's
+-- seconds in the loop printed as a figure. Not in tests/gpu/run's default list:
+--   tests/gpu/run kt_recipes
+local t = require "t"
+local cjson = require "cjson"
+
+local function recipe_run(path)
+  local p = io.popen(string.format("./kwb %s --json --seed 1 2>&1", path))
+  local events, raw = {}, {}
+  for line in p:lines() do
+    raw[#raw + 1] = line
+    local ok, ev = pcall(cjson.decode, line)
+    if ok and type(ev) == "table" then events[#events + 1] = ev end
+  end
+  return p:close(), events, raw
+end
+
+for _, rc in ipairs { { "recipes/kt_vecadd.lua", 15, 0 }, { "recipes/kt_matmul.lua", 40, 4 } } do
+  local path, n, errors = rc[1], rc[2], rc[3]
+  local name = path:match("([%w_]+)%.lua$")
+  local ok, events, raw = recipe_run(path)
+  local outcomes, last = {}, events[#events] or {}
+  for _, ev in ipairs(events) do
+    if ev.event == "candidate" then outcomes[ev.outcome] = (outcomes[ev.outcome] or 0) + 1 end
+  end
+  t.test("gpu_" .. name .. "_evaluates_its_whole_space", function()
+    t.eq(ok, true, "exit status: " .. table.concat(raw, "\n", math.max(1, #raw - 5)))
+    t.eq(last.event, "summary")
+    t.eq((outcomes.accepted or 0) + (outcomes.slower or 0), n - errors, "verified: " .. cjson.encode(outcomes))
+    t.eq(outcomes["compile-error"] or 0, errors)
+  end)
+  print(string.format("figure %s: %d candidates, %s, summary %s", name, n, cjson.encode(outcomes), cjson.encode(last)))
+end
+
+t.done()

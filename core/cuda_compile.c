@@ -535,6 +535,94 @@ int kwb_cuda_compile_many(const kwb_cuda_build *builds, uint32_t n, uint32_t thr
     return 0;
 }
 
+/* ---- in the background ------------------------------------------------- */
+
+/* A deep copy of builds, owned by one background job. */
+typedef struct {
+    kwb_cuda_build *builds;
+    uint32_t n, threads;
+} prebuild_job;
+
+static char **strv_dup(const char *const *v) {
+    size_t n = strv_len(v);
+    char **out = calloc(n + 1, sizeof *out);
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) out[i] = strdup(v[i]);
+    return out;
+}
+
+static void strv_free(char **v) {
+    if (!v) return;
+    for (size_t i = 0; v[i]; i++) free(v[i]);
+    free(v);
+}
+
+static void job_free(prebuild_job *j) {
+    for (uint32_t i = 0; i < j->n; i++) {
+        kwb_cuda_build *b = &j->builds[i];
+        free((char *)b->source); free((char *)b->name); free((char *)b->arch); free((char *)b->build_dir);
+        strv_free((char **)b->defines); strv_free((char **)b->flags); strv_free((char **)b->include_dirs);
+    }
+    free(j->builds);
+    free(j);
+}
+
+static atomic_int prebuilds_running;
+
+static void *prebuild_main(void *p) {
+    prebuild_job *j = p;
+    kwb_cuda_module **mods = calloc(j->n, sizeof *mods);
+    int *rcs = calloc(j->n, sizeof *rcs);
+    char **msgs = calloc(j->n, sizeof *msgs), **logs = calloc(j->n, sizeof *logs);
+    if (mods && rcs && msgs && logs && kwb_cuda_compile_many(j->builds, j->n, j->threads, mods, rcs, msgs, logs) == 0)
+        for (uint32_t i = 0; i < j->n; i++) {   /* what counts is in the build directory now */
+            if (mods[i]) kwb_cuda_module_free(mods[i]);
+            free(msgs[i]);
+            free(logs[i]);
+        }
+    free(mods); free(rcs); free(msgs); free(logs);
+    job_free(j);
+    atomic_fetch_sub(&prebuilds_running, 1);
+    return NULL;
+}
+
+int kwb_cuda_prebuild(const kwb_cuda_build *builds, uint32_t n, uint32_t threads) {
+    if (n == 0) return 0;
+    prebuild_job *j = calloc(1, sizeof *j);
+    if (!j) return kwb_fail(KWB_ENOMEM, "out of memory");
+    j->builds = calloc(n, sizeof *j->builds);
+    if (!j->builds) { free(j); return kwb_fail(KWB_ENOMEM, "out of memory"); }
+    j->n = n;
+    j->threads = threads < 1 ? 1 : threads;
+    for (uint32_t i = 0; i < n; i++) {
+        const kwb_cuda_build *b = &builds[i];
+        kwb_cuda_build *c = &j->builds[i];
+        *c = *b;
+        c->source = b->source ? strdup(b->source) : NULL;
+        c->name = b->name ? strdup(b->name) : NULL;
+        c->arch = b->arch ? strdup(b->arch) : NULL;
+        c->build_dir = b->build_dir ? strdup(b->build_dir) : NULL;
+        c->defines = (const char *const *)strv_dup(b->defines);
+        c->flags = (const char *const *)strv_dup(b->flags);
+        c->include_dirs = (const char *const *)strv_dup(b->include_dirs);
+    }
+    pthread_attr_t attr;
+    pthread_t tid;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add(&prebuilds_running, 1);
+    int rc = pthread_create(&tid, &attr, prebuild_main, j);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        atomic_fetch_sub(&prebuilds_running, 1);
+        job_free(j);
+        return kwb_fail(KWB_EIO, "cannot start a build thread");
+    }
+    return 0;
+}
+
+int kwb_cuda_prebuilds_running(void) { return atomic_load(&prebuilds_running); }
+
 /* ---- accessors --------------------------------------------------------- */
 
 const char *kwb_cuda_module_hash(const kwb_cuda_module *m) { return m->hash; }

@@ -478,6 +478,14 @@ int kwb_cuda_nvcc(const kwb_cuda_build *b, kwb_cuda_module **out, char **log);
  * msgs[i] (error sentence) and logs[i] (compiler output), freed by the caller. */
 int kwb_cuda_compile_many(const kwb_cuda_build *builds, uint32_t n, uint32_t threads,
                           kwb_cuda_module **mods, int *rcs, char **msgs, char **logs);
+/* The same n builds in the background: copies them, returns at once, and
+ * compiles them on up to `threads` threads of a detached job into their build
+ * directories, so that a later kwb_cuda_compile (in this process or another
+ * sharing the directory) of the same build finds it there. Failures leave
+ * nothing behind (the later compile reports them). kwb_cuda_prebuilds_running:
+ * the jobs not yet finished. */
+int kwb_cuda_prebuild(const kwb_cuda_build *builds, uint32_t n, uint32_t threads);
+int kwb_cuda_prebuilds_running(void);
 void kwb_cuda_module_free(kwb_cuda_module *m);
 const char *kwb_cuda_module_hash(const kwb_cuda_module *m);
 const char *kwb_cuda_module_arch(const kwb_cuda_module *m);

@@ -193,6 +193,31 @@ static int l_compile_many(lua_State *L) {
     return 1;
 }
 
+/* core.cuda_prebuild({spec...}, threads) -> true: the builds start in the background */
+static int l_prebuild(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 1);
+    lua_Integer threads = luaL_optinteger(L, 2, 4);
+    if (n > 4096) return luaL_error(L, "at most 4096 builds at once (got %d)", (int)n);
+    if (n < 1) { lua_pushboolean(L, 1); return 1; }
+    if (!kwb_nvrtc()) return kwb_lua_fail(L, kwb_lua_code(kwb_last_status(), "no-nvrtc"), kwb_last_error());
+    kwb_cuda_build *builds = lua_newuserdatauv(L, sizeof *builds * (size_t)n, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 1, i);
+        check_build(L, lua_gettop(L), &builds[i - 1]);   /* anchors stay on the stack until copied */
+    }
+    if (kwb_cuda_prebuild(builds, (uint32_t)n, (uint32_t)(threads < 1 ? 1 : threads)))
+        return kwb_lua_fail(L, kwb_lua_code(kwb_last_status(), "build-failed"), kwb_last_error());
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* core.cuda_prebuilds_running() -> the background build jobs not yet finished */
+static int l_prebuilds_running(lua_State *L) {
+    lua_pushinteger(L, kwb_cuda_prebuilds_running());
+    return 1;
+}
+
 static kwb_cuda_module *check_module(lua_State *L, int idx) {
     lmodule *u = luaL_checkudata(L, idx, MODULE_MT);
     if (!u->m) luaL_error(L, "CUDA module is closed");
@@ -1076,7 +1101,8 @@ void kwb_lua_open_cuda(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"cuda_nvrtc_version", l_nvrtc_version}, {"cuda_device_count", l_device_count},
         {"cuda_device_info", l_device_info}, {"cuda_compile", l_compile},
-        {"cuda_compile_many", l_compile_many}, {"cuda_fn", l_fn}, {"cuda_buffer", l_dbuf_new},
+        {"cuda_compile_many", l_compile_many}, {"cuda_prebuild", l_prebuild},
+        {"cuda_prebuilds_running", l_prebuilds_running}, {"cuda_fn", l_fn}, {"cuda_buffer", l_dbuf_new},
         {"cuda_compare", l_compare}, {"cuda_redzones", l_redzones}, {"cuda_guard_layout", l_guard_layout}, {"cuda_checksum_host", l_checksum_host}, {"cuda_plan", l_plan_new},
         {"cuda_clocks", l_clocks}, {"cuda_measure_copy", l_measure_copy},
         {"cuda_measure_fma", l_measure_fma}, {"cuda_measure_bf16", l_measure_bf16},

@@ -27,6 +27,9 @@
 --                                         :redzone() (kwb.verify checks them after every call)
 --   guard_bands(bufs, outs) (optional)    every buffer's zones and the outputs' unwritten
 --                                         counts in one look (kwb.verify)
+--   prebuild(cands, recipe) (optional)    starts the compiles of candidates about to be
+--                                         measured in the background; a later compile(...)
+--                                         of one finds it built (the cuda adapter: NVRTC)
 --   fresh_timing, timed_call, verify_runs, pooled_checks (optional)
 --                                         the timed runs through kwb.timed: one call a
 --                                         sample, the samples verified against the reference

@@ -102,6 +102,24 @@ function M.compile_all(specs, threads)
   return out
 end
 
+-- prebuild({ spec, ... } [, threads]) -> true, or nil, message, info: the
+-- same builds as compile_all's, started in the background on `threads`
+-- threads (default 4); it returns at once. Each lands in the build directory,
+-- where a later compile of the same spec (in this process or a worker sharing
+-- the cache) finds it; a failure leaves nothing there, and the later compile
+-- reports it. prebuilds_running() -> the background jobs not yet finished.
+function M.prebuild(specs, threads)
+  local list = {}
+  for i, spec in ipairs(specs) do
+    local s, msg = build_spec(spec, 3)
+    if not s then error(string.format("compile spec %d: %s", i, msg), 2) end
+    list[i] = s
+  end
+  return core.cuda_prebuild(list, threads or 4)
+end
+
+function M.prebuilds_running() return core.cuda_prebuilds_running() end
+
 function Module:cubin() return self.ud.cubin end
 function Module:ptx() return self.ud.ptx end
 

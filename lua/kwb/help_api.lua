@@ -180,6 +180,13 @@ return {
   { "kwb.cuda.compile_all", "kwb.cuda.compile_all(specs [, threads]) -> list",
     "Builds a list of specs on threads threads (default 8); each item is a cmod or { error =, code =, log = }. "
     .. "A spec whose file cannot be read raises." },
+  { "kwb.cuda.prebuild", "kwb.cuda.prebuild(specs [, threads]) -> true | nil, message, info",
+    "Starts the same builds as compile_all's in the background on threads threads (default 4) and returns at once; "
+    .. "each lands in the build directory, where a later compile of the same spec (here or in a worker sharing the "
+    .. "cache) finds it (cmod.cached). A failed build leaves nothing there: the later compile reports it. The run "
+    .. "loop builds a grid strategy's next candidates this way while the current one is measured." },
+  { "kwb.cuda.prebuilds_running", "kwb.cuda.prebuilds_running() -> n",
+    "The background build jobs kwb.cuda.prebuild started that have not finished." },
   { "cmod:kernel", "cmod:kernel(name [, prototype]) -> kernel | nil, message, info",
     "A kernel of an NVRTC module for plans; the optional C prototype declares the argument types. kernel has name, "
     .. "module, resources, and reads attributes, params and nparams from the driver. info.code \"no-symbol\" when "

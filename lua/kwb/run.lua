@@ -113,20 +113,52 @@ function Run:count(res, by_tool)
   if self.strategy.observe and not by_tool then self.strategy:observe(self, res, true) end
 end
 
--- The next proposal as a candidate, or nil when the budget or the strategy
--- is done.
-function Run:next_candidate(in_flight)
-  -- (the cost budget stops the asking, in the strategies: a reply paid for is still evaluated)
-  if self.evaluated + self.repeats + in_flight >= self.budget.candidates or core.now() >= self.deadline then return nil end
-  self.in_flight = in_flight
+-- The strategy's next proposal as a candidate, or nil when it has none.
+function Run:propose_candidate()
   local prop, meta = self.strategy:propose(self)
-  if prop == nil then self.exhausted = true; return nil end
+  if prop == nil then return nil end
   local cand = self.session:candidate(prop, self.strategy_name)
   if meta then   -- a strategy may say where a proposal comes from and why
     cand.parent = meta.parent or cand.parent
     cand.rationale = meta.rationale or cand.rationale
   end
   return cand
+end
+
+-- The next proposal as a candidate, or nil when the budget or the strategy
+-- is done: the first of those proposed ahead (look_ahead), else a new one.
+function Run:next_candidate(in_flight)
+  -- (the cost budget stops the asking, in the strategies: a reply paid for is still evaluated)
+  if self.evaluated + self.repeats + in_flight >= self.budget.candidates or core.now() >= self.deadline then return nil end
+  self.in_flight = in_flight
+  local cand
+  if self.ahead and #self.ahead > 0 then cand = table.remove(self.ahead, 1)
+  elseif not self.ahead_done then cand = self:propose_candidate() end
+  if cand == nil then self.exhausted = true; return nil end
+  return cand
+end
+
+-- Builds ahead: a strategy whose proposals do not depend on the results (its
+-- `ahead` field: grid, list) is asked for up to AHEAD proposals beyond the
+-- candidates in flight, within the budget, and the session starts their
+-- builds in the background while the current candidate is measured. The
+-- candidates, their order and their results stay those of a run without it.
+local AHEAD = 4
+function Run:look_ahead(in_flight)
+  if not (self.strategy.ahead and self.session.backend.prebuild) then return end
+  self.ahead = self.ahead or {}
+  local fresh = {}
+  while not self.ahead_done and #self.ahead < AHEAD
+        and self.evaluated + self.repeats + in_flight + #self.ahead < self.budget.candidates do
+    local cand = self:propose_candidate()
+    if cand == nil then self.ahead_done = true; break end
+    self.ahead[#self.ahead + 1] = cand
+    if not cand.prebuilt and not self.session:known(cand) then fresh[#fresh + 1] = cand end
+  end
+  if #fresh > 0 and self.session:prebuild(fresh) then
+    for _, cand in ipairs(fresh) do cand.prebuilt = true end
+    self.prebuilt = (self.prebuilt or 0) + #fresh
+  end
 end
 
 -- The scheduler: candidates in flight, oldest first; with a pool of n
@@ -164,6 +196,7 @@ function Run:loop()
         self.report:evaluating(self, cand)
         flight[#flight + 1] = s:submit(cand)
         flying[cand.id] = true
+        self:look_ahead(#flight)
       end
     end
     if #flight == 0 then break end

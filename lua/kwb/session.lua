@@ -188,6 +188,16 @@ function Session:submit(cand, opts)
   return pending
 end
 
+-- prebuild(cands): the backend starts compiling candidates about to be
+-- submitted, in the background (where its adapter can: cuda), so that their
+-- builds are done when a worker gets them. A failure to start is no error:
+-- the worker's own build then compiles and reports as always.
+function Session:prebuild(cands)
+  local b = self.backend
+  if not b.prebuild or #cands == 0 then return false end
+  return pcall(b.prebuild, cands, self.recipe) and true or false
+end
+
 -- build(cand) -> { outcome =, reason =, log =, rule =, line = } (outcome nil:
 -- it built): the rules and the compiler alone, in a worker when the session
 -- has a pool (the agent strategy's compile tool).

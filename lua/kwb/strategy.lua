@@ -1,8 +1,10 @@
 -- kwb/strategy.lua: where proposals come from. A strategy is a table with
 -- propose(self, run) -> proposal [, { parent =, rationale = }] (nil: nothing
 -- left) and, optionally, init(self, run) and observe(self, run, result,
--- fresh); the builtin ones live in kwb/strategies/, others are .lua files
--- or tables in a recipe. Every run gets a fresh instance.
+-- fresh), and `ahead = true` when its proposals never depend on results (the
+-- run may then ask early and build them ahead: kwb.run's look_ahead); the
+-- builtin ones live in kwb/strategies/, others are .lua files or tables in a
+-- recipe. Every run gets a fresh instance.
 local M = {}
 
 M.builtin = { "grid", "random", "anneal", "genetic", "llm", "llm+tune", "agent" }

@@ -110,6 +110,32 @@ extern "C" __global__ void heavy(float *x) {
     for i = 1, 96 do t.truthy(out[i].resources, "spec " .. i .. " built") end
   end)
 
+  t.test("prebuild_returns_at_once_and_a_later_compile_finds_the_build", function()
+    local core = require "kwb.core"
+    local specs = {}
+    for i = 1, 6 do
+      specs[i] = { source = res_src .. "\n// prebuilt " .. i .. " " .. os.time(), arch = "sm_90", defines = { P = i } }
+    end
+    specs[6] = { source = "this is not CUDA either " .. os.time(), arch = "sm_90" }
+    local t0 = core.now()
+    t.eq(cuda.prebuild(specs, 2), true)
+    local started = core.now() - t0
+    -- the same builds, compiled here one after another, take far longer than starting them
+    local waited = 0
+    while cuda.prebuilds_running() > 0 and waited < 600 do os.execute("sleep 0.05"); waited = waited + 1 end
+    t.eq(cuda.prebuilds_running(), 0, "the background job finished")
+    for i = 1, 5 do
+      local m = t.truthy(cuda.compile(specs[i]), "spec " .. i)
+      t.eq(m.cached, true, "spec " .. i .. " was built in the background")
+      t.eq(m.resources.smem_4k.static_smem, 4096)
+    end
+    local m, _, info = cuda.compile(specs[6])
+    t.eq(m, nil)
+    t.eq(info.code, "compile-error", "a failed background build is reported by the later compile")
+    t.truthy(started < 0.05, string.format("prebuild returned in %.3f s", started))
+    t.raises(function() cuda.prebuild { { source = "x", arch = "sm_1" } } end, "sm_1")
+  end)
+
   t.test("builtin_device_kernels_compile_for_each_arch", function()
     for _, arch in ipairs { "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a" } do
       local m, msg = cuda.compile { source = core.cuda_builtin_source, arch = arch, flags = { "--fmad=false" } }

@@ -276,6 +276,19 @@ function B.compile(cand, recipe)
                            flags = recipe.flags, arch = recipe.arch }
 end
 
+-- The compiles of candidates about to be measured, in the background (kwb.cuda.prebuild),
+-- with compile's own spec, so a worker's compile of one finds it in the build directory.
+function B.prebuild(cands, recipe)
+  local specs = {}
+  for _, cand in ipairs(cands) do
+    if cand.source then
+      specs[#specs + 1] = { source = cand.source, name = cand.name, defines = cand.defines, flags = recipe.flags,
+                            arch = recipe.arch }
+    end
+  end
+  return nvrtc().prebuild(specs)
+end
+
 function B.check_built(rs, mod, cand)
   return rs:check_ptx(mod:ptx(), cand.source, cand.name)
 end

@@ -3,7 +3,9 @@
 -- and what the cache already knows.
 local space = require "kwb.strategies.space"
 
-local S = { name = "grid" }
+-- ahead: its proposals do not depend on the results, so the run may ask for
+-- the next ones early and build them while the current one is measured.
+local S = { name = "grid", ahead = true }
 
 function S:init(run)
   self.space = space.need_space(run, "grid")

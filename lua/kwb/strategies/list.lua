@@ -12,6 +12,7 @@ return function(proposals, name)
   end
   return {
     name = name,
+    ahead = true,   -- a fixed order: the run may build the next ones early
     propose = function(self)
       self.i = (self.i or 0) + 1
       return proposals[self.i]

@@ -1,0 +1,71 @@
+-- tests/lua/test_build_ahead.lua: builds ahead (kwb.run's look_ahead). A
+-- strategy whose proposals never depend on results (grid) is asked early and
+-- the backend starts the next candidates' builds while the current one is
+-- measured. On the host recipe, with a recording prebuild put on the host
+-- adapter: the same candidates, sequence numbers, input seeds and outcomes as
+-- a run without it; every candidate after the first built ahead before it was
+-- submitted; nothing proposed ahead beyond the budget.
+local t = require "t"
+local store = require "kwb.store"
+local backend = require "kwb.backend"
+
+local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local host = backend.load("host")
+
+local function run(name, budget)
+  os.remove(tmp .. "/" .. name .. ".db")
+  local r = kwb.load("recipes/host_matmul.lua")   -- a recipe of its own: its session, its store
+  local _, rn = r:run { candidates = budget, seed = 1, strategy = "grid", mode = "quiet",
+                        store = store.open(tmp .. "/" .. name .. ".db") }
+  return rn
+end
+
+local function outcome_class(o) return (o == "accepted" or o == "slower") and "verified" or o end
+
+local plain = run("ahead-plain", 10)
+local calls, prebuilt, submitted_before = {}, {}, {}
+host.prebuild = function(cands)
+  local ids = {}
+  for i, c in ipairs(cands) do
+    ids[i] = c.id
+    prebuilt[c.id] = #calls + 1
+  end
+  calls[#calls + 1] = ids
+  return true
+end
+local ahead = run("ahead-built", 10)
+host.prebuild = nil
+
+t.test("build_ahead_keeps_the_grid_runs_candidates_and_outcomes", function()
+  t.eq(#ahead.results, #plain.results)
+  t.eq(#plain.results, 10, "the budget's 10 candidates (the start kernel is not among them)")
+  for i, res in ipairs(plain.results) do
+    local a = ahead.results[i]
+    t.eq(a.id, res.id, "candidate " .. i)
+    t.eq(a.seq, res.seq)
+    t.eq(a.seed, res.seed)
+    t.eq(outcome_class(a.outcome), outcome_class(res.outcome), res.short)
+  end
+end)
+
+t.test("build_ahead_builds_every_candidate_after_the_first_before_it_is_measured", function()
+  local n = 0
+  for i, res in ipairs(ahead.results) do
+    if i > 1 then   -- the first candidate is submitted before any look ahead
+      n = n + 1
+      t.truthy(prebuilt[res.id], res.short .. " was built ahead")
+    end
+    submitted_before[res.id] = i
+  end
+  t.eq(n, 9)
+  local total = 0
+  for _, ids in ipairs(calls) do
+    total = total + #ids
+    for _, id in ipairs(ids) do t.truthy(submitted_before[id], "a candidate built ahead was evaluated: " .. id) end
+  end
+  t.eq(total, 9, "nothing built ahead beyond the budget")
+  t.eq(#calls[1], 4, "four candidates ahead of the one in flight")
+  t.eq(ahead.prebuilt, 9)
+end)
+
+t.done()

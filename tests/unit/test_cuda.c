@@ -95,6 +95,59 @@ static void test_parallel_builds_report_resources(void) {
     CHECK_INT(system(cmd), 0);
 }
 
+/* Builds in the background: the job owns copies of the specs (the caller's
+ * strings are overwritten at once), finishes on its own, and a later compile of
+ * each finds it in the directory; a failed one leaves nothing there. */
+static void test_prebuild_copies_its_specs_and_fills_the_directory(void) {
+    int major, minor;
+    if (kwb_cuda_nvrtc_version(&major, &minor) != 0) return;   /* no NVRTC on this machine */
+    char dir[] = "/tmp/kwb-unit-prebuild.XXXXXX";
+    CHECK(mkdtemp(dir));
+    char srcs[3][512], defs_s[3][16], dir_copy[64];
+    const char *defs[3][2];
+    kwb_cuda_build b[3];
+    snprintf(dir_copy, sizeof dir_copy, "%s", dir);
+    for (int i = 0; i < 3; i++) {
+        snprintf(srcs[i], sizeof srcs[i], "%s", i == 2 ? "not cuda at all" : src);
+        snprintf(defs_s[i], sizeof defs_s[i], "K=%d", 10 + i);
+        defs[i][0] = defs_s[i];
+        defs[i][1] = NULL;
+        b[i] = (kwb_cuda_build){.source = srcs[i], .arch = "sm_90", .defines = defs[i], .build_dir = dir_copy};
+    }
+    CHECK_INT(kwb_cuda_prebuild(b, 3, 2), 0);
+    kwb_cuda_build kept[3];
+    memcpy(kept, b, sizeof b);
+    char saved[3][512];
+    for (int i = 0; i < 3; i++) memcpy(saved[i], srcs[i], sizeof srcs[i]);
+    memset(srcs, 'x', sizeof srcs);          /* the job must not read the caller's strings */
+    memset(defs_s, 'y', sizeof defs_s);
+    for (int w = 0; w < 6000 && kwb_cuda_prebuilds_running() > 0; w++) usleep(10000);
+    CHECK_INT(kwb_cuda_prebuilds_running(), 0);
+    for (int i = 0; i < 3; i++) {
+        memcpy(srcs[i], saved[i], sizeof srcs[i]);
+        snprintf(defs_s[i], sizeof defs_s[i], "K=%d", 10 + i);
+    }
+    for (int i = 0; i < 3; i++) {
+        kwb_cuda_module *m = NULL;
+        char *log = NULL;
+        int rc = kwb_cuda_compile(&kept[i], &m, &log);
+        if (i == 2) {
+            CHECK_INT(rc, KWB_ECOMPILE);
+        } else {
+            CHECK_INT(rc, 0);
+            CHECK(kwb_cuda_module_cached(m));
+            CHECK_INT(kwb_cuda_module_kernel(m, 0)->static_smem, 1024);
+        }
+        kwb_cuda_module_free(m);
+        free(log);
+    }
+    CHECK_INT(kwb_cuda_prebuild(b, 0, 2), 0);   /* nothing to build: nothing started */
+    CHECK_INT(kwb_cuda_prebuilds_running(), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK_INT(system(cmd), 0);
+}
+
 static void test_device_calls_fail_plainly_without_a_driver(void) {
     int n = -1;
     if (kwb_cuda_device_count(&n) == 0) return;   /* a GPU machine: tests/gpu covers it */
@@ -115,6 +168,7 @@ int main(void) {
     RUN(test_fp8_fp4_dtype_names);
     RUN(test_host_checksum_covers_every_byte);
     RUN(test_parallel_builds_report_resources);
+    RUN(test_prebuild_copies_its_specs_and_fills_the_directory);
     RUN(test_device_calls_fail_plainly_without_a_driver);
     return UNIT_EXIT();
 }

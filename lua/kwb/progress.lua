@@ -194,6 +194,12 @@ function Reporter:summary(run, sm)
     sm.candidates > 0 and 100 * bad / sm.candidates or 0, funnel_text(sm.funnel, true), sm.seconds, sm.per_second,
     sm.known > 0 and string.format(" · %d known from the cache", sm.known) or "")
     .. ((sm.repeats or 0) > 0 and string.format(" (%d of them repeats of the model's)", sm.repeats) or ""))
+  local st = sm.stages
+  if st and sm.candidates > 0 then
+    print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · the rest %.1f s"
+      .. " (start kernel, references, workers, scheduling)%s", st.build, st.verify, st.time, st.sanitize, st.rest,
+      (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))
+  end
 end
 
 return M

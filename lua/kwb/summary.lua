@@ -49,6 +49,22 @@ local function model_part(run)
 end
 
 -- summary(run) -> { event = "summary", funnel =, best =, start =, elsewhere =, ... }
+-- Where the run's seconds went: the candidates' stages summed (build, verify,
+-- time, the sanitizer on new bests) and the rest of the loop's wall time (the
+-- start kernel, the references, the workers' start, scheduling), and the
+-- candidates built ahead (kwb.run's look_ahead).
+local function stage_sums(run, elapsed)
+  local sums, counted = { build = 0, verify = 0, time = 0, sanitize = 0 }, 0
+  for _, res in ipairs(run.results) do
+    for k in pairs(sums) do
+      local v = res.seconds and res.seconds[k]
+      if type(v) == "number" then sums[k] = sums[k] + v; counted = counted + v end
+    end
+  end
+  sums.rest = math.max(0, elapsed - counted)
+  return sums
+end
+
 function M.summary(run)
   local s = run.session
   local elapsed = core.now() - run.started
@@ -65,7 +81,8 @@ function M.summary(run)
   return {
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped, repeats = run.repeats,
-    partial_shapes = run.partial, timing_seconds = run.timing_s,
+    partial_shapes = run.partial, timing_seconds = run.timing_s, stages = stage_sums(run, elapsed),
+    prebuilt = run.prebuilt,
     exhausted = run.exhausted or false, seconds = elapsed,
     per_second = elapsed > 0 and run.evaluated / elapsed or 0,
     best = { id = best.id, short = best.short, score = best.score, speedup = speedup, params = best.params,

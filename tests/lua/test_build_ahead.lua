@@ -15,8 +15,9 @@ local host = backend.load("host")
 local function run(name, budget)
   os.remove(tmp .. "/" .. name .. ".db")
   local r = kwb.load("recipes/host_matmul.lua")   -- a recipe of its own: its session, its store
-  local _, rn = r:run { candidates = budget, seed = 1, strategy = "grid", mode = "quiet",
+  local sm, rn = r:run { candidates = budget, seed = 1, strategy = "grid", mode = "quiet",
                         store = store.open(tmp .. "/" .. name .. ".db") }
+  rn.sm = sm
   return rn
 end
 
@@ -66,6 +67,23 @@ t.test("build_ahead_builds_every_candidate_after_the_first_before_it_is_measured
   t.eq(total, 9, "nothing built ahead beyond the budget")
   t.eq(#calls[1], 4, "four candidates ahead of the one in flight")
   t.eq(ahead.prebuilt, 9)
+end)
+
+-- The summary says where the seconds went: the candidates' stages summed, the rest of the
+-- loop's wall time, and how many candidates were built ahead.
+t.test("summary_sums_the_candidates_stages_and_counts_the_builds_ahead", function()
+  for _, rn in ipairs { plain, ahead } do
+    local want = { build = 0, verify = 0, time = 0, sanitize = 0 }
+    for _, res in ipairs(rn.results) do
+      for k in pairs(want) do want[k] = want[k] + (res.seconds[k] or 0) end
+    end
+    local st = rn.sm.stages
+    for k, v in pairs(want) do t.eq(st[k], v, k) end
+    t.truthy(want.build > 0 and want.time > 0, "builds and timings were counted")
+    t.truthy(st.rest >= 0 and st.rest <= rn.sm.seconds, "the rest within the run's seconds")
+  end
+  t.eq(plain.sm.prebuilt, nil)
+  t.eq(ahead.sm.prebuilt, 9)
 end)
 
 t.done()

@@ -86,4 +86,28 @@ t.test("summary_sums_the_candidates_stages_and_counts_the_builds_ahead", functio
   t.eq(ahead.sm.prebuilt, 9)
 end)
 
+-- The cuda adapter's prebuild: the recipe's rules over the source first (a forbidden source
+-- is not compiled), then NVRTC in the background with compile's own spec, so the same
+-- candidate's compile finds it built. (NVRTC only; no GPU needed.)
+if require("kwb.cuda").nvrtc_version() then
+  t.test("cuda_prebuild_builds_what_the_rules_allow_for_the_compile_to_find", function()
+    local cuda = require "kwb.cuda"
+    local adapter = backend.load("cuda")
+    local base = kwb.load("recipes/gpu_vecadd.lua")
+    local recipe = setmetatable({ arch = "sm_90" }, { __index = base })
+    local src = assert(kwb.host.read_file("kernels/cuda/vecadd.cu"))
+    local stamp = "\n// built ahead " .. os.time() .. "\n"
+    local ok_cand = { source = src .. stamp, name = "vecadd.cu", defines = { BLOCK = 96, VEC = 1, ITEMS = 1 } }
+    local bad_cand = { source = src .. stamp .. "#define cudaStreamCreate 0\n", name = "vecadd.cu",
+                       defines = { BLOCK = 96, VEC = 1, ITEMS = 1 } }
+    t.truthy(recipe.rules:check_source(bad_cand.source), "the rules forbid the second")
+    t.eq(adapter.prebuild({ ok_cand, bad_cand }, recipe), true)
+    local waited = 0
+    while cuda.prebuilds_running() > 0 and waited < 600 do os.execute("sleep 0.05"); waited = waited + 1 end
+    t.eq(cuda.prebuilds_running(), 0)
+    t.eq(assert(adapter.compile(ok_cand, recipe)).cached, true, "built ahead")
+    t.eq(assert(adapter.compile(bad_cand, recipe)).cached, false, "not built ahead: the rules forbid it")
+  end)
+end
+
 t.done()

@@ -278,10 +278,12 @@ end
 
 -- The compiles of candidates about to be measured, in the background (kwb.cuda.prebuild),
 -- with compile's own spec, so a worker's compile of one finds it in the build directory.
+-- The recipe's rules over the source come first, as in a build: a candidate they forbid
+-- is not compiled here (the worker's build reports it).
 function B.prebuild(cands, recipe)
   local specs = {}
   for _, cand in ipairs(cands) do
-    if cand.source then
+    if cand.source and not recipe.rules:check_source(cand.source) then
       specs[#specs + 1] = { source = cand.source, name = cand.name, defines = cand.defines, flags = recipe.flags,
                             arch = recipe.arch }
     end

@@ -76,6 +76,9 @@ function M.parse_run_options(...)
     elseif w == "--budget" then opts.candidates, err = value(w, pos_int, "a positive integer")
     elseif w == "--minutes" then opts.minutes, err = value(w, pos_num, "a positive number")
     elseif w == "--workers" then opts.workers, err = value(w, pos_int, "a positive integer")
+    elseif w == "--ahead" then
+      opts.ahead, err = value(w, function(v) local n = math.tointeger(tonumber(v)); return n and n >= 0 and n or nil end,
+                              "an integer >= 0")
     elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
     elseif w == "--queue" then
       opts.queue, err = value(w, function(v) return v end, "a redis:// URL")

@@ -132,6 +132,7 @@ M.run_options = {
   { "--strategy S", strategies },
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
+  { "--ahead N", "build up to N candidates ahead while one is measured, for a strategy whose proposals never depend on results (grid; default 4, 0: none; cuda)" },
   { "--queue URL", "evaluate on a fleet's workers through Redis Streams (redis://[USER]:PASSWORD@HOST:PORT/NAME, "
     .. "rediss:// for TLS; see kwb worker and kwb fleet)" },
   { "--device KIND", "with --queue: the device kind to measure on, where the fleet has several (a part of its name)" },

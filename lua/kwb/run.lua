@@ -139,16 +139,17 @@ function Run:next_candidate(in_flight)
 end
 
 -- Builds ahead: a strategy whose proposals do not depend on the results (its
--- `ahead` field: grid, list) is asked for up to AHEAD proposals beyond the
+-- `ahead` field: grid, list) is asked for up to AHEAD (opts.ahead) proposals beyond the
 -- candidates in flight, within the budget, and the session starts their
 -- builds in the background while the current candidate is measured. The
 -- candidates, their order and their results stay those of a run without it.
-local AHEAD = 4
+M.AHEAD = 4
 function Run:look_ahead(in_flight)
-  if not (self.strategy.ahead and self.session.backend.prebuild) then return end
+  local n = self.ahead_n or M.AHEAD
+  if not (n > 0 and self.strategy.ahead and self.session.backend.prebuild) then return end
   self.ahead = self.ahead or {}
   local fresh = {}
-  while not self.ahead_done and #self.ahead < AHEAD
+  while not self.ahead_done and #self.ahead < n
         and self.evaluated + self.repeats + in_flight + #self.ahead < self.budget.candidates do
     local cand = self:propose_candidate()
     if cand == nil then self.ahead_done = true; break end
@@ -205,7 +206,8 @@ function Run:loop()
 end
 
 -- run(recipe, opts) -> summary, run. opts: candidates, minutes, strategy,
--- seed, workers, mode ("tty" | "plain" | "json" | "quiet"), json, store.
+-- seed, workers, ahead (candidates built ahead, default M.AHEAD; 0: none),
+-- mode ("tty" | "plain" | "json" | "quiet"), json, store.
 -- profile(recipe, id [, shape]) -> the profile (Session:profile), its table printed.
 function M.profile(recipe, id, key)
   local p = recipe:session():profile(id, key)
@@ -236,7 +238,7 @@ function M.run(recipe, opts)
                              random = rng.new(seed), budget = budget, strategy = strat, strategy_name = sname,
                              funnel = outcomes.counts(), results = {}, feedback = {}, repeats = 0,
                              evaluated = 0, partial = 0, timing_s = 0,
-                             skipped = 0, misses = 0, started = core.now(),
+                             skipped = 0, misses = 0, started = core.now(), ahead_n = opts.ahead,
                              report = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
                            Run)
   run.deadline = run.started + budget.minutes * 60

@@ -86,6 +86,31 @@ t.test("summary_sums_the_candidates_stages_and_counts_the_builds_ahead", functio
   t.eq(ahead.sm.prebuilt, 9)
 end)
 
+-- opts.ahead (--ahead N) sets how many: 2 builds two ahead, 0 none.
+t.test("build_ahead_takes_its_depth_from_the_run_options", function()
+  local seen = {}
+  host.prebuild = function(cands) seen[#seen + 1] = #cands; return true end
+  local function depth(n)
+    seen = {}
+    os.remove(tmp .. "/ahead-depth.db")
+    local r = kwb.load("recipes/host_matmul.lua")
+    local sm = r:run { candidates = 6, seed = 1, strategy = "grid", mode = "quiet", ahead = n,
+                       store = store.open(tmp .. "/ahead-depth.db") }
+    return seen, sm
+  end
+  local two, sm2 = depth(2)
+  t.eq(two[1], 2)
+  t.eq(sm2.prebuilt, 5)
+  local none, sm0 = depth(0)
+  t.eq(#none, 0)
+  t.eq(sm0.prebuilt, nil)
+  host.prebuild = nil
+  local opts = assert(require("kwb.cli").parse_run_options("--ahead", "0", "--budget", "3"))
+  t.eq(opts.ahead, 0)
+  local _, err = require("kwb.cli").parse_run_options("--ahead", "-1")
+  t.eq(err, "'--ahead' needs an integer >= 0, got '-1'")
+end)
+
 -- The cuda adapter's prebuild: the recipe's rules over the source first (a forbidden source
 -- is not compiled), then NVRTC in the background with compile's own spec, so the same
 -- candidate's compile finds it built. (NVRTC only; no GPU needed.)

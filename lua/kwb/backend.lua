@@ -29,7 +29,8 @@
 --                                         counts in one look (kwb.verify)
 --   prebuild(cands, recipe) (optional)    starts the compiles of candidates about to be
 --                                         measured in the background; a later compile(...)
---                                         of one finds it built (the cuda adapter: NVRTC)
+--                                         of one finds it built (the cuda adapter: NVRTC);
+--   prebuild_wait(limit) (optional)       waits up to limit seconds for them to finish
 --   fresh_timing, timed_call, verify_runs, pooled_checks (optional)
 --                                         the timed runs through kwb.timed: one call a
 --                                         sample, the samples verified against the reference

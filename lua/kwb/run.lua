@@ -203,6 +203,9 @@ function Run:loop()
     if #flight == 0 then break end
     complete_oldest()
   end
+  -- builds ahead that the budget's end or the deadline left unused finish before the run
+  -- returns, so none is still compiling when the process ends
+  if self.prebuilt then s:prebuilds_settle(30) end
 end
 
 -- run(recipe, opts) -> summary, run. opts: candidates, minutes, strategy,

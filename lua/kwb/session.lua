@@ -198,6 +198,14 @@ function Session:prebuild(cands)
   return pcall(b.prebuild, cands, self.recipe) and true or false
 end
 
+-- prebuilds_settle(limit): waits up to limit seconds for the backend's builds
+-- ahead to finish (the adapter's prebuild_wait); true when none is running.
+function Session:prebuilds_settle(limit)
+  local b = self.backend
+  if not b.prebuild_wait then return true end
+  return b.prebuild_wait(limit)
+end
+
 -- build(cand) -> { outcome =, reason =, log =, rule =, line = } (outcome nil:
 -- it built): the rules and the compiler alone, in a worker when the session
 -- has a pool (the agent strategy's compile tool).

@@ -127,8 +127,7 @@ if require("kwb.cuda").nvrtc_version() then
                        defines = { BLOCK = 96, VEC = 1, ITEMS = 1 } }
     t.truthy(recipe.rules:check_source(bad_cand.source), "the rules forbid the second")
     t.eq(adapter.prebuild({ ok_cand, bad_cand }, recipe), true)
-    local waited = 0
-    while cuda.prebuilds_running() > 0 and waited < 600 do os.execute("sleep 0.05"); waited = waited + 1 end
+    t.eq(adapter.prebuild_wait(60), true, "the builds ahead settle")
     t.eq(cuda.prebuilds_running(), 0)
     t.eq(assert(adapter.compile(ok_cand, recipe)).cached, true, "built ahead")
     t.eq(assert(adapter.compile(bad_cand, recipe)).cached, false, "not built ahead: the rules forbid it")

@@ -291,6 +291,17 @@ function B.prebuild(cands, recipe)
   return nvrtc().prebuild(specs)
 end
 
+-- prebuild_wait(limit) -> true once no build ahead is running, false after limit seconds.
+function B.prebuild_wait(limit)
+  local cuda, core = nvrtc(), require "kwb.core"
+  local t0 = core.now()
+  while cuda.prebuilds_running() > 0 do
+    if core.now() - t0 >= limit then return false end
+    core.sleep(0.01)
+  end
+  return true
+end
+
 function B.check_built(rs, mod, cand)
   return rs:check_ptx(mod:ptx(), cand.source, cand.name)
 end

@@ -86,15 +86,22 @@ function M.compile(spec)
   return wrap(ud, s.name)
 end
 
+-- The C side's specs of a list of compile specs (a spec it cannot take raises
+-- at the caller's caller, naming its place in the list).
+local function build_specs(specs)
+  local list = {}
+  for i, spec in ipairs(specs) do
+    local s, msg = build_spec(spec, 4)
+    if not s then error(string.format("compile spec %d: %s", i, msg), 3) end
+    list[i] = s
+  end
+  return list
+end
+
 -- compile_all({ spec, ... } [, threads]) -> { module | { error =, code =, log = }, ... }
 -- builds on `threads` threads (default 8); specs with nvcc = true use nvcc.
 function M.compile_all(specs, threads)
-  local list = {}
-  for i, spec in ipairs(specs) do
-    local s, msg = build_spec(spec, 3)
-    if not s then error(string.format("compile spec %d: %s", i, msg), 2) end
-    list[i] = s
-  end
+  local list = build_specs(specs)
   local out = core.cuda_compile_many(list, threads or 8)
   for i, r in ipairs(out) do
     if type(r) ~= "table" then out[i] = wrap(r, list[i].name) end
@@ -109,13 +116,7 @@ end
 -- the cache) finds it; a failure leaves nothing there, and the later compile
 -- reports it. prebuilds_running() -> the background jobs not yet finished.
 function M.prebuild(specs, threads)
-  local list = {}
-  for i, spec in ipairs(specs) do
-    local s, msg = build_spec(spec, 3)
-    if not s then error(string.format("compile spec %d: %s", i, msg), 2) end
-    list[i] = s
-  end
-  return core.cuda_prebuild(list, threads or 4)
+  return core.cuda_prebuild(build_specs(specs), threads or 4)
 end
 
 function M.prebuilds_running() return core.cuda_prebuilds_running() end

@@ -7,16 +7,9 @@
 local t = require "t"
 local cjson = require "cjson"
 
-local function recipe_run(path)
-  local p = io.popen(string.format("./kwb %s --json --seed 1 2>&1", path))
-  local events, raw = {}, {}
-  for line in p:lines() do
-    raw[#raw + 1] = line
-    local ok, ev = pcall(cjson.decode, line)
-    if ok and type(ev) == "table" then events[#events + 1] = ev end
-  end
-  return p:close(), events, raw
-end
+local json_run = require "json_run"
+
+local function recipe_run(path) return json_run(string.format("./kwb %s --json --seed 1 2>&1", path)) end
 
 for _, rc in ipairs { { "recipes/kt_vecadd.lua", 15, 0 }, { "recipes/kt_matmul.lua", 40, 4 } } do
   local path, n, errors = rc[1], rc[2], rc[3]

@@ -56,15 +56,7 @@ end
 
 -- The shipped recipes, as a user runs them, with their summaries kept.
 local function recipe_run(path, budget)
-  local p = io.popen(string.format("./kwb %s --json --budget %d --seed 1 2>&1", path, budget))
-  local events, raw = {}, {}
-  for line in p:lines() do
-    raw[#raw + 1] = line
-    local ok, ev = pcall(cjson.decode, line)
-    if ok and type(ev) == "table" then events[#events + 1] = ev end
-  end
-  local ok = p:close()
-  return ok, events, raw
+  return require "json_run" (string.format("./kwb %s --json --budget %d --seed 1 2>&1", path, budget))
 end
 
 for _, rc in ipairs { { "recipes/gpu_vecadd.lua", tonumber(words[1]) or 72 },

@@ -1133,6 +1133,30 @@ __device__ __forceinline__ void rg_rows(int *rows, const int *pairs, int first, 
     __syncthreads();
 }
 
+// A lane's raw codes and scales of rows g and g + 8 (wq[row], ws[row] at chunk 0) at chunk c.
+__device__ __forceinline__ void rg_load(RgRaw (&r)[2], const unsigned char *const *wq,
+                                        const unsigned char *const *ws, int c) {
+#pragma unroll
+    for (int row = 0; row < 2; row++) {
+        r[row].q = ld_stream(wq[row] + 64 * c);
+        r[row].s = ld_stream8(ws[row] + 8 * c);
+    }
+}
+
+// One chunk's 8 MMAs (k16 slices of the stage at st) on acc, issued as one
+// group: the descriptors made before the stage opens (wgmma.fence).
+__device__ __forceinline__ void rg_chunk_mma(float (&acc)[RG_N / 2], const u32 (&a)[8][4], u32 st) {
+    unsigned long long db[8];
+#pragma unroll
+    for (int s = 0; s < 8; s++) db[s] = wg_desc(st + (s >> 2) * (RG_N * 128) + 32 * (s & 3));
+    wg_hold(acc);
+    wg_fence();
+#pragma unroll
+    for (int s = 0; s < 8; s++) rg_mma(acc, a[s], db[s]);
+    wg_commit();
+    wg_hold(acc);
+}
+
 // The K loop of one work item: acc = this warpgroup's 64 weight rows x the
 // tile's RG_N tokens over nch chunks of 128. wq[row], ws[row]: the lane's
 // codes and scales of rows g and g + 8 at chunk 0; act, rows: the
@@ -1143,30 +1167,14 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
     constexpr int D = RG_S - 2;                       // chunks of activations copied ahead
     RgRaw raw[RG_PF][2];
     u32 a[2][8][4];
-    auto load_raw = [&](RgRaw (&r)[2], int c) {
-#pragma unroll
-        for (int row = 0; row < 2; row++) {
-            r[row].q = ld_stream(wq[row] + 64 * c);
-            r[row].s = ld_stream8(ws[row] + 8 * c);
-        }
-    };
     auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, act, rows, tid); };
     auto step = [&](int c, u32 (&ac)[8][4], RgRaw (&rc)[2]) {
         rg_dequant(rc, ac);
-        if (c + RG_PF < nch) load_raw(rc, c + RG_PF);
+        if (c + RG_PF < nch) rg_load(rc, wq, ws, c + RG_PF);
         cp_wait<D - 1>();             // this thread's copies of chunk c are in
         fence_async_smem();           // visible to the tensor cores
         __syncthreads();              // and everyone else's
-        const u32 st = sm + (c % RG_S) * RG_STAGE;
-        unsigned long long db[8];     // the descriptors, made before the stage opens
-#pragma unroll
-        for (int s = 0; s < 8; s++) db[s] = wg_desc(st + (s >> 2) * (RG_N * 128) + 32 * (s & 3));
-        wg_hold(acc);
-        wg_fence();
-#pragma unroll
-        for (int s = 0; s < 8; s++) rg_mma(acc, ac[s], db[s]);
-        wg_commit();
-        wg_hold(acc);
+        rg_chunk_mma(acc, ac, sm + (c % RG_S) * RG_STAGE);
         wg_wait<1>();                 // chunk c - 1 is done with its A set and its stage
         copy_act(c + D);
     };
@@ -1174,7 +1182,7 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
     for (int i = 0; i < RG_N / 2; i++) acc[i] = 0.0f;
 #pragma unroll
     for (int p = 0; p < RG_PF; p++)
-        if (p < nch) load_raw(raw[p], p);
+        if (p < nch) rg_load(raw[p], wq, ws, p);
 #pragma unroll
     for (int d = 0; d < D; d++) copy_act(d);
     // nch is even (H and I multiples of 256): a step taken on a condition here
@@ -1203,19 +1211,12 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
     constexpr int D = RG_S - 2;
     RgRaw raw[2][2];
     u32 a[2][8][4];
-    auto load_raw = [&](int m, int c) {
-#pragma unroll
-        for (int row = 0; row < 2; row++) {
-            raw[m][row].q = ld_stream(wq[m][row] + 64 * c);
-            raw[m][row].s = ld_stream8(ws[m][row] + 8 * c);
-        }
-    };
     auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, act, rows, tid); };
 #pragma unroll
     for (int m = 0; m < 2; m++) {
 #pragma unroll
         for (int i = 0; i < RG_N / 2; i++) acc[m][i] = 0.0f;
-        load_raw(m, 0);
+        rg_load(raw[m], wq[m], ws[m], 0);
     }
 #pragma unroll
     for (int d = 0; d < D; d++) copy_act(d);
@@ -1225,21 +1226,13 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
         for (int m = 0; m < 2; m++) {
             wg_wait<1>();             // this group's MMAs of chunk c - 1 are done with its A set
             rg_dequant(raw[m], a[m]);
-            load_raw(m, min(c + 1, nch - 1));   // (the last chunk again at the end: no branch here)
+            rg_load(raw[m], wq[m], ws[m], min(c + 1, nch - 1));   // (the last chunk again at the end: no branch)
             if (m == 0) {
                 cp_wait<D - 1>();     // this thread's copies of chunk c are in
                 fence_async_smem();
                 __syncthreads();
             }
-            unsigned long long db[8];
-#pragma unroll
-            for (int s = 0; s < 8; s++) db[s] = wg_desc(st + (s >> 2) * (RG_N * 128) + 32 * (s & 3));
-            wg_hold(acc[m]);
-            wg_fence();
-#pragma unroll
-            for (int s = 0; s < 8; s++) rg_mma(acc[m], a[m][s], db[s]);
-            wg_commit();
-            wg_hold(acc[m]);
+            rg_chunk_mma(acc[m], a[m], st);
         }
         copy_act(c + D);
     }
@@ -1248,6 +1241,27 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
     wg_hold(acc[1]);
     cp_wait<0>();
     __syncthreads();                  // every warpgroup is done with every stage and the table
+}
+
+// The K loop of a work item for RG_M row groups a warpgroup.
+__device__ __forceinline__ void rg_kloop_m(float (&acc)[RG_M][RG_N / 2], u32 sm, int nch,
+                                           const unsigned char *const (*wq)[2], const unsigned char *const (*ws)[2],
+                                           const u16 *act, const int *rows, int tid) {
+#if RG_M == 2
+    rg_kloop2(acc, sm, nch, wq, ws, act, rows, tid);
+#else
+    rg_kloop(acc[0], sm, nch, wq[0], ws[0], act, rows, tid);
+#endif
+}
+
+// Work item wi of ntiles x rblocks in RG_ORD's order: its row block, and its
+// tile's expert, first pair and token count.
+__device__ __forceinline__ int rg_item(long long wi, int ntiles, int rblocks, const int4 *tiles, int &e, int &first,
+                                       int &count) {
+    const int tile = (int)(RG_ORD ? wi / rblocks : wi % ntiles), rb = (int)(RG_ORD ? wi % rblocks : wi / ntiles);
+    const int4 tl = tiles[tile];
+    e = tl.x, first = tl.y, count = tl.z;
+    return rb;
 }
 
 extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC)
@@ -1259,9 +1273,8 @@ w4_up_rg(UP_ARGS) {
     const int ntiles = meta[0], rblocks = I / (32 * RG_WG * RG_M);
     const long long rowb = H / 2, sfb = H / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
-        const int tile = (int)(RG_ORD ? wi / rblocks : wi % ntiles), rb = (int)(RG_ORD ? wi % rblocks : wi / ntiles);
-        const int4 tl = tiles[tile];
-        const int e = tl.x, first = tl.y, count = tl.z;
+        int e, first, count;
+        const int rb = rg_item(wi, ntiles, rblocks, tiles, e, first, count);
         int i[RG_M];                  // the h column of row group m (its gate row, and its up row I later)
         const unsigned char *wq[RG_M][2], *ws[RG_M][2];
 #pragma unroll
@@ -1275,11 +1288,7 @@ w4_up_rg(UP_ARGS) {
         }
         rg_rows(rows, pairs, first, count, K, H, tid);
         float acc[RG_M][RG_N / 2];
-#if RG_M == 2
-        rg_kloop2(acc, sm, H / 128, wq, ws, x, rows, tid);
-#else
-        rg_kloop(acc[0], sm, H / 128, wq[0], ws[0], x, rows, tid);
-#endif
+        rg_kloop_m(acc, sm, H / 128, wq, ws, x, rows, tid);
         const float s2 = w13s2[e] * 256.0f;
 #pragma unroll
         for (int m = 0; m < RG_M; m++)
@@ -1305,9 +1314,8 @@ w4_down_rg(DN_ARGS) {
     const int ntiles = meta[0], rblocks = H / (64 * RG_WG * RG_M);
     const long long rowb = I / 2, sfb = I / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
-        const int tile = (int)(RG_ORD ? wi / rblocks : wi % ntiles), rb = (int)(RG_ORD ? wi % rblocks : wi / ntiles);
-        const int4 tl = tiles[tile];
-        const int e = tl.x, first = tl.y, count = tl.z;
+        int e, first, count;
+        const int rb = rg_item(wi, ntiles, rblocks, tiles, e, first, count);
         int n[RG_M];                  // the output column of row group m's row g (and n + 8)
         const unsigned char *wq[RG_M][2], *ws[RG_M][2];
 #pragma unroll
@@ -1321,11 +1329,7 @@ w4_down_rg(DN_ARGS) {
         }
         rg_rows(rows, pairs, first, count, 0, I, tid);
         float acc[RG_M][RG_N / 2];
-#if RG_M == 2
-        rg_kloop2(acc, sm, I / 128, wq, ws, h, rows, tid);
-#else
-        rg_kloop(acc[0], sm, I / 128, wq[0], ws[0], h, rows, tid);
-#endif
+        rg_kloop_m(acc, sm, I / 128, wq, ws, h, rows, tid);
         const float s2 = w2s2[e] * 256.0f;
 #pragma unroll
         for (int m = 0; m < RG_M; m++)

@@ -863,6 +863,21 @@ __device__ __forceinline__ void wg_kloop(float (&acc)[64], u32 sm, int nch, cons
     __syncthreads();                  // every warpgroup is done with every stage
 }
 
+// The codes and scales of this thread's raw units (wg_kloop's wrow, srow):
+// unit tid + WG_THREADS * u is half hh of B row n, weight row row_of(n).
+template <typename RowOf>
+__device__ __forceinline__ void wg_units(const unsigned char **wrow, const unsigned char **srow,
+                                         const unsigned char *q, const unsigned char *sf, long long rowb,
+                                         long long sfb, int tid, RowOf row_of) {
+#pragma unroll
+    for (int u = 0; u < 256 / WG_THREADS; u++) {
+        const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
+        const long long row = row_of(n);
+        wrow[u] = q + row * rowb + 16 * hh;
+        srow[u] = sf + row * sfb + 2 * hh;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
 w4_up_wg(UP_ARGS) {
     extern __shared__ __align__(1024) unsigned char wsm[];
@@ -875,13 +890,8 @@ w4_up_wg(UP_ARGS) {
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
         const unsigned char *wrow[256 / WG_THREADS], *srow[256 / WG_THREADS];
-#pragma unroll
-        for (int u = 0; u < 256 / WG_THREADS; u++) {
-            const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
-            const long long row = (long long)e * 2 * I + (n < 64 ? i0 + n : I + i0 + n - 64);
-            wrow[u] = w13q + row * rowb + 16 * hh;
-            srow[u] = w13sf + row * sfb + 2 * hh;
-        }
+        wg_units(wrow, srow, w13q, w13sf, rowb, sfb, tid,
+                 [&](int n) { return (long long)e * 2 * I + (n < 64 ? i0 + n : I + i0 + n - 64); });
         const u16 *arow[4];
 #pragma unroll
         for (int k = 0; k < 4; k++)
@@ -921,13 +931,7 @@ w4_down_wg(DN_ARGS) {
         const int4 tl = tiles[tile];
         const int e = tl.x, first = tl.y, count = tl.z;
         const unsigned char *wrow[256 / WG_THREADS], *srow[256 / WG_THREADS];
-#pragma unroll
-        for (int u = 0; u < 256 / WG_THREADS; u++) {
-            const int unit = tid + WG_THREADS * u, n = unit >> 1, hh = unit & 1;
-            const long long row = (long long)e * H + n0 + n;
-            wrow[u] = w2q + row * rowb + 16 * hh;
-            srow[u] = w2sf + row * sfb + 2 * hh;
-        }
+        wg_units(wrow, srow, w2q, w2sf, rowb, sfb, tid, [&](int n) { return (long long)e * H + n0 + n; });
         const u16 *arow[4];
 #pragma unroll
         for (int k = 0; k < 4; k++)

@@ -132,6 +132,24 @@ if require("kwb.cuda").nvrtc_version() then
     t.eq(assert(adapter.compile(ok_cand, recipe)).cached, true, "built ahead")
     t.eq(assert(adapter.compile(bad_cand, recipe)).cached, false, "not built ahead: the rules forbid it")
   end)
+
+  -- A build ahead is judged as a fresh one: a candidate whose source passes the source rules
+  -- but whose PTX reads a clock (a macro spells clock64) is built ahead, and the build's
+  -- PTX rules still forbid the module the worker's compile finds cached.
+  t.test("a_candidate_built_ahead_still_meets_the_ptx_rules", function()
+    local adapter = backend.load("cuda")
+    local base = kwb.load("recipes/gpu_vecadd.lua")
+    local recipe = setmetatable({ arch = "sm_90" }, { __index = base })
+    local src = assert(kwb.host.read_file("tests/candidates/cuda/clock_macro.cu"))
+    local cand = { source = src .. "\n// built ahead " .. os.time() .. "\n", name = "clock_macro.cu", defines = {} }
+    t.eq(recipe.rules:check_source(cand.source), nil, "the source rules let it through")
+    t.eq(adapter.prebuild({ cand }, recipe), true)
+    t.eq(adapter.prebuild_wait(60), true)
+    local mod = assert(adapter.compile(cand, recipe))
+    t.eq(mod.cached, true, "built ahead")
+    local hit = t.truthy(adapter.check_built(recipe.rules, mod, cand), "the PTX rules forbid it")
+    t.eq(hit.rule, "timer")
+  end)
 end
 
 t.done()

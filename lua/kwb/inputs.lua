@@ -297,12 +297,14 @@ function M.expect(h, b, pool, later)
   else run() end
 end
 
--- prepare(h, b, seed, round): fresh inputs for round `round` (from the
--- candidate's seed, or the run's where the problem draws once per run), the
--- reference's outputs for them, the inputs' digests, poisoned outputs.
-function M.prepare(h, b, seed, round)
+-- prepare(h, b, seed, round [, per_run]): fresh inputs for round `round`
+-- (from the candidate's seed, or the run's where the problem draws once per
+-- run or `per_run` asks it: an unannounced shape's, kwb.measure), the
+-- reference's outputs for them (computed once a run where the inputs are the
+-- run's, and held), the inputs' digests, poisoned outputs.
+function M.prepare(h, b, seed, round, per_run)
   local p = h.problem
-  local draw_run = p.draw == "run"
+  local draw_run = p.draw == "run" or per_run == true
   if draw_run then seed = h:base_seed() end
   fill_fixed(h, b)
   for _, a in ipairs(p.buffers) do

@@ -73,10 +73,11 @@ function Harness:check(b, when, skip_inout)
   return verify.check(self.problem, self.backend, b, when, skip_inout)
 end
 
--- round(fn, b, seed, round, timeout) -> nil, or outcome, reason: one call of
--- the candidate on fresh inputs, checked.
-function Harness:round(fn, b, seed, round, timeout, note)
-  inputs.prepare(self, b, seed, round)
+-- round(fn, b, seed, round, timeout [, note [, per_run]]) -> nil, or outcome,
+-- reason: one call of the candidate on fresh inputs (the run's, the same for
+-- every candidate, where per_run), checked.
+function Harness:round(fn, b, seed, round, timeout, note, per_run)
+  inputs.prepare(self, b, seed, round, per_run)
   if not b.sound then   -- once per shape: a problem a constant output passes is an error of the recipe
     local why = verify.degenerate(self.problem, self.backend, b)
     if why then error(string.format("recipe %s: %s", self.recipe.name, why), 0) end
@@ -177,7 +178,10 @@ end
 -- seen per timed shape. (The second round, other inputs in the same buffers,
 -- finds state kept from the first; at the unannounced shapes, never timed,
 -- kept state wins nothing, and the question is only whether the kernel is
--- right at a shape it was not told of: one call answers it.)
+-- right at a shape it was not told of: one call answers it, on the run's
+-- inputs for that shape, whose reference runs once a run and is held where
+-- no candidate reaches it. The candidate's own inputs, at every timed shape
+-- in both rounds, find a kernel right only on inputs met before.)
 local function verify_all(h, fn, res)
   local call_s = {}
   local function verify(sh, note)
@@ -187,7 +191,7 @@ local function verify_all(h, fn, res)
       worker.deadline(M.harness_limit, "the harness's inputs for " .. what)
       b.on_call = function() h:phase(h.timeout, what) end   -- (off_the_clock gives it back after a reference)
       local t0 = core.now()
-      local out, why = h:round(fn, b, res.seed, round, h.timeout, note)
+      local out, why = h:round(fn, b, res.seed, round, h.timeout, note, note ~= nil)
       if not note then call_s[sh.key] = math.max(call_s[sh.key] or 0, core.now() - t0) end
       b.on_call = nil
       if out then return out, why end

@@ -161,6 +161,45 @@ t.test("nvcc_module_launcher_runs_and_times_on_the_harness_stream", function()
   t.truthy(st.median > 0 and st.graph, "launcher timed in a graph")
 end)
 
+-- sgemm's CUDA reference (64 x 64 tiles in shared memory as double) gives
+-- the bits of the kernel it replaced (a thread per element, each product
+-- converted and summed in k order), at odd shapes and across tile edges; and
+-- the time of each at 4096^3, the reference's cost in every candidate's checks
+t.test("sgemm_reference_tiles_give_the_one_thread_per_element_bits", function()
+  local proto = "void sgemm_ref(int M, int N, int K, float alpha, const float *A, const float *B, float beta, float *C)"
+  local p = require("kwb.problems.sgemm")()
+  local tiled_mod = assert(cuda.compile { source = p.reference.cuda.source, name = "sgemm_ref.cu" })
+  local tiled = assert(tiled_mod:kernel("sgemm_ref", proto))
+  local plain_mod = assert(cuda.compile { name = "sgemm_ref_plain.cu", source = [[
+extern "C" __global__ void sgemm_ref(int M, int N, int K, float alpha, const float *A, const float *B,
+                                     float beta, float *C) {
+    int i = blockIdx.y * blockDim.y + threadIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= M || j >= N) return;
+    double acc = 0;
+    for (int k = 0; k < K; k++) acc += (double)A[(long long)i * K + k] * (double)B[(long long)k * N + j];
+    C[(long long)i * N + j] = (float)(alpha * acc);
+}]] })
+  local plain = assert(plain_mod:kernel("sgemm_ref", proto))
+  local function plans(M, N, K)
+    local A = assert(cuda.buffer("f32", M * K):fill_normal(M + 1, 0, 1))
+    local B = assert(cuda.buffer("f32", K * N):fill_normal(N + 2, 0, 1))
+    local C1, C2 = assert(cuda.buffer("f32", M * N):poison()), assert(cuda.buffer("f32", M * N):poison())
+    local l = p.reference.cuda.launch { M = M, N = N, K = K }
+    return cuda.plan { { tiled, grid = l.grid, block = l.block, args = { M, N, K, 1.0, A, B, 0.0, C1 } } },
+           cuda.plan { { plain, grid = { (N + 15) // 16, (M + 15) // 16 }, block = { 16, 16 },
+                         args = { M, N, K, 1.0, A, B, 0.0, C2 } } }, C1, C2
+  end
+  for _, s in ipairs { { 1, 1, 1 }, { 67, 45, 131 }, { 64, 64, 16 }, { 130, 200, 97 }, { 257, 129, 1000 } } do
+    local pt, pp, C1, C2 = plans(s[1], s[2], s[3])
+    assert(pt:run()); assert(pp:run())
+    local d = assert(cuda.compare(C1, C2, { atol = 0, rtol = 0 }))
+    t.eq(d.bad + d.poison, 0, string.format("M=%d N=%d K=%d: every element the same", s[1], s[2], s[3]))
+  end
+  local pt, pp = plans(4096, 4096, 4096)
+  fig("sgemm_ref_4096_tiled_ms", string.format("%.2f", assert(cuda.time(pt, { cap = 0.5 })).median * 1e3))
+  fig("sgemm_ref_4096_plain_ms", string.format("%.2f", assert(cuda.time(pp, { cap = 0.5 })).median * 1e3))
+end)
+
 -- the copy kernel as a candidate, against the doctor's cuMemcpyDtoD
 local n4 = (1 << 30) // 16                       -- 1 GiB in, 1 GiB out
 local x = assert(cuda.buffer("f32", 4 * n4):fill_uniform(9))

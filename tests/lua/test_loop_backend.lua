@@ -296,6 +296,36 @@ t.test("loop_backend_cuda_timing_splits_into_the_calls_and_the_checks_around_the
   t.eq(run.results[3].seconds.calls, nil, "a candidate that crashed in verification was never timed")
 end)
 
+-- The unannounced shapes take the run's inputs (the same for every
+-- candidate), so their reference runs once a run and is held off the device,
+-- while every candidate is still called there; at the timed shapes each
+-- candidate's rounds are on inputs of its own, the reference run for each.
+t.test("loop_backend_cuda_an_unannounced_shapes_reference_runs_once_a_run", function()
+  local h = require("kwb.measure").harness(r)
+  local s = r:session()
+  local unannounced = {}
+  for _, sh in ipairs(r.verify_shapes) do unannounced[sh.shape.n] = sh.key end
+  t.eq(#r.verify_shapes, 4, "n=999, n=1001, n=3001 and one drawn")
+  local from = #launches + 1
+  local digests = {}
+  for _, seed in ipairs { 5, 6 } do
+    local res = h:measure(s:candidate(r.start), { seconds = {}, shapes = {}, seed = seed })
+    t.eq(res.outcome, nil, tostring(res.reason))
+    digests[seed] = h:bench(r.verify_shapes[1]).bufs.a:checksum()
+  end
+  local refs, timed_refs = {}, 0
+  for i = from, #launches do
+    local l = launches[i]
+    if l.kernel == "vecadd_ref" and unannounced[l.grid] then refs[l.grid] = (refs[l.grid] or 0) + 1
+    elseif l.kernel == "vecadd_ref" then timed_refs = timed_refs + 1 end
+  end
+  for n, key in pairs(unannounced) do
+    t.eq(refs[n], 1, "the reference at " .. key .. " ran once for both candidates")
+  end
+  t.truthy(timed_refs >= 2 * 2 * 2, string.format("at the timed shapes the rounds' references ran for each candidate (%d)", timed_refs))
+  t.eq(digests[5], digests[6], "both candidates met the same inputs at " .. r.verify_shapes[1].key)
+end)
+
 t.test("loop_backend_cuda_results_are_keyed_by_the_device_kind", function()
   local st = require("kwb.store").open(dir .. "/fake_cuda.db")
   local rows = st.cache:results(run.results[1].id)

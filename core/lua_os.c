@@ -105,44 +105,99 @@ static int l_machine(lua_State *L) {
     return 1;
 }
 
-/* core.exec({ argv... }, { input = path, timeout = s, cap = bytes }) ->
- * { status =, out =, err =, timed_out = } | nil, msg, info: a program run
- * with its stdout and stderr apart, killed with its process group on timeout. */
-static int l_exec(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_settop(L, 2);   /* (the options, or nil: the argv below goes above them) */
-    int n = (int)luaL_len(L, 1);
-    if (n < 1) return luaL_argerror(L, 1, "an argv list with the program first");
+/* An argv list at stack index idx as a NULL-ended array (a userdata pushed
+ * on the stack: the strings stay referenced by the list). */
+static const char **argv_of(lua_State *L, int idx, const char *what) {
+    if (lua_type(L, idx) != LUA_TTABLE) luaL_error(L, "%s: an argv list with the program first", what);
+    int n = (int)luaL_len(L, idx);
+    if (n < 1) luaL_error(L, "%s: an argv list with the program first", what);
     const char **argv = lua_newuserdatauv(L, sizeof *argv * (size_t)(n + 1), 0);
     for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, 1, i + 1);
-        argv[i] = luaL_checkstring(L, -1);   /* stays referenced by the argv table */
+        lua_rawgeti(L, idx, i + 1);
+        argv[i] = lua_tostring(L, -1);
+        if (!argv[i]) luaL_error(L, "%s: argument %d is not a string", what, i + 1);
         lua_pop(L, 1);
     }
     argv[n] = NULL;
+    return argv;
+}
+
+/* The options { input = path, timeout = s, cap = bytes } at index idx. */
+static kwb_proc_io io_of(lua_State *L, int idx) {
     kwb_proc_io io = {0};
-    if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
-        lua_getfield(L, 2, "input");
+    if (!lua_isnoneornil(L, idx)) {
+        luaL_checktype(L, idx, LUA_TTABLE);
+        lua_getfield(L, idx, "input");
         io.input = luaL_optstring(L, -1, NULL);
-        lua_getfield(L, 2, "timeout");
+        lua_getfield(L, idx, "timeout");
         io.timeout = luaL_optnumber(L, -1, 0);
-        lua_getfield(L, 2, "cap");
+        lua_getfield(L, idx, "cap");
         io.cap = (size_t)luaL_optinteger(L, -1, 0);
+        lua_pop(L, 3);   /* (input stays referenced by the options table) */
     }
-    int rc = kwb_proc_exec(argv, &io);
-    if (rc < 0) return kwb_lua_fail(L, "exec-failed", kwb_last_error());
-    lua_createtable(L, 0, 4);
+    return io;
+}
+
+static void push_result(lua_State *L, int rc, kwb_proc_io *io) {
+    lua_createtable(L, 0, 5);
     lua_pushinteger(L, rc);
     lua_setfield(L, -2, "status");
-    lua_pushstring(L, io.out ? io.out : "");
+    lua_pushstring(L, io->out ? io->out : "");
     lua_setfield(L, -2, "out");
-    lua_pushstring(L, io.err ? io.err : "");
+    lua_pushstring(L, io->err ? io->err : "");
     lua_setfield(L, -2, "err");
-    lua_pushboolean(L, io.timed_out);
+    lua_pushboolean(L, io->timed_out);
     lua_setfield(L, -2, "timed_out");
-    free(io.out);
-    free(io.err);
+    lua_pushnumber(L, io->seconds);
+    lua_setfield(L, -2, "seconds");
+    free(io->out);
+    free(io->err);
+    io->out = io->err = NULL;
+}
+
+/* core.exec({ argv... }, { input = path, timeout = s, cap = bytes }) ->
+ * { status =, out =, err =, timed_out =, seconds = } | nil, msg, info: a
+ * program run with its stdout and stderr apart, killed with its process
+ * group on timeout. */
+static int l_exec(lua_State *L) {
+    lua_settop(L, 2);
+    kwb_proc_io io = io_of(L, 2);
+    const char **argv = argv_of(L, 1, "core.exec");
+    int rc = kwb_proc_exec(argv, &io);
+    if (rc < 0) return kwb_lua_fail(L, "exec-failed", kwb_last_error());
+    push_result(L, rc, &io);
+    return 1;
+}
+
+/* core.exec_all({ { argv... }, ... }, opts) -> { result, ... } | nil, msg,
+ * info: the programs run at once (opts and each result as core.exec's, the
+ * timeout each program's own), all waited for. Fails when one could not be
+ * started (the others ran). */
+static int l_exec_all(lua_State *L) {
+    lua_settop(L, 2);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int n = (int)luaL_len(L, 1);
+    if (n < 1) return luaL_argerror(L, 1, "a list of argv lists");
+    kwb_proc_io base = io_of(L, 2);
+    const char ***argvs = lua_newuserdatauv(L, sizeof *argvs * (size_t)n, 0);
+    kwb_proc_io *ios = lua_newuserdatauv(L, sizeof *ios * (size_t)n, 0);
+    int *rcs = lua_newuserdatauv(L, sizeof *rcs * (size_t)n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 1, i + 1);
+        argvs[i] = argv_of(L, lua_gettop(L), "core.exec_all");
+        lua_replace(L, -2);   /* (the argv array stays on the stack until the end) */
+        ios[i] = base;
+    }
+    int rc = kwb_proc_exec_all(n, (const char *const *const *)argvs, ios, rcs);
+    if (rc < 0) {
+        for (int i = 0; i < n; i++) { free(ios[i].out); free(ios[i].err); }
+        return kwb_lua_fail(L, "exec-failed", kwb_last_error());
+    }
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        push_result(L, rcs[i], &ios[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
     return 1;
 }
 
@@ -182,7 +237,7 @@ void kwb_lua_open_os(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"flock", l_flock}, {"environ", l_environ}, {"cwd", l_cwd}, {"uid", l_uid}, {"mkdirs", l_mkdirs},
         {"cache_place", l_cache_place},
-        {"isatty", l_isatty}, {"executable", l_executable}, {"machine", l_machine}, {"exec", l_exec},
+        {"isatty", l_isatty}, {"executable", l_executable}, {"machine", l_machine}, {"exec", l_exec}, {"exec_all", l_exec_all},
         {"self_exe", l_self_exe}, {"sleep", l_sleep}, {"pid", l_pid}, {"hostname", l_hostname},
         {NULL, NULL},
     };

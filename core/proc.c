@@ -2,8 +2,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -16,8 +18,8 @@
 extern char **environ;
 
 int kwb_proc_run(const char *const *argv, char **output, size_t cap) {
-    int fd[2];
-    if (pipe(fd) != 0) return kwb_fail(KWB_EIO, "pipe failed: %s", strerror(errno));
+    int fd[2];   /* (close-on-exec: a program another thread starts meanwhile inherits neither end) */
+    if (pipe2(fd, O_CLOEXEC) != 0) return kwb_fail(KWB_EIO, "pipe failed: %s", strerror(errno));
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addclose(&fa, fd[0]);
@@ -81,9 +83,10 @@ static void take(capture *c) {
 }
 
 int kwb_proc_exec(const char *const *argv, kwb_proc_io *io) {
-    int po[2], pe[2];
-    if (pipe(po) != 0) return kwb_fail(KWB_EIO, "pipe failed: %s", strerror(errno));
-    if (pipe(pe) != 0) { close(po[0]); close(po[1]); return kwb_fail(KWB_EIO, "pipe failed: %s", strerror(errno)); }
+    int po[2], pe[2];   /* (close-on-exec, as in kwb_proc_run) */
+    double t0 = kwb_now();
+    if (pipe2(po, O_CLOEXEC) != 0) return kwb_fail(KWB_EIO, "pipe failed: %s", strerror(errno));
+    if (pipe2(pe, O_CLOEXEC) != 0) { close(po[0]); close(po[1]); return kwb_fail(KWB_EIO, "pipe failed: %s", strerror(errno)); }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, io->input ? io->input : "/dev/null", O_RDONLY, 0);
@@ -145,6 +148,46 @@ int kwb_proc_exec(const char *const *argv, kwb_proc_io *io) {
     if (!reaped) while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     io->out = c[0].p;
     io->err = c[1].p;
+    io->seconds = kwb_now() - t0;
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
+}
+
+typedef struct {
+    const char *const *argv;
+    kwb_proc_io *io;
+    int rc;
+    char error[256];
+} exec_job;
+
+static void *exec_thread(void *arg) {
+    exec_job *j = arg;
+    j->rc = kwb_proc_exec(j->argv, j->io);
+    if (j->rc < 0) snprintf(j->error, sizeof j->error, "%s", kwb_last_error());
+    return NULL;
+}
+
+int kwb_proc_exec_all(int n, const char *const *const *argvs, kwb_proc_io *ios, int *rcs) {
+    exec_job *jobs = calloc((size_t)n, sizeof *jobs);
+    pthread_t *threads = calloc((size_t)n, sizeof *threads);
+    int *started = calloc((size_t)n, sizeof *started);
+    if (!jobs || !threads || !started) {
+        free(jobs); free(threads); free(started);
+        return kwb_fail(KWB_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (exec_job){.argv = argvs[i], .io = &ios[i]};
+        started[i] = pthread_create(&threads[i], NULL, exec_thread, &jobs[i]) == 0;
+        if (!started[i]) exec_thread(&jobs[i]);   /* (no thread to be had: run it here) */
+    }
+    int failed = -1;
+    for (int i = 0; i < n; i++) {
+        if (started[i]) pthread_join(threads[i], NULL);
+        rcs[i] = jobs[i].rc;
+        if (rcs[i] < 0 && failed < 0) failed = i;
+    }
+    int rc = 0;
+    if (failed >= 0) rc = kwb_fail(jobs[failed].rc, "%s", jobs[failed].error);
+    free(jobs); free(threads); free(started);
+    return rc;
 }

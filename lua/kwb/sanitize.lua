@@ -1,7 +1,7 @@
 -- kwb/sanitize.lua: compute-sanitizer on a CUDA candidate about to become the
 -- best (the recipe's sanitize = "best") or on every verified one (sanitize =
 -- "all"; the default is false). memcheck, racecheck and initcheck each run
--- this program once on one shape, the timed shape with the smallest buffers,
+-- this program once, all three at once, on one shape, the timed shape with the smallest buffers,
 -- with fresh inputs: the candidate built as the loop builds it and called
 -- once (memcheck and racecheck look at its own kernels alone). A finding makes the candidate
 -- "unsafe", with the tool's first report: a shared-memory race that happens
@@ -117,7 +117,8 @@ function M.stages(err) return err and err:match("kwb%-sanitize%-stages ([^\n]*)"
 -- check(recipe, args) -> { seconds = { [tool] = s }, stages = { [tool] =
 -- "load=s build=s bench=s inputs=s call=s", the job's own split } } when
 -- every tool is clean, or with tool =, report =, shape =, log = the tool's
--- output (its first 16 KB): the first finding. A tool's run that ends past
+-- output (its first 16 KB): the first finding in the tools' order (they run
+-- at once). A tool's run that ends past
 -- M.limit or fails (the candidate's fault as likely as not) is a finding
 -- too: a candidate the tools could not finish checking is not made the best.
 -- args = { recipe = its absolute file, cand = { source, name, defines,
@@ -136,15 +137,21 @@ function M.check(recipe, args)
   local kernels = M.kernels(recipe, args.cand, sh)
   local seconds, stages = {}, {}
   local finding = { seconds = seconds, stages = stages }
-  for _, tool in ipairs(M.tools) do
-    local t0 = core.now()
-    local r, msg = core.exec(M.argv(tool_path, tool, kernels, job), { timeout = M.limit, cap = 1 << 20 })
-    seconds[tool] = core.now() - t0
-    stages[tool] = r and M.stages(r.err) or nil
-    if not r then
-      os.remove(job)
-      error(string.format("compute-sanitizer %s at %s did not start: %s", tool, sh.key, tostring(msg)), 0)
-    end
+  -- the tools run at once (each a process of its own, most of its time its
+  -- own start), and the first finding in the tools' order is the report
+  local argvs = {}
+  for i, tool in ipairs(M.tools) do argvs[i] = M.argv(tool_path, tool, kernels, job) end
+  local rs, msg = core.exec_all(argvs, { timeout = M.limit, cap = 1 << 20 })
+  if not rs then
+    os.remove(job)
+    error(string.format("compute-sanitizer at %s did not start: %s", sh.key, tostring(msg)), 0)
+  end
+  for i, tool in ipairs(M.tools) do
+    local r = rs[i]
+    seconds[tool], stages[tool] = r.seconds, M.stages(r.err)
+  end
+  for i, tool in ipairs(M.tools) do
+    local r = rs[i]
     local report
     if r.timed_out then
       report = string.format("ran past %d s (a candidate the tool cannot finish checking is not made the best)", M.limit)

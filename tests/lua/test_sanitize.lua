@@ -100,6 +100,21 @@ t.test("sanitize_a_clean_run_of_every_tool_is_no_finding", function()
   end)
 end)
 
+-- The three tools run at once: each stand-in waits (5 s at most) until all
+-- three have started, and fails if they did not.
+t.test("sanitize_the_tools_run_at_once", function()
+  local started = dir .. "/started"
+  with_tool(tool("together", string.format([[
+echo "$*" >> %s
+i=0
+while [ "$(wc -l < %s)" -lt 3 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ "$(wc -l < %s)" -ge 3 ] || { echo "alone" >&2; exit 5; }]], started, started, started)), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, nil, tostring(f.report))
+    for _, name in ipairs(sanitize.tools) do t.truthy(f.seconds[name] >= 0, name .. " timed") end
+  end)
+end)
+
 t.test("sanitize_a_report_is_the_tool_and_its_first_lines", function()
   -- racecheck's own words on tests/candidates/cuda/smem_race.cu (docs/gpu-runs/2026-12-04-racecheck-probe.log)
   with_tool(tool("race", [[
@@ -114,7 +129,16 @@ exit 86]]), nil, function()
     t.eq(f.shape, "n=32", "the shape with the smallest buffers")
     t.eq(f.report, "Error: Race reported between Write access at vecadd+0x140 in smem_race.cu:8 | and Read access at "
          .. "vecadd+0x190 in smem_race.cu:9 [4000012 hazards]")
-    t.eq(f.seconds.initcheck, nil, "the tools after the finding do not run")
+    t.truthy(f.seconds.initcheck >= 0, "initcheck ran beside it")
+  end)
+  -- two tools find something: the report is the first's in the tools' order
+  with_tool(tool("both", [[
+case "$*" in *initcheck*) exit 0 ;; esac
+echo "========= Error: found by $2"
+exit 86]]), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "memcheck")
+    t.eq(f.report, "Error: found by memcheck")
   end)
 end)
 

@@ -43,8 +43,22 @@ t.test("kt_matmul_plans_cover_c_with_bsx_by_bsy_blocks", function()
   t.eq(table.concat(plan.grid, " ") .. " / " .. table.concat(plan.block, " "), "32 128 / 32 8")
   plan = mm.launch({ M = 4097, N = 100, K = 3 }, { BSX = 64, BSY = 16, TSX = 1, TSY = 4 })
   t.eq(table.concat(plan.grid, " ") .. " / " .. table.concat(plan.block, " "), "2 65 / 64 16")
-  plan = mm.launch(s, { TILE = 16 })
-  t.eq(table.concat(plan.grid, " ") .. " / " .. table.concat(plan.block, " "), "256 256 / 16 16")
+end)
+
+-- Each recipe starts from a point of its space (the same candidate as the
+-- grid's, by id), so the grid meets it evaluated: the space's settings are
+-- judged once each, none beside them.
+t.test("kt_recipes_start_at_a_point_of_their_space", function()
+  require("fake_cuda")()   -- (a session needs a device: the stand-in's)
+  for _, r in ipairs { mm, va } do
+    local s = r:session()
+    local start = s:candidate(r.start)
+    local same
+    for _, p in ipairs(points(r)) do
+      if s:candidate(p).id == start.id then same = require("kwb.loop").params_text(p) end
+    end
+    t.eq(same, r == mm and "BSX=32 BSY=8 TSX=4 TSY=4" or "BLOCK=128 ITEMS=1 VEC=1", r.name .. "'s start")
+  end
 end)
 
 t.test("kt_vecadd_space_has_kernel_tuners_15_block_sizes", function()

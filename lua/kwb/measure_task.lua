@@ -96,8 +96,12 @@ function M.sanitize_job(path)
   local fn = h:build(spec.cand, res)
   if not fn then error("the candidate does not build here: " .. tostring(res.outcome) .. ": " .. tostring(res.reason), 0) end
   stage("build")
-  local sh
+  local sh   -- a timed shape, or one kwb.sanitize scaled down from one
   for _, s in ipairs(h.recipe.shapes) do if s.key == spec.shape then sh = s end end
+  if not sh and type(spec.vars) == "table" and assert(h.problem:check_shape(spec.vars)) then
+    sh = { shape = spec.vars, key = h.problem:shape_key(spec.vars) }
+    assert(sh.key == spec.shape, spec.shape)
+  end
   local b = h:bench(assert(sh, spec.shape))
   stage("bench")
   require("kwb.inputs").fresh(h, b, math.tointeger(tonumber(spec.seed)) or 0, "sanitize")

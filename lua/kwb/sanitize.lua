@@ -1,7 +1,7 @@
 -- kwb/sanitize.lua: compute-sanitizer on a CUDA candidate about to become the
 -- best (the recipe's sanitize = "best") or on every verified one (sanitize =
 -- "all"; the default is false). memcheck, racecheck and initcheck each run
--- this program once, all three at once, on one shape, the timed shape with the smallest buffers,
+-- this program once, all three at once, on one shape (M.shape), the timed shape with the smallest buffers,
 -- with fresh inputs: the candidate built as the loop builds it and called
 -- once (memcheck and racecheck look at its own kernels alone). A finding makes the candidate
 -- "unsafe", with the tool's first report: a shared-memory race that happens
@@ -20,7 +20,22 @@ M.limit = 300
 -- The exit status a tool's run ends with when it found something.
 M.found = 86
 
--- The timed shape whose buffers hold the fewest elements.
+-- The most work a tool's run is given: past either, the shape is scaled
+-- down (racecheck watches every shared-memory access, and on a 4096^3 SGEMM
+-- one run did not end in 300 s).
+M.max_flops = 1 << 30
+M.max_bytes = 64 << 20
+
+local function too_big(p, s)
+  local f, b = p:flops_of(s), p:bytes_of(s)
+  return (f ~= nil and f > M.max_flops) or (b ~= nil and b > M.max_bytes)
+end
+
+-- shape(recipe) -> { shape =, key = }: the timed shape whose buffers hold the
+-- fewest elements; where its flops or bytes pass M.max_flops or M.max_bytes,
+-- that shape with the problem's varied variables (kwb.unannounced) halved
+-- until they do not, then each one more, so the kernel meets a ragged edge
+-- there too (M = N = K = 4096 becomes 513).
 function M.shape(recipe)
   local best, least
   for _, sh in ipairs(recipe.shapes) do
@@ -28,7 +43,24 @@ function M.shape(recipe)
     for _, a in ipairs(recipe.problem.buffers) do n = n + a.size(sh.shape) end
     if not least or n < least then best, least = sh, n end
   end
-  return best
+  local p = recipe.problem
+  if not too_big(p, best.shape) then return best end
+  local vary, s = require("kwb.unannounced").vary(p), {}
+  for k, v in pairs(best.shape) do s[k] = v end
+  while too_big(p, s) do
+    local changed = false
+    for _, v in ipairs(vary) do
+      local half = (s[v] + 1) // 2
+      if half < s[v] and half >= math.max(1, p.var_min[v]) then s[v], changed = half, true end
+    end
+    if not changed then break end
+  end
+  local scaled = false
+  for _, v in ipairs(vary) do
+    if s[v] ~= best.shape[v] then s[v], scaled = s[v] + 1, true end
+  end
+  if not scaled or not p:check_shape(s) then return best end
+  return { shape = s, key = p:shape_key(s) }
 end
 
 -- The kernels of the candidate's launch plan at a shape: the steps' names,
@@ -81,7 +113,8 @@ function M.job(recipe, args, sh)
   jobs = jobs + 1
   local job = string.format("%s/kwb-sanitize-%d-%d.json", os.getenv("TMPDIR") or "/tmp", math.floor(core.now() * 1e6), jobs)
   local f = assert(io.open(job, "w"))
-  f:write(require("kwb.worker").json.encode { recipe = args.recipe, cand = args.cand, shape = sh.key, seed = args.seed })
+  f:write(require("kwb.worker").json.encode { recipe = args.recipe, cand = args.cand, shape = sh.key, vars = sh.shape,
+                                              seed = args.seed })
   f:close()
   return job, sh
 end

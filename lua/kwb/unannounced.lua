@@ -13,15 +13,20 @@ local rng = require "kwb.rng"
 
 local M = {}
 
+-- vary(problem) -> the variables a derived shape may change: the problem's
+-- `vary`, else every variable that may not be 0.
+function M.vary(p)
+  if p.vary then return p.vary end
+  local vary = {}
+  for _, v in ipairs(p.vars) do
+    if p.var_min[v] >= 1 then vary[#vary + 1] = v end
+  end
+  return vary
+end
+
 -- derive(problem, shapes) -> { { shape =, key = }, ... }
 function M.derive(p, shapes)
-  local vary = p.vary
-  if not vary then
-    vary = {}
-    for _, v in ipairs(p.vars) do
-      if p.var_min[v] >= 1 then vary[#vary + 1] = v end
-    end
-  end
+  local vary = M.vary(p)
   if #vary == 0 or #shapes == 0 then return {} end
   local lo, hi = {}, {}
   for _, sh in ipairs(shapes) do

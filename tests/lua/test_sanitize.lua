@@ -52,6 +52,26 @@ t.test("sanitize_runs_on_the_timed_shape_with_the_smallest_buffers", function()
        "each step's kernel, from the candidate's parameters")
 end)
 
+-- A timed shape of too much work for the tools (racecheck on a 4096^3 SGEMM
+-- did not end in 300 s) is scaled down, its varied variables halved to the
+-- limits and each one more; shapes within them, and shapes whose variables
+-- cannot shrink, are the tools' as they are.
+t.test("sanitize_scales_a_shape_of_too_much_work_down", function()
+  local mm = kwb.load("recipes/kt_matmul.lua")
+  local sh = sanitize.shape(mm)
+  t.eq(sh.key, "M=513,N=513,K=513", "2 * 4096^3 flops halved to 2 * 512^3, then a ragged edge")
+  t.truthy(mm.problem:flops_of(sh.shape) <= sanitize.max_flops)
+  t.eq(sanitize.shape(kwb.load("recipes/kt_vecadd.lua")).key, "n=5000001", "12 * 10^7 bytes halved under 64 MiB")
+  t.eq(sanitize.shape(kwb.load("recipes/gpu_matmul.lua")).key, "M=512,N=512,K=512", "within the limits: as timed")
+  local moe = kwb.load("recipes/nvfp4_moe.lua")
+  t.eq(sanitize.shape(moe).key, moe.shapes[1].key, "T = 1 (the only varied variable) cannot shrink: as timed")
+  local path = sanitize.job(mm, { recipe = "x.lua", cand = {}, seed = "1" })
+  local spec = require("kwb.worker").decode(assert(kwb.host.read_file(path)))
+  os.remove(path)
+  t.eq(spec.shape, "M=513,N=513,K=513")
+  t.eq(mm.problem:shape_key(spec.vars), spec.shape, "the job carries the shape's variables")
+end)
+
 t.test("sanitize_needs_the_recipe_file_and_the_tool", function()
   local r = kwb.recipe { name = "s3", backend = "cuda", problem = vec, shapes = { n = { 64 } },
                          start = "../../kernels/cuda/vecadd.cu", verify_shapes = false, sanitize = "all",

@@ -21,8 +21,10 @@ M.limit = 300
 M.found = 86
 
 -- The most work a tool's run is given: past either, the shape is scaled
--- down (racecheck watches every shared-memory access, and on a 4096^3 SGEMM
--- one run did not end in 300 s).
+-- down. racecheck watches every shared-memory access, and a tool's run past
+-- M.limit makes the candidate unsafe: a tiled SGEMM at 4096^3 has 500 times
+-- the work of one at 513^3 (a kt_matmul run sanitizing at 4096^3 had not
+-- ended after 280 s: docs/perf.md).
 M.max_flops = 1 << 30
 M.max_bytes = 64 << 20
 

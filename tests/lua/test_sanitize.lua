@@ -53,7 +53,7 @@ t.test("sanitize_runs_on_the_timed_shape_with_the_smallest_buffers", function()
 end)
 
 -- A timed shape of too much work for the tools (racecheck on a 4096^3 SGEMM
--- did not end in 300 s) is scaled down, its varied variables halved to the
+-- watches billions of shared-memory accesses) is scaled down, its varied variables halved to the
 -- limits and each one more; shapes within them, and shapes whose variables
 -- cannot shrink, are the tools' as they are.
 t.test("sanitize_scales_a_shape_of_too_much_work_down", function()

@@ -196,8 +196,9 @@ function Reporter:summary(run, sm)
     .. ((sm.repeats or 0) > 0 and string.format(" (%d of them repeats of the model's)", sm.repeats) or ""))
   local st = sm.stages
   if st and sm.candidates > 0 then
-    print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · the rest %.1f s"
-      .. " (start kernel, references, workers, scheduling)%s", st.build, st.verify, st.time, st.sanitize, st.rest,
+    print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"
+      .. " · ceilings %.1f s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
+      st.ceilings or 0, st.rest,
       (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))
   end
 end

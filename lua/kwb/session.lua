@@ -73,7 +73,9 @@ function Session:ceilings()
     self._ceilings = self.pool:ceilings(absolute(self.recipe.returned_by))
   elseif not self._ceilings then
     local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
+    local t0 = core.now()
     self._ceilings = self.backend.ceilings(self.recipe.ceilings)
+    self.ceilings_s = (self.ceilings_s or 0) + (core.now() - t0)   -- (a run's summary: stages.ceilings)
   end
   return self._ceilings
 end

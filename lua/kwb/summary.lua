@@ -50,8 +50,10 @@ end
 
 -- summary(run) -> { event = "summary", funnel =, best =, start =, elsewhere =, ... }
 -- Where the run's seconds went: the candidates' stages summed (build, verify,
--- time, the sanitizer on new bests) and the rest of the loop's wall time (the
--- start kernel, the references, the workers' start, scheduling), and the
+-- time, the sanitizer on new bests), the start kernel's judging (`start`: with
+-- the workers' start and their reference builds when it is not known), the
+-- device's ceilings where measured (`ceilings`), and the rest of the loop's
+-- wall time (references, scheduling, the store, the reports); and the
 -- candidates built ahead (kwb.run's look_ahead).
 local function stage_sums(run, elapsed)
   local sums, counted = { build = 0, verify = 0, time = 0, sanitize = 0 }, 0
@@ -61,7 +63,9 @@ local function stage_sums(run, elapsed)
       if type(v) == "number" then sums[k] = sums[k] + v; counted = counted + v end
     end
   end
-  sums.rest = math.max(0, elapsed - counted)
+  sums.start = math.max(0, run.start_s or 0)
+  sums.ceilings = math.max(0, (run.session.ceilings_s or 0) - (run.ceilings_base or 0))
+  sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings)
   return sums
 end
 

@@ -61,7 +61,7 @@ function M.sanitize(args)
   worker.deadline(nil, "waiting for the device")
   local locked = worker.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
-  worker.deadline(#sanitize.tools * (sanitize.limit + 10), "compute-sanitizer")
+  worker.deadline(sanitize.limit + 10 + measure.build_limit, "compute-sanitizer")
   return sanitize.check(harness(args.recipe).recipe, args)
 end
 

@@ -79,6 +79,43 @@ function M.kernels(recipe, cand, sh)
   return names
 end
 
+-- dynamic_smem(recipe, cand, sh) -> does the candidate's launch plan at sh
+-- ask for dynamic shared memory (any step's smem above 0)?
+function M.dynamic_smem(recipe, cand, sh)
+  local launch = recipe.launch or recipe.problem.launch
+  local l = launch and launch(sh.shape, cand.params or {})
+  if type(l) ~= "table" then return false end
+  for _, st in ipairs(type(l.steps) == "table" and l.steps or { l }) do
+    if type(st.smem) == "number" and st.smem > 0 then return true end
+  end
+  return false
+end
+
+-- ptx_of(recipe, cand) -> the PTX of the candidate's module as the loop
+-- builds it (found in the build directory: it was measured), or nil where
+-- there is none to read (a build that fails here).
+function M.ptx_of(recipe, cand)
+  local ok, mod = pcall(require("kwb.backend").load("cuda").compile, cand, recipe)
+  if not ok or type(mod) ~= "table" or type(mod.ptx) ~= "function" then return nil end
+  local ptx = mod:ptx()
+  return type(ptx) == "string" and ptx ~= "" and ptx or nil
+end
+
+-- tools_for(ptx, dynamic_smem) -> the tools to run, and the ones left out
+-- with why: racecheck looks for hazards in shared memory alone, and a module
+-- whose PTX names no shared state space anywhere (no .shared variable, load,
+-- store, atomic, copy, address conversion or query) and whose launches ask
+-- for no dynamic shared memory has no shared memory to race on. Without the
+-- PTX, every tool.
+function M.tools_for(ptx, dynamic_smem)
+  if type(ptx) ~= "string" or ptx == "" or dynamic_smem or ptx:find(".shared", 1, true) then return M.tools, {} end
+  local list = {}
+  for _, tool in ipairs(M.tools) do
+    if tool ~= "racecheck" then list[#list + 1] = tool end
+  end
+  return list, { racecheck = "no shared memory: none in the PTX, none asked for at launch" }
+end
+
 -- path() -> compute-sanitizer's path, or nil.
 function M.path()
   local home = core.cuda_home()
@@ -156,9 +193,11 @@ function M.stages(err) return err and err:match("kwb%-sanitize%-stages ([^\n]*)"
 -- at once). A tool's run that ends past
 -- M.limit or fails (the candidate's fault as likely as not) is a finding
 -- too: a candidate the tools could not finish checking is not made the best.
+-- The candidate's PTX (opts.ptx, else ptx_of's) may leave racecheck out
+-- (tools_for; `skipped` says so).
 -- args = { recipe = its absolute file, cand = { source, name, defines,
 -- params }, seed = "decimal" }. Raises when the tool cannot be started.
-function M.check(recipe, args)
+function M.check(recipe, args, opts)
   if not args.recipe then
     error(string.format("recipe %s: the sanitizers run the recipe from its file, and this one has none (give it a "
                         .. "file, or set sanitize = false)", recipe.name), 0)
@@ -170,22 +209,24 @@ function M.check(recipe, args)
   end
   local job, sh = M.job(recipe, args)
   local kernels = M.kernels(recipe, args.cand, sh)
+  local ptx = opts and opts.ptx or M.ptx_of(recipe, args.cand)
+  local tools, skipped = M.tools_for(ptx, M.dynamic_smem(recipe, args.cand, sh))
   local seconds, stages = {}, {}
-  local finding = { seconds = seconds, stages = stages }
+  local finding = { seconds = seconds, stages = stages, skipped = next(skipped) and skipped or nil }
   -- the tools run at once (each a process of its own, most of its time its
   -- own start), and the first finding in the tools' order is the report
   local argvs = {}
-  for i, tool in ipairs(M.tools) do argvs[i] = M.argv(tool_path, tool, kernels, job) end
+  for i, tool in ipairs(tools) do argvs[i] = M.argv(tool_path, tool, kernels, job) end
   local rs, msg = core.exec_all(argvs, { timeout = M.limit, cap = 1 << 20 })
   if not rs then
     os.remove(job)
     error(string.format("compute-sanitizer at %s did not start: %s", sh.key, tostring(msg)), 0)
   end
-  for i, tool in ipairs(M.tools) do
+  for i, tool in ipairs(tools) do
     local r = rs[i]
     seconds[tool], stages[tool] = r.seconds, M.stages(r.err)
   end
-  for i, tool in ipairs(M.tools) do
+  for i, tool in ipairs(tools) do
     local r = rs[i]
     local report
     if r.timed_out then
@@ -197,7 +238,8 @@ function M.check(recipe, args)
     end
     if report then
       local text = r.out .. "\n" .. r.err
-      finding = { tool = tool, shape = sh.key, report = report, log = text:sub(1, 16384), seconds = seconds, stages = stages }
+      finding = { tool = tool, shape = sh.key, report = report, log = text:sub(1, 16384), seconds = seconds, stages = stages,
+                  skipped = finding.skipped }
       break
     end
   end

@@ -305,6 +305,7 @@ function Session:sanitize(cand, res)
   res.seconds.sanitize = core.now() - t0
   for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
   res.sanitize_stages = finding.stages   -- (each tool's run split by the job: load, build, bench, inputs, call)
+  res.sanitize_skipped = finding.skipped   -- (a tool left out, and why: kwb.sanitize.tools_for)
   if finding.tool or finding.reason then
     res.outcome = "unsafe"
     res.reason = finding.reason or string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)

@@ -49,7 +49,9 @@ end)
 -- grid's, by id), so the grid meets it evaluated: the space's settings are
 -- judged once each, none beside them.
 t.test("kt_recipes_start_at_a_point_of_their_space", function()
-  require("fake_cuda")()   -- (a session needs a device: the stand-in's)
+  local real = package.loaded["kwb.cuda"]
+  require("fake_cuda")()   -- (a session needs a device: the stand-in's, for this test alone)
+  local _ <close> = setmetatable({}, { __close = function() package.loaded["kwb.cuda"] = real end })
   for _, r in ipairs { mm, va } do
     local s = r:session()
     local start = s:candidate(r.start)
@@ -93,6 +95,20 @@ if cuda.nvrtc_version() then
     end
     t.eq(table.concat(failed, "; "), "BSX=64 BSY=8 TSX=4 TSY=8; BSX=64 BSY=8 TSX=8 TSY=8; "
          .. "BSX=64 BSY=16 TSX=4 TSY=4; BSX=64 BSY=16 TSX=8 TSY=4")
+  end)
+
+  -- compute-sanitizer's racecheck for the tiled SGEMM (shared memory), not
+  -- for vector_add (none), read from the PTX as the loop builds it
+  t.test("kt_racecheck_for_the_matmul_not_for_vecadd", function()
+    local sanitize = require "kwb.sanitize"
+    local function tools(r, file, defines)
+      local cand = { source = assert(kwb.host.read_file(file)), name = file:match("[^/]+$"), defines = defines }
+      local ptx = sanitize.ptx_of({ flags = r.flags, arch = "sm_90" }, cand)
+      t.truthy(ptx and ptx:find(".visible .entry", 1, true), file .. ": its PTX")
+      return table.concat((sanitize.tools_for(ptx, false)), " ")
+    end
+    t.eq(tools(va, "kernels/cuda/vecadd.cu", { BLOCK = 256, VEC = 1, ITEMS = 1 }), "memcheck initcheck")
+    t.eq(tools(mm, "kernels/cuda/kt_matmul.cu", { BSX = 32, BSY = 8, TSX = 4, TSY = 4 }), "memcheck racecheck initcheck")
   end)
 end
 

@@ -135,6 +135,40 @@ while [ "$(wc -l < %s)" -lt 3 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); do
   end)
 end)
 
+-- racecheck finds hazards in shared memory alone: a module whose PTX names
+-- no shared state space and whose launch asks for no dynamic shared memory
+-- is checked by memcheck and initcheck; any .shared token (a variable, an
+-- access, an address conversion), dynamic shared memory, or no PTX at all
+-- brings racecheck back.
+t.test("sanitize_racecheck_only_where_there_is_shared_memory", function()
+  local plain = ".visible .entry vecadd(\n.param .u32 n)\n{\nld.global.f32 %f1, [%rd1];\nst.global.f32 [%rd2], %f1;\n}\n"
+  local list, skipped = sanitize.tools_for(plain, false)
+  t.eq(table.concat(list, " "), "memcheck initcheck")
+  t.eq(skipped.racecheck, "no shared memory: none in the PTX, none asked for at launch")
+  for _, ptx in ipairs { plain .. ".shared .align 4 .b8 tile[1024];\n", plain .. "ld.shared.f32 %f2, [%r1];\n",
+                         plain .. "cvta.shared.u64 %rd3, %rd4;\n", plain .. ".extern .shared .align 16 .b8 smem[];\n" } do
+    t.eq(table.concat((sanitize.tools_for(ptx, false)), " "), "memcheck racecheck initcheck", ptx:match("[^\n]*\n$"))
+  end
+  t.eq(table.concat((sanitize.tools_for(plain, true)), " "), "memcheck racecheck initcheck", "dynamic shared memory")
+  t.eq(table.concat((sanitize.tools_for(nil, false)), " "), "memcheck racecheck initcheck", "no PTX")
+  local ran = dir .. "/ran"
+  with_tool(tool("record", "echo \"$2\" >> " .. ran), nil, function()
+    local f = sanitize.check(r4, args4, { ptx = plain })
+    t.eq(f.tool, nil)
+    t.eq(f.seconds.racecheck, nil, "racecheck did not run")
+    t.eq(f.skipped.racecheck, "no shared memory: none in the PTX, none asked for at launch")
+  end)
+  local lines = {}
+  for l in io.lines(ran) do lines[#lines + 1] = l end
+  table.sort(lines)
+  t.eq(table.concat(lines, " "), "initcheck memcheck")
+  local smem = kwb.recipe { name = "s5", backend = "cuda", problem = vec, shapes = { n = { 64 } },
+                            start = "../../kernels/cuda/vecadd.cu", verify_shapes = false,
+                            launch = function(_, p) return { grid = 1, block = 64, smem = p.S or 0 } end }
+  t.eq(sanitize.dynamic_smem(smem, { params = { S = 256 } }, smem.shapes[1]), true)
+  t.eq(sanitize.dynamic_smem(smem, { params = {} }, smem.shapes[1]), false)
+end)
+
 t.test("sanitize_a_report_is_the_tool_and_its_first_lines", function()
   -- racecheck's own words on tests/candidates/cuda/smem_race.cu (docs/gpu-runs/2026-12-04-racecheck-probe.log)
   with_tool(tool("race", [[

@@ -94,6 +94,28 @@ function M.floor(c, bytes, flops)
   return t
 end
 
+-- work(recipe) -> { { bytes =, flops = }, ... }: each timed shape's, as its
+-- floor counts it.
+function M.work(recipe)
+  local list = {}
+  for i, sh in ipairs(recipe.shapes) do
+    list[i] = { bytes = recipe.problem:bytes_of(sh.shape), flops = recipe.problem:flops_of(sh.shape) }
+  end
+  return list
+end
+
+-- flops_can_bind(bandwidth, flop_rate, work) -> could a flop rate at least
+-- flop_rate raise any shape's floor above its bytes over bandwidth? No where
+-- every shape's flops at flop_rate take no longer than its bytes at
+-- bandwidth: a faster rate then changes no floor. (work nil: unknown, yes.)
+function M.flops_can_bind(bandwidth, flop_rate, work)
+  if not work then return true end
+  for _, w in ipairs(work) do
+    if w.flops and w.flops > 0 and (not w.bytes or w.flops / flop_rate > w.bytes / bandwidth) then return true end
+  end
+  return false
+end
+
 -- Ceilings no device of a family reaches, with room to spare: what an
 -- imported result (measured elsewhere, its device's ceilings unknown here)
 -- is checked against. A host: 2 TB/s and 100 TFLOP/s (a CPU socket's memory

@@ -128,7 +128,7 @@ function M.ceilings(args)
   local locked = worker.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
   worker.deadline(600, "measuring the device's ceilings")
-  return h.backend.ceilings(h.recipe.ceilings)
+  return h.backend.ceilings(h.recipe.ceilings, require("kwb.ceilings").work(h.recipe))
 end
 
 -- build(args) -> the build's verdict alone (the agent strategy's compile

@@ -74,7 +74,7 @@ function Session:ceilings()
   elseif not self._ceilings then
     local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
     local t0 = core.now()
-    self._ceilings = self.backend.ceilings(self.recipe.ceilings)
+    self._ceilings = self.backend.ceilings(self.recipe.ceilings, require("kwb.ceilings").work(self.recipe))
     self.ceilings_s = (self.ceilings_s or 0) + (core.now() - t0)   -- (a run's summary: stages.ceilings)
   end
   return self._ceilings

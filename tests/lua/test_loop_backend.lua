@@ -326,6 +326,35 @@ t.test("loop_backend_cuda_an_unannounced_shapes_reference_runs_once_a_run", func
   t.eq(digests[5], digests[6], "both candidates met the same inputs at " .. r.verify_shapes[1].key)
 end)
 
+-- Without stored ceilings the backend measures them; the tensor rate (cuBLAS
+-- loaded and timed) only where some shape's flops could bind its floor.
+t.test("loop_backend_cuda_the_tensor_rate_is_measured_only_where_flops_can_bind", function()
+  local B, core = require "kwb.backends.cuda", require "kwb.core"
+  local cuda = package.loaded["kwb.cuda"]
+  local saved = { cuda.ceilings, cuda.copy_bandwidth, core.cuda_measure_fma, core.cuda_measure_bf16 }
+  local bf16 = 0
+  cuda.ceilings = function() return nil end
+  cuda.copy_bandwidth = function() return 1e12 end
+  core.cuda_measure_fma = function() return 1e13 end
+  core.cuda_measure_bf16 = function() bf16 = bf16 + 1; return 1e15 end
+  local ok, err = pcall(function()
+    local vec = B.ceilings(nil, { { bytes = 12e7, flops = 1e7 } })   -- vector add, n = 10^7
+    t.eq(bf16, 0, "vector add: its flops at the FMA rate (1 us) never outlast its bytes (120 us)")
+    t.eq(vec.flops, 1.2e13, "the FMA rate")
+    local floor = require("kwb.ceilings").floor
+    t.eq(floor(vec, 12e7, 1e7), floor({ bandwidth = 1.2e12, flops = 1.2e15 }, 12e7, 1e7), "the same floor as with it")
+    local mm = B.ceilings(nil, { { bytes = 2e8, flops = 2 * 4096 ^ 3 } })
+    t.eq(bf16, 1, "SGEMM at 4096^3: its flops bind")
+    t.eq(mm.flops, 1.2e15)
+    B.ceilings({ bandwidth = 5e12 }, { { bytes = 12e7, flops = 1e7 } })
+    t.eq(bf16, 2, "a recipe's own ceilings: always")
+    B.ceilings(nil, nil)
+    t.eq(bf16, 3, "the shapes' work unknown: always")
+  end)
+  cuda.ceilings, cuda.copy_bandwidth, core.cuda_measure_fma, core.cuda_measure_bf16 = table.unpack(saved)
+  if not ok then error(err, 0) end
+end)
+
 t.test("loop_backend_cuda_results_are_keyed_by_the_device_kind", function()
   local st = require("kwb.store").open(dir .. "/fake_cuda.db")
   local rows = st.cache:results(run.results[1].id)

@@ -113,13 +113,18 @@ function B.device() return api().device_kind() end
 
 -- The ceilings `kwb doctor` stored for this device kind, else measured now
 -- (copy bandwidth, FMA and bf16 tensor rates). The flop ceiling is the larger
--- of the FMA and tensor rates: a candidate may use either.
-function B.ceilings(given)
+-- of the FMA and tensor rates: a candidate may use either. work (kwb.ceilings.
+-- work: the timed shapes' bytes and flops): where no shape's flops at the FMA
+-- rate outlast its bytes at the copy rate, the tensor rate (cuBLAS loaded and
+-- timed) would change no floor and is not measured.
+function B.ceilings(given, work)
   local c = api().ceilings()
   if not c then
-    c = { copy_bytes_per_s = (api().copy_bandwidth()),
-          fma_flops_per_s = assert(core.cuda_measure_fma()),
-          bf16_flops_per_s = (core.cuda_measure_bf16(4096)) }
+    c = { copy_bytes_per_s = (api().copy_bandwidth()), fma_flops_per_s = assert(core.cuda_measure_fma()) }
+    -- (a recipe's own ceilings may lower a bytes floor below what was measured: then always)
+    if (given and next(given)) or ceilings.flops_can_bind(c.copy_bytes_per_s, c.fma_flops_per_s, work) then
+      c.bf16_flops_per_s = (core.cuda_measure_bf16(4096))
+    end
   end
   local flops = math.max(c.fma_flops_per_s or 0, c.bf16_flops_per_s or 0)
   return ceilings.combine({ bandwidth = 1.2 * c.copy_bytes_per_s, flops = 1.2 * flops,

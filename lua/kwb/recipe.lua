@@ -389,7 +389,6 @@ function M.new(spec, level)
   if spec.verify_shapes == false then r.verify_shapes = {}
   elseif spec.verify_shapes ~= nil then r.verify_shapes = c:shapes(p, spec.verify_shapes, "verify_shapes")
   else r.verify_shapes = require("kwb.unannounced").derive(p, r.shapes) end
-
   r.backend = spec.backend or "host"
   if r.backend ~= "host" and r.backend ~= "cuda" then c:fail("backend", "'host' or 'cuda'", spec.backend) end
 
@@ -446,6 +445,7 @@ function M.new(spec, level)
   if spec.dispatch ~= nil and spec.dispatch ~= "nearest" and spec.dispatch ~= "larger" then c:fail("dispatch", "\"nearest\" (the default) or \"larger\": the measured shape kwb export picks for one between", spec.dispatch) end
   r.sanitize, r.sanitize_default = r.backend == "cuda" and (spec.sanitize == nil and "best" or spec.sanitize), spec.sanitize == nil
   r.dispatch = spec.dispatch or "nearest"   -- (kwb.sanitize: CUDA only, "best" unless set; kwb.export)
+  if r.sanitize then require("kwb.sanitize").verify_race_shape(r) end   -- (racecheck's shape verified too)
   if spec.cc ~= nil then a_string(c, "cc", spec.cc) end
   r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }

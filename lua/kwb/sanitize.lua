@@ -1,9 +1,11 @@
 -- kwb/sanitize.lua: compute-sanitizer on a CUDA candidate about to become the
 -- best (the recipe's sanitize = "best") or on every verified one (sanitize =
 -- "all"; the default is false). memcheck, racecheck and initcheck each run
--- this program once, all three at once, on one shape (M.shape), the timed shape with the smallest buffers,
--- with fresh inputs: the candidate built as the loop builds it and called
--- once (memcheck and racecheck look at its own kernels alone). A finding makes the candidate
+-- this program once, all three at once: memcheck and initcheck at the timed
+-- shape with the smallest buffers (M.shape), racecheck there too unless its
+-- work is too much for it (M.race_shape), each with fresh inputs: the
+-- candidate built as the loop builds it and called once (memcheck and
+-- racecheck look at its own kernels alone). A finding makes the candidate
 -- "unsafe", with the tool's first report: a shared-memory race that happens
 -- to pass the value checks, a read past a buffer that lands in mapped memory,
 -- a read of memory no one wrote.
@@ -20,7 +22,19 @@ M.limit = 300
 -- The exit status a tool's run ends with when it found something.
 M.found = 86
 
--- The most work a tool's run is given: past either, the shape is scaled
+-- The timed shape whose buffers hold the fewest elements: where memcheck and
+-- initcheck run.
+function M.shape(recipe)
+  local best, least
+  for _, sh in ipairs(recipe.shapes) do
+    local n = 0
+    for _, a in ipairs(recipe.problem.buffers) do n = n + a.size(sh.shape) end
+    if not least or n < least then best, least = sh, n end
+  end
+  return best
+end
+
+-- The most work racecheck's run is given: past either, its shape is scaled
 -- down. racecheck watches every shared-memory access, and a tool's run past
 -- M.limit makes the candidate unsafe: a tiled SGEMM at 4096^3 has 500 times
 -- the work of one at 513^3 (a kt_matmul run sanitizing at 4096^3 had not
@@ -33,19 +47,15 @@ local function too_big(p, s)
   return (f ~= nil and f > M.max_flops) or (b ~= nil and b > M.max_bytes)
 end
 
--- shape(recipe) -> { shape =, key = }: the timed shape whose buffers hold the
--- fewest elements; where its flops or bytes pass M.max_flops or M.max_bytes,
--- that shape with the problem's varied variables (kwb.unannounced) halved
--- until they do not, then each one more, so the kernel meets a ragged edge
--- there too (M = N = K = 4096 becomes 513).
-function M.shape(recipe)
-  local best, least
-  for _, sh in ipairs(recipe.shapes) do
-    local n = 0
-    for _, a in ipairs(recipe.problem.buffers) do n = n + a.size(sh.shape) end
-    if not least or n < least then best, least = sh, n end
-  end
-  local p = recipe.problem
+-- race_shape(recipe) -> { shape =, key = }: where racecheck runs: M.shape's,
+-- or where its flops or bytes pass M.max_flops or M.max_bytes, that shape
+-- with the problem's varied variables (kwb.unannounced) halved until they do
+-- not, then each one more, so the kernel meets a ragged edge there too (M = N
+-- = K = 4096 becomes 513). A recipe verifies every candidate at a scaled
+-- shape as at its unannounced ones (kwb.recipe), so a kernel that does
+-- nothing there is wrong rather than clean.
+function M.race_shape(recipe)
+  local best, p = M.shape(recipe), recipe.problem
   if not too_big(p, best.shape) then return best end
   local vary, s = require("kwb.unannounced").vary(p), {}
   for k, v in pairs(best.shape) do s[k] = v end
@@ -63,6 +73,17 @@ function M.shape(recipe)
   end
   if not scaled or not p:check_shape(s) then return best end
   return { shape = s, key = p:shape_key(s) }
+end
+
+-- verify_race_shape(recipe): racecheck's shape, where race_shape scales it
+-- down from a timed one, added to the recipe's verify_shapes (also where the
+-- recipe gave none): verified like an unannounced shape, so a kernel that
+-- does nothing there is wrong, not clean under the tool.
+function M.verify_race_shape(r)
+  local rs, seen = M.race_shape(r), false
+  for _, sh in ipairs(r.shapes) do seen = seen or sh.key == rs.key end
+  for _, sh in ipairs(r.verify_shapes) do seen = seen or sh.key == rs.key end
+  if not seen then r.verify_shapes[#r.verify_shapes + 1] = rs end
 end
 
 -- The kernels of the candidate's launch plan at a shape: the steps' names,
@@ -208,16 +229,22 @@ function M.check(recipe, args, opts)
           .. "with sanitize = false", 0)
   end
   local job, sh = M.job(recipe, args)
-  local kernels = M.kernels(recipe, args.cand, sh)
+  local race_sh = M.race_shape(recipe)
+  local race_job = race_sh.key ~= sh.key and M.job(recipe, args, race_sh) or job
   local ptx = opts and opts.ptx or M.ptx_of(recipe, args.cand)
-  local tools, skipped = M.tools_for(ptx, M.dynamic_smem(recipe, args.cand, sh))
+  local tools, skipped = M.tools_for(ptx, M.dynamic_smem(recipe, args.cand, sh)
+                                          or M.dynamic_smem(recipe, args.cand, race_sh))
+  local function at(tool) return tool == "racecheck" and race_sh or sh end
   local seconds, stages = {}, {}
   local finding = { seconds = seconds, stages = stages, skipped = next(skipped) and skipped or nil }
   -- the tools run at once (each a process of its own, most of its time its
   -- own start), and the first finding in the tools' order is the report
   local argvs = {}
-  for i, tool in ipairs(tools) do argvs[i] = M.argv(tool_path, tool, kernels, job) end
+  for i, tool in ipairs(tools) do
+    argvs[i] = M.argv(tool_path, tool, M.kernels(recipe, args.cand, at(tool)), tool == "racecheck" and race_job or job)
+  end
   local rs, msg = core.exec_all(argvs, { timeout = M.limit, cap = 1 << 20 })
+  os.remove(race_job)
   if not rs then
     os.remove(job)
     error(string.format("compute-sanitizer at %s did not start: %s", sh.key, tostring(msg)), 0)
@@ -238,7 +265,7 @@ function M.check(recipe, args, opts)
     end
     if report then
       local text = r.out .. "\n" .. r.err
-      finding = { tool = tool, shape = sh.key, report = report, log = text:sub(1, 16384), seconds = seconds, stages = stages,
+      finding = { tool = tool, shape = at(tool).key, report = report, log = text:sub(1, 16384), seconds = seconds, stages = stages,
                   skipped = finding.skipped }
       break
     end

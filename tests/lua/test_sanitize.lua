@@ -52,20 +52,33 @@ t.test("sanitize_runs_on_the_timed_shape_with_the_smallest_buffers", function()
        "each step's kernel, from the candidate's parameters")
 end)
 
--- A timed shape of too much work for the tools (racecheck on a 4096^3 SGEMM
--- watches billions of shared-memory accesses) is scaled down, its varied variables halved to the
--- limits and each one more; shapes within them, and shapes whose variables
--- cannot shrink, are the tools' as they are.
-t.test("sanitize_scales_a_shape_of_too_much_work_down", function()
+-- memcheck and initcheck run at the smallest timed shape; racecheck there
+-- too unless its work is too much (racecheck on a 4096^3 SGEMM watches
+-- billions of shared-memory accesses): then at that shape scaled down, its
+-- varied variables halved to the limits and each one more, a shape every
+-- candidate is verified on like an unannounced one (a kernel that does
+-- nothing there is wrong, not clean). Shapes within the limits, and shapes
+-- whose variables cannot shrink, are racecheck's as they are.
+t.test("sanitize_racecheck_at_a_scaled_shape_that_is_verified", function()
   local mm = kwb.load("recipes/kt_matmul.lua")
-  local sh = sanitize.shape(mm)
-  t.eq(sh.key, "M=513,N=513,K=513", "2 * 4096^3 flops halved to 2 * 512^3, then a ragged edge")
+  t.eq(sanitize.shape(mm).key, "M=4096,N=4096,K=4096", "memcheck and initcheck: the timed shape")
+  local sh = sanitize.race_shape(mm)
+  t.eq(sh.key, "M=513,N=513,K=513", "racecheck: 2 * 4096^3 flops halved to 2 * 512^3, then a ragged edge")
   t.truthy(mm.problem:flops_of(sh.shape) <= sanitize.max_flops)
-  t.eq(sanitize.shape(kwb.load("recipes/kt_vecadd.lua")).key, "n=5000001", "12 * 10^7 bytes halved under 64 MiB")
-  t.eq(sanitize.shape(kwb.load("recipes/gpu_matmul.lua")).key, "M=512,N=512,K=512", "within the limits: as timed")
+  local keys = {}
+  for _, v in ipairs(mm.verify_shapes) do keys[#keys + 1] = v.key end
+  t.eq(keys[#keys], "M=513,N=513,K=513", "verified: " .. table.concat(keys, " "))
+  local va = kwb.load("recipes/kt_vecadd.lua")
+  t.eq(sanitize.race_shape(va).key, "n=5000001", "12 * 10^7 bytes halved under 64 MiB")
+  t.eq(va.verify_shapes[#va.verify_shapes].key, "n=5000001")
+  local gm = kwb.load("recipes/gpu_matmul.lua")
+  t.eq(sanitize.race_shape(gm).key, "M=512,N=512,K=512", "within the limits: as timed")
+  local n = 0
+  for _, v in ipairs(gm.verify_shapes) do if v.key == "M=512,N=512,K=512" then n = n + 1 end end
+  t.eq(n, 0, "a timed shape is not verified again")
   local moe = kwb.load("recipes/nvfp4_moe.lua")
-  t.eq(sanitize.shape(moe).key, moe.shapes[1].key, "T = 1 (the only varied variable) cannot shrink: as timed")
-  local path = sanitize.job(mm, { recipe = "x.lua", cand = {}, seed = "1" })
+  t.eq(sanitize.race_shape(moe).key, moe.shapes[1].key, "T = 1 (the only varied variable) cannot shrink: as timed")
+  local path = sanitize.job(mm, { recipe = "x.lua", cand = {}, seed = "1" }, sh)
   local spec = require("kwb.worker").decode(assert(kwb.host.read_file(path)))
   os.remove(path)
   t.eq(spec.shape, "M=513,N=513,K=513")
@@ -194,6 +207,36 @@ exit 86]]), nil, function()
     t.eq(f.tool, "memcheck")
     t.eq(f.report, "Error: found by memcheck")
   end)
+end)
+
+-- Each tool's run reads its own job: racecheck's at the scaled shape, the
+-- others' at the timed one (a stand-in reports the shape its job names).
+t.test("sanitize_each_tool_runs_the_job_of_its_shape", function()
+  local big = kwb.problem.define {
+    name = "vec_big", vars = { "n" }, fn = "vecadd", bytes = "12 * n",
+    args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" }, { "b", "f32", shape = "n", role = "in" },
+             { "c", "f32", shape = "n", role = "out" } },
+    reference = { cuda = { source = "", fn = "ref" } },
+    tolerance = { atol = 0, rtol = 0 },
+  }
+  local rb = kwb.recipe { name = "s6", backend = "cuda", problem = big, shapes = { n = { 1 << 25 } },
+                          start = "../../kernels/cuda/vecadd.cu", verify_shapes = false, sanitize = "best",
+                          launch = function(s) return { grid = (s.n + 255) // 256, block = 256 } end }
+  t.eq(sanitize.race_shape(rb).key, "n=4194305")
+  t.eq(rb.verify_shapes[1].key, "n=4194305", "verified although verify_shapes = false")
+  local script = [[
+job=$(printf '%s' "$*" | sed 's/.*sanitize_job("\([^"]*\)").*/\1/')
+echo "========= Error: $2 ran the job at $(grep -o '"shape":"[^"]*"' "$job")"
+exit 86]]
+  for _, name in ipairs { "racecheck", "memcheck" } do
+    with_tool(tool(name .. "_at", "case \"$*\" in *" .. name .. "*) ;; *) exit 0 ;; esac\n" .. script), nil, function()
+      local f = sanitize.check(rb, args4, { ptx = ".shared" })
+      local key = name == "racecheck" and "n=4194305" or "n=33554432"
+      t.eq(f.tool, name)
+      t.eq(f.shape, key)
+      t.eq(f.report, string.format('Error: %s ran the job at "shape":"%s"', name, key))
+    end)
+  end
 end)
 
 t.test("sanitize_a_run_past_the_limit_or_a_failed_run_is_a_finding", function()

@@ -182,6 +182,24 @@ t.test("sanitize_racecheck_only_where_there_is_shared_memory", function()
   t.eq(sanitize.dynamic_smem(smem, { params = {} }, smem.shapes[1]), false)
 end)
 
+-- core.exec_all: each program's status, output, seconds and timeout apart;
+-- one that cannot be started fails the call, naming it (the others ran).
+t.test("sanitize_exec_all_reports_each_program", function()
+  local core = require "kwb.core"
+  local rs = assert(core.exec_all({ { "sh", "-c", "echo one" }, { "sh", "-c", "echo two >&2; exit 3" },
+                                    { "sleep", "5" } }, { timeout = 1 }))
+  t.eq(#rs, 3)
+  t.eq(rs[1].status, 0)
+  t.eq(rs[1].out, "one\n")
+  t.eq(rs[2].status, 3)
+  t.eq(rs[2].err, "two\n")
+  t.eq(rs[3].timed_out, true)
+  t.truthy(rs[3].seconds >= 1 and rs[3].seconds < 4, "killed at its timeout: " .. rs[3].seconds)
+  local none, msg = core.exec_all({ { "true" }, { "/nonexistent/kwb-tool" } })
+  t.eq(none, nil)
+  t.eq(msg, "cannot run /nonexistent/kwb-tool: No such file or directory")
+end)
+
 t.test("sanitize_a_report_is_the_tool_and_its_first_lines", function()
   -- racecheck's own words on tests/candidates/cuda/smem_race.cu (docs/gpu-runs/2026-12-04-racecheck-probe.log)
   with_tool(tool("race", [[

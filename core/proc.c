@@ -156,7 +156,8 @@ int kwb_proc_exec(const char *const *argv, kwb_proc_io *io) {
 typedef struct {
     const char *const *argv;
     kwb_proc_io *io;
-    int rc;
+    int rc, started;
+    pthread_t thread;
     char error[256];
 } exec_job;
 
@@ -169,25 +170,20 @@ static void *exec_thread(void *arg) {
 
 int kwb_proc_exec_all(int n, const char *const *const *argvs, kwb_proc_io *ios, int *rcs) {
     exec_job *jobs = calloc((size_t)n, sizeof *jobs);
-    pthread_t *threads = calloc((size_t)n, sizeof *threads);
-    int *started = calloc((size_t)n, sizeof *started);
-    if (!jobs || !threads || !started) {
-        free(jobs); free(threads); free(started);
-        return kwb_fail(KWB_ENOMEM, "out of memory");
-    }
+    if (!jobs) return kwb_fail(KWB_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
-        jobs[i] = (exec_job){.argv = argvs[i], .io = &ios[i]};
-        started[i] = pthread_create(&threads[i], NULL, exec_thread, &jobs[i]) == 0;
-        if (!started[i]) exec_thread(&jobs[i]);   /* (no thread to be had: run it here) */
+        jobs[i].argv = argvs[i];
+        jobs[i].io = &ios[i];
+        jobs[i].started = pthread_create(&jobs[i].thread, NULL, exec_thread, &jobs[i]) == 0;
+        if (!jobs[i].started) exec_thread(&jobs[i]);   /* (no thread to be had: run it here) */
     }
     int failed = -1;
     for (int i = 0; i < n; i++) {
-        if (started[i]) pthread_join(threads[i], NULL);
+        if (jobs[i].started) pthread_join(jobs[i].thread, NULL);
         rcs[i] = jobs[i].rc;
         if (rcs[i] < 0 && failed < 0) failed = i;
     }
-    int rc = 0;
-    if (failed >= 0) rc = kwb_fail(jobs[failed].rc, "%s", jobs[failed].error);
-    free(jobs); free(threads); free(started);
+    int rc = failed >= 0 ? kwb_fail(jobs[failed].rc, "%s", jobs[failed].error) : 0;
+    free(jobs);
     return rc;
 }

@@ -175,13 +175,15 @@ end
 
 -- Verify every shape, twice, on fresh inputs, then the unannounced shapes
 -- (kwb.unannounced) once each: nil, or outcome, reason; and the longest call
--- seen per timed shape. (The second round, other inputs in the same buffers,
--- finds state kept from the first; at the unannounced shapes, never timed,
--- kept state wins nothing, and the question is only whether the kernel is
--- right at a shape it was not told of: one call answers it, on the run's
--- inputs for that shape, whose reference runs once a run and is held where
--- no candidate reaches it. The candidate's own inputs, at every timed shape
--- in both rounds, find a kernel right only on inputs met before.)
+-- seen per timed shape. (The first round, on the candidate's own inputs,
+-- finds a kernel right only on inputs met before; the second, on the run's
+-- inputs for the shape (the same for every candidate: their reference runs
+-- once a run and is held where no candidate reaches it), other inputs in the
+-- same buffers, finds state kept from the first. At the unannounced shapes,
+-- never timed, kept state wins nothing, and the question is only whether
+-- the kernel is right at a shape it was not told of: one call on the run's
+-- inputs answers it. Timed runs are checked on inputs of their own too:
+-- kwb.timed.)
 local function verify_all(h, fn, res)
   local call_s = {}
   local function verify(sh, note)
@@ -191,7 +193,7 @@ local function verify_all(h, fn, res)
       worker.deadline(M.harness_limit, "the harness's inputs for " .. what)
       b.on_call = function() h:phase(h.timeout, what) end   -- (off_the_clock gives it back after a reference)
       local t0 = core.now()
-      local out, why = h:round(fn, b, res.seed, round, h.timeout, note, note ~= nil)
+      local out, why = h:round(fn, b, res.seed, round, h.timeout, note, note ~= nil or round == 2)
       if not note then call_s[sh.key] = math.max(call_s[sh.key] or 0, core.now() - t0) end
       b.on_call = nil
       if out then return out, why end

@@ -88,14 +88,21 @@ end
 function Reporter:candidate(run, res)
   local n, total = run.evaluated, run.budget.candidates
   if self.mode == "json" then
-    local speedup = {}
-    for k, r in pairs(res.shapes) do speedup[k] = r.speedup end
+    local speedup, samples, tools = {}, {}, {}
+    for k, r in pairs(res.shapes) do speedup[k], samples[k] = r.speedup, r.n end
+    for k, x in pairs(res.seconds) do
+      local tool = k:match("^sanitize_(%a+)$")
+      if tool then tools[tool] = x end
+    end
     emit { event = "candidate", n = n, id = res.id, outcome = res.outcome, score = res.score,
            reason = res.reason, rule = res.rule, line = res.line, params = res.params, origin = res.origin,
-           speedup = next(speedup) and speedup or nil, seconds = res.seconds.total,
+           speedup = next(speedup) and speedup or nil, samples = next(samples) and samples or nil,
+           seconds = res.seconds.total,
            stages = { build = res.seconds.build, verify = res.seconds.verify, time = res.seconds.time,
                       calls = res.seconds.calls, reference = res.seconds.reference, sanitize = res.seconds.sanitize,
-                      unannounced = res.seconds.unannounced } }
+                      unannounced = res.seconds.unannounced },
+           -- (each compute-sanitizer tool's run: its seconds, and where they went inside kwb)
+           sanitizer = next(tools) and { seconds = tools, stages = res.sanitize_stages } or nil }
   elseif self.mode == "plain" then
     local what = res.score and string.format("%.2fx%s", res.score, res.reason and " (within the noise)" or "")
                  or (res.reason or "")

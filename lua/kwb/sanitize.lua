@@ -34,26 +34,41 @@ function M.shape(recipe)
   return best
 end
 
--- racecheck watches every shared-memory access, and a tool's run past
+-- The most work racecheck's run is given: past either, its shape is scaled
+-- down. racecheck watches every shared-memory access, and a tool's run past
 -- M.limit makes the candidate unsafe: a tiled SGEMM at 4096^3 has 500 times
 -- the work of one at 513^3 (a kt_matmul run sanitizing at 4096^3 had not
--- ended after 280 s: docs/perf.md). So where a shape is large (past
--- kwb.unannounced's limits: 2^30 flops, 64 MiB), racecheck's is scaled down.
+-- ended after 280 s: docs/perf.md).
+M.max_flops = 1 << 30
+M.max_bytes = 64 << 20
+
+local function too_big(p, s)
+  local f, b = p:flops_of(s), p:bytes_of(s)
+  return (f ~= nil and f > M.max_flops) or (b ~= nil and b > M.max_bytes)
+end
 
 -- race_shape(recipe) -> { shape =, key = }: where racecheck runs: M.shape's,
--- or where that is large (kwb.unannounced.large), that shape with the
--- problem's varied variables halved to the limits (kwb.unannounced.halved),
--- then each one more, so the kernel meets a ragged edge there too (M = N =
--- K = 4096 becomes 513). A recipe verifies every candidate at a scaled
+-- or where its flops or bytes pass M.max_flops or M.max_bytes, that shape
+-- with the problem's varied variables (kwb.unannounced) halved until they do
+-- not, then each one more, so the kernel meets a ragged edge there too (M = N
+-- = K = 4096 becomes 513). A recipe verifies every candidate at a scaled
 -- shape as at its unannounced ones (kwb.recipe), so a kernel that does
 -- nothing there is wrong rather than clean.
 function M.race_shape(recipe)
   local best, p = M.shape(recipe), recipe.problem
-  local unannounced = require "kwb.unannounced"
-  if not unannounced.large(p, best.shape) then return best end
-  local s = unannounced.halved(p, best.shape)
+  if not too_big(p, best.shape) then return best end
+  local vary, s = require("kwb.unannounced").vary(p), {}
+  for k, v in pairs(best.shape) do s[k] = v end
+  while too_big(p, s) do
+    local changed = false
+    for _, v in ipairs(vary) do
+      local half = (s[v] + 1) // 2
+      if half < s[v] and half >= math.max(1, p.var_min[v]) then s[v], changed = half, true end
+    end
+    if not changed then break end
+  end
   local scaled = false
-  for _, v in ipairs(unannounced.vary(p)) do
+  for _, v in ipairs(vary) do
     if s[v] ~= best.shape[v] then s[v], scaled = s[v] + 1, true end
   end
   if not scaled or not p:check_shape(s) then return best end

@@ -151,6 +151,12 @@ t.test("hostile_unannounced_shapes_are_derived_given_or_none", function()
   local nv = {}
   for i, sh in ipairs(kwb.load("recipes/nvfp4_moe.lua").verify_shapes) do nv[i] = sh.shape.T end
   t.eq(table.concat(nv, " "), "2 4097 3648", "NVFP4 varies T only (its vary); T = 0 is no shape")
+  -- a large shape keeps each variable one off at full size: a kernel whose fast path runs where K is
+  -- aligned and large, and drops M's bounds check there, is wrong at 4095 x 4096 x 4096 alone
+  local kt = {}
+  for i, sh in ipairs(kwb.load("recipes/kt_matmul.lua").verify_shapes) do kt[i] = sh.key:gsub("[MNK]=", "") end
+  t.eq(table.concat(kt, " "), "4095,4096,4096 4097,4096,4096 4096,4095,4096 4096,4097,4096 4096,4096,4095 "
+       .. "4096,4096,4097 4097,4097,4097 513,513,513", "4096^3: one off in each at full size, odd, racecheck's")
   local matmul = require "kwb.problems.matmul"
   local base = { name = "v", problem = matmul {}, shapes = { n = { 8 } }, start = "../../kernels/host/matmul_naive.c" }
   local function with(v) local s = {}; for k, x in pairs(base) do s[k] = x end; s.verify_shapes = v; return kwb.recipe(s) end

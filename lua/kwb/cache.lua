@@ -266,6 +266,20 @@ function Cache:add_result(r)
   return true
 end
 
+-- revise_result { candidate =, device =, shape =, outcome =, verify = }: a
+-- stored result's verdict changed (judged again: kwb.session's settle), its
+-- timing and the measurement history as they were.
+function Cache:revise_result(r)
+  check_table(r, "result")
+  check_outcome(r.outcome)
+  local cand, msg = self:resolve(r.candidate)
+  if not cand then error("result.candidate: " .. msg, 2) end
+  self.db:exec("UPDATE result SET outcome = ?4, verify = ?5 WHERE candidate = ?1 AND device = ?2 AND shape = ?3",
+               cand, check_string(r.device, "result.device"), check_string(r.shape, "result.shape"), r.outcome,
+               canon(check_table(r.verify, "result.verify")))
+  return true
+end
+
 -- measurements(id) -> every measurement of the candidate, oldest first
 function Cache:measurements(prefix)
   local cand, msg, info = self:resolve(prefix)

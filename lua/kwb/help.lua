@@ -200,7 +200,8 @@ M.recipe_fields = {
   { "prompt", "function(parts, info) -> the model's user message, or { system =, user = }" },
   { "verify_shapes", "shapes verified but never timed (default: derived unannounced ones; false: none)" },
   { "allow", "more symbols a host kernel may call" },
-  { "sanitize", "\"best\" (CUDA's default: compute-sanitizer on each new best), \"all\" or false" },
+  { "sanitize", "\"best\" (CUDA's default: compute-sanitizer on each new best; with grid or list, on the run's "
+                .. "best at its end), \"all\" or false" },
 }
 
 -- ---- rendering ------------------------------------------------------------

@@ -340,6 +340,9 @@ return {
     "Stores a result (verify, timing, clocks, run, created): the latest per candidate, device kind and shape "
     .. "replaces the one before; every one is also kept as a measurement. Raises on a malformed field or an "
     .. "unknown candidate." },
+  { "cache:revise_result", "cache:revise_result { candidate =, device =, shape =, outcome =, verify = } -> true",
+    "Replaces a stored result's outcome and verdict (a result judged again), its timing and measurements as "
+    .. "they were. Raises on a malformed field or an unknown candidate." },
   { "cache:results", "cache:results(id) -> results | nil, message, info",
     "A candidate's results, by device then shape, verify, timing and clocks decoded." },
   { "cache:measurements", "cache:measurements(id) -> rows | nil, message, info",

@@ -117,6 +117,17 @@ function Reporter:candidate(run, res)
   end
 end
 
+-- A result judged again at the run's end (kwb.session's settle: its best
+-- found unsafe by the put-off sanitizer run), with the outcome it had.
+function Reporter:revised(run, res, was)
+  if self.mode == "json" then
+    emit { event = "revised", id = res.id, outcome = res.outcome, was = was, score = res.score, reason = res.reason }
+  elseif self.mode == "plain" or self.mode == "tty" then
+    out(self, string.format("revised: %s %s, was %s%s", res.short, res.outcome, was,
+                            res.reason and (": " .. res.reason) or ""))
+  end
+end
+
 -- Before a candidate is evaluated: the live line says which (terminal only).
 function Reporter:evaluating(run, cand)
   if self.mode ~= "tty" then return end

@@ -162,6 +162,17 @@ function Run:look_ahead(in_flight)
   end
 end
 
+-- The best's put-off sanitizer run (Session:settle), and the outcomes it
+-- changed into the counts and the report.
+function Run:settle()
+  for _, c in ipairs(self.session:settle()) do
+    self.funnel[c.was] = self.funnel[c.was] - 1
+    self.funnel[c.res.outcome] = self.funnel[c.res.outcome] + 1
+    self.report:revised(self, c.res, c.was)
+  end
+  self.best = self.session.best
+end
+
 -- The scheduler: candidates in flight, oldest first; with a pool of n
 -- workers up to n are measured at once.
 function Run:loop()
@@ -267,10 +278,14 @@ function M.run(recipe, opts)
   if s.pool then s.pool.idle = function() if run.model then run.model:poll(0) end end end
   -- a failure of the strategy or the loop still closes the run's record
   -- with what it counted (the model's usage too), then goes on up
+  -- a strategy that reads no results has compute-sanitizer put off to the end (Session:defer_sanitizer)
+  if strat.ahead == true and recipe.sanitize == "best" then s:defer_sanitizer() end
   local ok, err = pcall(function()
     if strat.init then strat:init(run) end
     run:loop()
+    run:settle()
   end)
+  s.deferred = nil
   s:close_workers()
   if run.model then run.model:close() end
   local sm = summary.summary(run)

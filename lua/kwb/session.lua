@@ -264,7 +264,15 @@ function Session:complete(pending)
   -- (a recipe made in code, the REPL's, has no file for the tools' runs to load: not sanitized unless it asks)
   local san = self.recipe.sanitize
   if self.recipe.sanitize_default and not self.recipe.returned_by then san = false end
-  if res.outcome == "accepted" and san or res.outcome == "slower" and san == "all" then self:sanitize(pending.cand, res) end
+  local d = self.deferred
+  if d and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then
+    -- (put off to the run's end: Session:settle sanitizes the best, or judges these again)
+    d.list[#d.list + 1] = { cand = pending.cand, res = res }
+    d.by_id[res.id] = d.list[#d.list]
+    res.sanitize_due = res.outcome == "accepted" or nil
+  elseif res.outcome == "accepted" and san or res.outcome == "slower" and san == "all" then
+    self:sanitize(pending.cand, res)
+  end
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
   self:note_times(res)
@@ -279,6 +287,59 @@ function Session:complete(pending)
     end
   end
   return res
+end
+
+-- defer_sanitizer(): for a run whose strategy reads no results (grid, list:
+-- no outcome steers what it proposes), compute-sanitizer ("best") is put off
+-- to the run's end (settle), where the best alone has it: one run of the
+-- tools instead of one per new best. Until then a new best is recorded with
+-- sanitize_due, and no later run takes such a result as its best.
+function Session:defer_sanitizer()
+  self.deferred = { base = self.best, list = {}, by_id = {} }
+end
+
+-- settle() -> { { res =, was = outcome }, ... }: the put-off sanitizer run
+-- on the best. A finding makes it unsafe, and the results put off with it
+-- are judged again in their order against the bests they would have met had
+-- the finding come at once; the new best is sanitized in turn, and so on.
+-- Results whose outcome changed are revised in the cache and returned. (A
+-- shape raced out against the unsafe best's time keeps its first look's
+-- few samples: it is judged on them.)
+function Session:settle()
+  local d, changed = self.deferred, {}
+  self.deferred = nil
+  if not d then return changed end
+  while self.best and self.best.sanitize_due do
+    local b = self.best
+    local item = d.by_id[b.id]
+    b.sanitize_due = nil
+    self:sanitize(item.cand, b)
+    self.store:revise(self.ctx, item.cand, b)
+    if b.outcome ~= "unsafe" then break end
+    changed[#changed + 1] = { res = b, was = "accepted" }
+    local best = d.base
+    for _, it in ipairs(d.list) do
+      local r, was = it.res, it.res.outcome
+      if was == "accepted" or was == "slower" then
+        r.outcome, r.reason, r.score_lo = nil, nil, nil
+        judge.judge(self.recipe, r, { ceilings = self:ceilings(), start = self.start, best = best })
+        if r.outcome == "accepted" then
+          best = r
+          if not r.seconds.sanitize then r.sanitize_due = true end
+        end
+        if r.outcome ~= was then
+          changed[#changed + 1] = { res = r, was = was }
+          self.store:revise(self.ctx, it.cand, r)
+        end
+      end
+    end
+    self.best = best
+    -- the per-shape bests again, without the unsafe one
+    self.best_time, self.shape_best = {}, {}
+    self:note_times(self.start)
+    for _, r in ipairs(self.store:results(self.ctx)) do self:note_times(r) end
+  end
+  return changed
 end
 
 -- sanitize(cand, res): compute-sanitizer on the candidate (kwb.sanitize), in
@@ -411,7 +472,7 @@ function Session:ensure_start()
   -- what earlier runs found
   for _, r in ipairs(self.store:results(self.ctx)) do
     self:note_times(r)
-    if r.outcome == "accepted" and r.score and r.score > self.best.score then self.best = r end
+    if r.outcome == "accepted" and not r.sanitize_due and r.score and r.score > self.best.score then self.best = r end
   end
   return res, fresh
 end

@@ -73,12 +73,23 @@ function Store:known(ctx, id)
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
                 model = v.model, cost = v.cost, transcript = v.transcript, created = first.created,
-                seconds = {}, shapes = {} }
+                sanitize_due = v.sanitize_due, seconds = {}, shapes = {} }
   for _, key in ipairs(ctx.shapes) do
     local t = mine[key].timing
     if t.median then res.shapes[key] = t end
   end
   return res
+end
+
+-- A result's verdict as stored with each shape's row. sanitize_due: an
+-- accepted result whose compute-sanitizer run was put off (kwb.session),
+-- never taken as a best by a later run until it has had it.
+local function verdict(ctx, res)
+  return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
+           seed = res.seed, score = res.score, origin = res.origin, name = res.name,
+           params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
+           transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil,
+           again = res.again, sanitize_due = res.sanitize_due }
 end
 
 -- record(ctx, cand, result): the candidate, its build log and a result row
@@ -97,14 +108,21 @@ function Store:record(ctx, cand, res, run)
       self.cache:add_build { candidate = id, arch = ctx.device, toolchain = ctx.toolchain,
                              ok = res.outcome ~= "compile-error", log = res.log or "" }
     end
-    local verify = { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
-                     seed = res.seed, score = res.score, origin = res.origin, name = res.name,
-                     params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
-                     transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil,
-                     again = res.again }
     for _, key in ipairs(ctx.shapes) do
       self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = res.outcome,
-                              verify = verify, timing = res.shapes[key] or {}, run = run and run.id }
+                              verify = verdict(ctx, res), timing = res.shapes[key] or {}, run = run and run.id }
+    end
+  end)
+end
+
+-- revise(ctx, cand, res): a recorded result judged again (kwb.session's
+-- settle): its outcome and verdict replaced, its measurements kept.
+function Store:revise(ctx, cand, res)
+  self.cache:transaction(function()
+    self.cache:set_outcome(cand.id, res.outcome)
+    for _, key in ipairs(ctx.shapes) do
+      self.cache:revise_result { candidate = cand.id, device = ctx.device, shape = key, outcome = res.outcome,
+                                 verify = verdict(ctx, res) }
     end
   end)
 end

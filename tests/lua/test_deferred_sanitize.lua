@@ -1,0 +1,151 @@
+-- tests/lua/test_deferred_sanitize.lua: compute-sanitizer put off to a run's
+-- end where the strategy reads no results (kwb.session's defer_sanitizer and
+-- settle): the best alone is sanitized; a best found unsafe there leaves the
+-- outcomes, the best and the cache as sanitizing each new best at once
+-- would have. Results are judged from planted medians (no timing), and the
+-- tools are stood in for (they need the GPU: tests/gpu/integrity.lua).
+local t = require "t"
+local core = require "kwb.core"
+
+require "fake_cuda" ()   -- (the sanitizer is the CUDA backend's: its stand-in for kwb.cuda)
+local vecadd = require "fake_vecadd"
+local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local body = vecadd.vec .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n"
+
+local r = kwb.recipe { name = "deferred", backend = "cuda", problem = vecadd.problem, shapes = { n = { 1000 } },
+                       verify_shapes = false, start = { source = body, defines = { BLOCK = 32 } }, sanitize = "best",
+                       launch = function(shape, p) return { grid = { (shape.n + p.BLOCK - 1) // p.BLOCK },
+                                                            block = { p.BLOCK } } end }
+-- (a recipe made in code is sanitized only where it asks: sanitize = "best", not the default)
+
+-- The start (1 ms) and four candidates, in order: A 0.8 ms (a new best), U
+-- 0.5 ms (a new best: planted unsafe), C 0.7 ms (slower than U, faster than
+-- A), D 0.75 ms (slower than C).
+local medians = { start = 1e-3, A = 0.8e-3, U = 0.5e-3, C = 0.7e-3, D = 0.75e-3 }
+local order = { "A", "U", "C", "D" }
+
+-- run(path, defer) -> session, results by name, the names sanitized in order
+local function run(path, defer)
+  for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
+  local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
+  local sanitized, by = {}, {}
+  s.sanitize = function(_, cand, res)
+    sanitized[#sanitized + 1] = cand.note
+    res.seconds.sanitize = 0.25
+    if cand.note == "U" then res.outcome, res.reason = "unsafe", "compute-sanitizer memcheck at n=1000: planted" end
+  end
+  local function complete(name, opts)
+    -- (a source of its own each: ids come from the code, not from comments)
+    local cand = name == "start" and s:candidate(r.start, "start")
+                 or s:candidate({ source = body:gsub("b%[i%];", "b[i] + 0 * " .. name:byte() .. ";"),
+                                  params = { BLOCK = 32 } }, "grid")
+    cand.note = name
+    local m = medians[name]
+    local res = { id = cand.id, short = cand.short, origin = "grid", seq = #by + 1, seed = 1, seconds = {},
+                  shapes = { ["n=1000"] = { median = m, ci_lo = m * 0.999, ci_hi = m * 1.001, n = 20, partial = false } } }
+    by[name] = s:complete { cand = cand, res = res, opts = opts or {}, t0 = core.now() }
+    return by[name]
+  end
+  s.start = complete("start", { start = true })
+  s.best = s.start
+  if defer then s:defer_sanitizer() end
+  for _, name in ipairs(order) do complete(name) end
+  return s, by, sanitized
+end
+
+local function outcomes(by)
+  local out = {}
+  for i, name in ipairs(order) do out[i] = name .. "=" .. by[name].outcome end
+  return table.concat(out, " ")
+end
+
+t.test("deferred_sanitize_only_the_best_at_the_end_and_judged_as_if_at_once", function()
+  local eager, e_by, e_sanitized = run(dir .. "/eager.db", false)
+  t.eq(table.concat(e_sanitized, " "), "A U C", "at once: every new best")
+  t.eq(outcomes(e_by), "A=accepted U=unsafe C=accepted D=slower")
+  t.eq(eager.best, e_by.C)
+
+  local s, by, sanitized = run(dir .. "/deferred.db", true)
+  t.eq(table.concat(sanitized, " "), "", "put off: nothing sanitized during the run")
+  t.eq(outcomes(by), "A=accepted U=accepted C=slower D=slower", "judged against U, the best for now")
+  t.eq(by.U.sanitize_due, true)
+  local changed = s:settle()
+  t.eq(table.concat(sanitized, " "), "U C", "at the end: U, found unsafe, then the best without it")
+  t.eq(outcomes(by), outcomes(e_by), "the outcomes sanitizing at once gave")
+  t.eq(s.best, by.C)
+  local seen = {}
+  for i, c in ipairs(changed) do seen[i] = c.res.short == by.U.short and "U:" .. c.was or c.res.short == by.C.short
+                                                and "C:" .. c.was or "?" end
+  t.eq(table.concat(seen, " "), "U:accepted C:slower", "the revised results, with what they were")
+  t.eq(s.deferred, nil, "settled once")
+  t.eq(#s:settle(), 0)
+  -- the cache: outcomes revised, one measurement each still; A, a best never sanitized, is never taken as one
+  local ctx = s.ctx
+  t.eq(s.store:known(ctx, by.U.id).outcome, "unsafe")
+  t.eq(s.store:known(ctx, by.C.id).outcome, "accepted")
+  t.eq(s.store:known(ctx, by.C.id).sanitize_due, nil, "C had it")
+  t.eq(s.store:known(ctx, by.A.id).sanitize_due, true, "A never did")
+  t.eq(#s.store.cache:measurements(by.C.id), 1, "revised, not measured again")
+  t.eq(s.store.cache:get(by.U.id).outcome, "unsafe")
+  -- a later session over the same cache takes C as its best, not A (due) or U (unsafe)
+  local later = require("kwb.session").new(r, { store = require("kwb.store").open(dir .. "/deferred.db") })
+  later:ensure_start()
+  t.eq(later.best.id, by.C.id)
+end)
+
+t.test("deferred_sanitize_a_clean_best_is_sanitized_once", function()
+  medians.U = 0.9e-3   -- U now slower than A: A stays the best, and is clean
+  local s, by, sanitized = run(dir .. "/clean.db", true)
+  t.eq(outcomes(by), "A=accepted U=slower C=accepted D=slower")
+  local changed = s:settle()
+  t.eq(#changed, 0)
+  t.eq(table.concat(sanitized, " "), "C", "the final best alone")
+  t.eq(by.C.seconds.sanitize, 0.25)
+  t.eq(s.store:known(s.ctx, by.C.id).sanitize_due, nil)
+  t.eq(s.store:known(s.ctx, by.A.id).sanitize_due, true)
+end)
+
+-- Through a run: a list (a strategy that reads no results) has the tools
+-- once, at the end, on the best; the stand-in finds its first check unsafe,
+-- so the run's best is another, the funnel counts the unsafe one, and each
+-- tool's finding reaches the result as at once.
+t.test("deferred_sanitize_a_run_of_a_list_sanitizes_at_its_end", function()
+  local props = {}
+  for i, b in ipairs { 64, 128, 256 } do
+    props[i] = { source = body:gsub("b%[i%];", "b[i] + 0 * " .. i .. ";"), params = { BLOCK = b } }
+  end
+  local rl = kwb.recipe { name = "deferred_run", backend = "cuda", problem = vecadd.problem, shapes = { n = { 1000 } },
+                          verify_shapes = false, sanitize = "best", launch = r.launch,
+                          -- (a start 300 times slower: every candidate a new best but for the noise)
+                          start = { source = vecadd.vec .. "  for (int k = 0; k < 300; k++)\n"
+                                             .. "    for (int i = 0; i < n; i++) c[i] = a[i] + b[i] + 0 * k;\n}\n",
+                                    defines = { BLOCK = 32 } }, strategy = require("kwb.strategies.list")(props),
+                          timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 } }
+  rl._session = require("kwb.session").new(rl, { store = require("kwb.store").open(dir .. "/run.db") })
+  local asked = {}
+  local real = package.loaded["kwb.sanitize"]
+  package.loaded["kwb.sanitize"] = { check = function(_, args)
+    asked[#asked + 1] = args.cand.id
+    if #asked == 1 then return { tool = "memcheck", shape = "n=1000", report = "Invalid __global__ read (planted)" } end
+    return {}
+  end }
+  local ok, sm, run = pcall(rl.run, rl, { mode = "quiet", seed = 3 })
+  package.loaded["kwb.sanitize"] = real
+  t.truthy(ok, tostring(sm))
+  t.eq(sm.candidates, 3)
+  t.truthy(#asked >= 1, "the tools ran")
+  local unsafe = 0
+  for _, res in ipairs(run.results) do
+    if res.outcome == "unsafe" then
+      unsafe = unsafe + 1
+      t.eq(res.id, asked[1], "the first sanitized is the unsafe one")
+      t.eq(res.reason, "compute-sanitizer memcheck at n=1000: Invalid __global__ read (planted)")
+    end
+  end
+  t.eq(unsafe, 1)
+  t.eq(sm.funnel.unsafe, 1, "the funnel counts it")
+  t.truthy(sm.best.id ~= asked[1], "the run's best is another")
+  t.eq(asked[#asked], sm.best.id == run.session.start.id and asked[#asked] or sm.best.id,
+       "the last sanitized is the best (or the best is the start kernel)")
+  t.eq(run.session.deferred, nil)
+end)

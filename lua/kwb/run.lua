@@ -285,7 +285,8 @@ function M.run(recipe, opts)
     run:loop()
     run:settle()
   end)
-  s.deferred = nil
+  s:abandon_deferred()   -- (an error before the settling: the run's unsanitized best is not the session's)
+  run.best = s.best
   s:close_workers()
   if run.model then run.model:close() end
   local sm = summary.summary(run)

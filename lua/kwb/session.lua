@@ -289,11 +289,9 @@ function Session:complete(pending)
   return res
 end
 
--- defer_sanitizer(): for a run whose strategy reads no results (grid, list:
--- no outcome steers what it proposes), compute-sanitizer ("best") is put off
--- to the run's end (settle), where the best alone has it: one run of the
--- tools instead of one per new best. Until then a new best is recorded with
--- sanitize_due, and no later run takes such a result as its best.
+-- defer_sanitizer(): compute-sanitizer ("best") put off to the run's end
+-- (settle) for a strategy that reads no results (grid, list), so the best
+-- alone has it. A new best is recorded with sanitize_due meanwhile.
 function Session:defer_sanitizer()
   self.deferred = { base = self.best, list = {}, by_id = {} }
 end
@@ -302,44 +300,65 @@ end
 -- on the best. A finding makes it unsafe, and the results put off with it
 -- are judged again in their order against the bests they would have met had
 -- the finding come at once; the new best is sanitized in turn, and so on.
--- Results whose outcome changed are revised in the cache and returned. (A
--- shape raced out against the unsafe best's time keeps its first look's
--- few samples: it is judged on them.)
+-- Results whose outcome changed are revised in the cache and returned, each
+-- once, with the outcome it had. A result with a shape raced out (against
+-- the unsafe best's time, maybe) is not made the best on that first look:
+-- it stays slower.
 function Session:settle()
-  local d, changed = self.deferred, {}
-  self.deferred = nil
-  if not d then return changed end
+  local d = self.deferred
+  if not d then return {} end
+  local first, order = {}, {}   -- result -> its outcome before settling; the results in the order they changed
+  local function changed(r, was)
+    if first[r] == nil then first[r], order[#order + 1] = was, r end
+  end
   while self.best and self.best.sanitize_due do
     local b = self.best
     local item = d.by_id[b.id]
-    b.sanitize_due = nil
+    if not item then self.best = d.base; break end   -- (not this run's: not the best unsanitized)
     self:sanitize(item.cand, b)
+    b.sanitize_due = nil
     self.store:revise(self.ctx, item.cand, b)
     if b.outcome ~= "unsafe" then break end
-    changed[#changed + 1] = { res = b, was = "accepted" }
+    changed(b, "accepted")
     local best = d.base
     for _, it in ipairs(d.list) do
       local r, was = it.res, it.res.outcome
       if was == "accepted" or was == "slower" then
         r.outcome, r.reason, r.score_lo = nil, nil, nil
         judge.judge(self.recipe, r, { ceilings = self:ceilings(), start = self.start, best = best })
+        local raced = false
+        for _, sh in pairs(r.shapes) do raced = raced or sh.partial == true end
+        if r.outcome == "accepted" and raced then
+          r.outcome, r.reason = "slower", "a shape's timing was raced out: a first look does not make the best"
+        end
         if r.outcome == "accepted" then
           best = r
           if not r.seconds.sanitize then r.sanitize_due = true end
         end
         if r.outcome ~= was then
-          changed[#changed + 1] = { res = r, was = was }
+          changed(r, was)
           self.store:revise(self.ctx, it.cand, r)
         end
       end
     end
-    self.best = best
-    -- the per-shape bests again, without the unsafe one
-    self.best_time, self.shape_best = {}, {}
+    self.best, self.best_time, self.shape_best = best, {}, {}   -- (the per-shape bests again, without it)
     self:note_times(self.start)
     for _, r in ipairs(self.store:results(self.ctx)) do self:note_times(r) end
   end
-  return changed
+  self.deferred = nil
+  local out = {}
+  for _, r in ipairs(order) do
+    if r.outcome ~= first[r] then out[#out + 1] = { res = r, was = first[r] } end
+  end
+  return out
+end
+
+-- abandon_deferred(): after a run that ended in an error before settling,
+-- its best (never sanitized) is not the session's: the one before the run is.
+function Session:abandon_deferred()
+  local d = self.deferred
+  self.deferred = nil
+  if d and self.best and self.best.sanitize_due then self.best = d.base end
 end
 
 -- sanitize(cand, res): compute-sanitizer on the candidate (kwb.sanitize), in

@@ -24,15 +24,18 @@ local r = kwb.recipe { name = "deferred", backend = "cuda", problem = vecadd.pro
 local medians = { start = 1e-3, A = 0.8e-3, U = 0.5e-3, C = 0.7e-3, D = 0.75e-3 }
 local order = { "A", "U", "C", "D" }
 
--- run(path, defer) -> session, results by name, the names sanitized in order
-local function run(path, defer)
+-- run(path, defer [, unsafe [, raced]]) -> session, results by name, the
+-- names sanitized in order. unsafe: the names the stand-in finds unsafe
+-- (default U); raced: the names whose shape was raced out (partial).
+local function run(path, defer, unsafe, raced)
+  unsafe, raced = unsafe or { U = true }, raced or {}
   for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
   local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
-  local sanitized, by = {}, {}
+  local sanitized, by, seq = {}, {}, 0
   s.sanitize = function(_, cand, res)
     sanitized[#sanitized + 1] = cand.note
     res.seconds.sanitize = 0.25
-    if cand.note == "U" then res.outcome, res.reason = "unsafe", "compute-sanitizer memcheck at n=1000: planted" end
+    if unsafe[cand.note] then res.outcome, res.reason = "unsafe", "compute-sanitizer memcheck at n=1000: planted" end
   end
   local function complete(name, opts)
     -- (a source of its own each: ids come from the code, not from comments)
@@ -41,8 +44,10 @@ local function run(path, defer)
                                   params = { BLOCK = 32 } }, "grid")
     cand.note = name
     local m = medians[name]
-    local res = { id = cand.id, short = cand.short, origin = "grid", seq = #by + 1, seed = 1, seconds = {},
-                  shapes = { ["n=1000"] = { median = m, ci_lo = m * 0.999, ci_hi = m * 1.001, n = 20, partial = false } } }
+    seq = seq + 1
+    local res = { id = cand.id, short = cand.short, origin = "grid", seq = seq, seed = 1, seconds = {},
+                  shapes = { ["n=1000"] = { median = m, ci_lo = m * 0.999, ci_hi = m * 1.001, n = raced[name] and 5 or 20,
+                                            partial = raced[name] or false } } }
     by[name] = s:complete { cand = cand, res = res, opts = opts or {}, t0 = core.now() }
     return by[name]
   end
@@ -103,6 +108,89 @@ t.test("deferred_sanitize_a_clean_best_is_sanitized_once", function()
   t.eq(by.C.seconds.sanitize, 0.25)
   t.eq(s.store:known(s.ctx, by.C.id).sanitize_due, nil)
   t.eq(s.store:known(s.ctx, by.A.id).sanitize_due, true)
+end)
+
+-- Two bests in a row unsafe (U, then C, slower than U but faster than A):
+-- each changed result is returned once, with the outcome it had, and the
+-- outcomes are those of sanitizing at once.
+t.test("deferred_sanitize_two_unsafe_bests_in_a_row", function()
+  medians.U = 0.5e-3
+  local _, e_by, e_sanitized = run(dir .. "/eager2.db", false, { U = true, C = true })
+  t.eq(outcomes(e_by), "A=accepted U=unsafe C=unsafe D=accepted")
+  t.eq(table.concat(e_sanitized, " "), "A U C D")
+  local s, by, sanitized = run(dir .. "/deferred2.db", true, { U = true, C = true })
+  local changed = s:settle()
+  t.eq(outcomes(by), outcomes(e_by))
+  t.eq(table.concat(sanitized, " "), "U C D", "each best in turn, down to a clean one")
+  local seen = {}
+  for i, c in ipairs(changed) do
+    for name, res in pairs(by) do if res == c.res then seen[i] = name .. ":" .. c.was .. ">" .. res.outcome end end
+  end
+  t.eq(table.concat(seen, " "), "U:accepted>unsafe C:slower>unsafe D:slower>accepted", "once each, from what it was")
+  t.eq(s.best, by.D)
+end)
+
+-- A result whose shape was raced out (against the unsafe best's time) is not
+-- made the best on that first look when the best is found unsafe.
+t.test("deferred_sanitize_a_raced_result_is_not_made_the_best", function()
+  medians.U = 0.5e-3
+  local s, by = run(dir .. "/raced.db", true, nil, { C = true })
+  s:settle()
+  t.eq(outcomes(by), "A=accepted U=unsafe C=slower D=accepted", "C raced: slower; D, timed in full, the best")
+  t.eq(by.C.reason, "a shape's timing was raced out: a first look does not make the best")
+  t.eq(s.best, by.D)
+end)
+
+-- A result recorded since (another process's evaluation of the candidate)
+-- is not overwritten by the settling.
+t.test("deferred_sanitize_a_newer_result_stands", function()
+  medians.U = 0.5e-3
+  local s, by = run(dir .. "/newer.db", true)
+  local newer = { id = by.C.id, short = by.C.short, origin = "try", seq = 99, seed = 2, seconds = {},
+                  outcome = "wrong", reason = "planted: a later evaluation", shapes = {} }
+  s.store:record(s.ctx, { id = by.C.id, source = "x", defines = {}, origin = "try" }, newer)
+  s:settle()
+  t.eq(by.C.outcome, "accepted", "judged again here")
+  t.eq(s.store:known(s.ctx, by.C.id).outcome, "wrong", "the cache keeps the newer result")
+  t.eq(s.store.cache:get(by.C.id).outcome, "wrong")
+end)
+
+-- A run that ends in an error before settling (an interrupt): its best,
+-- never sanitized, is not the session's; the next run settles its own.
+t.test("deferred_sanitize_an_interrupted_run_leaves_no_unsanitized_best", function()
+  local props = {}
+  for i, b in ipairs { 64, 128 } do
+    props[i] = { source = body:gsub("b%[i%];", "b[i] + 0 * " .. (10 + i) .. ";"), params = { BLOCK = b } }
+  end
+  local stop = true
+  local strat = { name = "stops", ahead = true, i = 0 }
+  function strat:propose()
+    self.i = self.i + 1
+    if self.i == 2 and stop then error("interrupted!", 0) end
+    return props[self.i]
+  end
+  local ri = kwb.recipe { name = "deferred_int", backend = "cuda", problem = vecadd.problem, shapes = { n = { 1000 } },
+                          verify_shapes = false, sanitize = "best", launch = r.launch, strategy = strat,
+                          start = { source = vecadd.vec .. "  for (int k = 0; k < 300; k++)\n"
+                                             .. "    for (int i = 0; i < n; i++) c[i] = a[i] + b[i] + 0 * k;\n}\n",
+                                    defines = { BLOCK = 32 } },
+                          timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 } }
+  local s = require("kwb.session").new(ri, { store = require("kwb.store").open(dir .. "/int.db") })
+  ri._session = s
+  local asked = 0
+  local real = package.loaded["kwb.sanitize"]
+  package.loaded["kwb.sanitize"] = { check = function() asked = asked + 1; return {} end }
+  local ok, err = pcall(ri.run, ri, { mode = "quiet", seed = 3 })
+  t.eq(ok, false)
+  t.eq(err, "interrupted!")
+  t.eq(asked, 0, "nothing sanitized")
+  t.eq(s.best, s.start, "the first candidate, a new best never sanitized, is not the session's best")
+  t.eq(s.deferred, nil)
+  stop, strat.i = false, 1
+  local ok2, sm = pcall(ri.run, ri, { mode = "quiet", seed = 4 })
+  package.loaded["kwb.sanitize"] = real
+  t.truthy(ok2, tostring(sm))
+  t.eq(asked, sm.best.id == s.start.id and 0 or 1, "the second run sanitizes its own best once")
 end)
 
 -- Through a run: a list (a strategy that reads no results) has the tools

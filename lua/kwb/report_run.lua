@@ -41,14 +41,14 @@ function M.data(recipe, results)
   d.best = pick
   d.shapes = {}
   for i, sh in ipairs(recipe.shapes) do
-    local b, s = best.shapes[sh.key] or {}, d.start.shapes[sh.key] or {}
+    local b, s = pick.shapes[sh.key] or {}, d.start.shapes[sh.key] or {}
     d.shapes[i] = { key = sh.key, median = b.median, start = s.median,
                     speedup = b.median and s.median and s.median / b.median, floor = b.floor_frac }
   end
   local by_id = {}
   for _, r in ipairs(results) do by_id[r.id] = r end
   d.lineage, d.by_id = {}, by_id
-  local r = best
+  local r = pick
   while r and #d.lineage < 50 do
     d.lineage[#d.lineage + 1] = r
     r = r.parent and by_id[r.parent] or nil

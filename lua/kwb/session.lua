@@ -308,16 +308,14 @@ function Session:settle()
   local d = self.deferred
   if not d then return {} end
   local first, order = {}, {}   -- result -> its outcome before settling; the results in the order they changed
-  local function changed(r, was)
-    if first[r] == nil then first[r], order[#order + 1] = was, r end
-  end
+  local function changed(r, was) if first[r] == nil then first[r], order[#order + 1] = was, r end end
   while self.best and self.best.sanitize_due do
     local b = self.best
     local item = d.by_id[b.id]
     if not item then self.best = d.base; break end   -- (not this run's: not the best unsanitized)
     self:sanitize(item.cand, b)
     b.sanitize_due = nil
-    self.store:revise(self.ctx, item.cand, b)
+    self.store:revise(self.ctx, item.cand, b, self.run_record)
     if b.outcome ~= "unsafe" then break end
     changed(b, "accepted")
     local best = d.base
@@ -328,17 +326,14 @@ function Session:settle()
         judge.judge(self.recipe, r, { ceilings = self:ceilings(), start = self.start, best = best })
         local raced = false
         for _, sh in pairs(r.shapes) do raced = raced or sh.partial == true end
-        if r.outcome == "accepted" and raced then
+        if r.outcome == "accepted" and raced and was == "slower" then
           r.outcome, r.reason = "slower", "a shape's timing was raced out: a first look does not make the best"
         end
         if r.outcome == "accepted" then
           best = r
           if not r.seconds.sanitize then r.sanitize_due = true end
         end
-        if r.outcome ~= was then
-          changed(r, was)
-          self.store:revise(self.ctx, it.cand, r)
-        end
+        if r.outcome ~= was then changed(r, was); self.store:revise(self.ctx, it.cand, r, self.run_record) end
       end
     end
     self.best, self.best_time, self.shape_best = best, {}, {}   -- (the per-shape bests again, without it)
@@ -353,12 +348,15 @@ function Session:settle()
   return out
 end
 
--- abandon_deferred(): after a run that ended in an error before settling,
--- its best (never sanitized) is not the session's: the one before the run is.
+-- abandon_deferred(): after a run that ended in an error before settling
+-- was done, its best is not the session's: the one before the run is.
 function Session:abandon_deferred()
   local d = self.deferred
   self.deferred = nil
-  if d and self.best and self.best.sanitize_due then self.best = d.base end
+  local b = self.best   -- (kept only where settling got as far as a clean best)
+  if d and b and not (b == d.base or b.outcome == "accepted" and b.seconds.sanitize and not b.sanitize_due) then
+    self.best = d.base
+  end
 end
 
 -- sanitize(cand, res): compute-sanitizer on the candidate (kwb.sanitize), in

@@ -115,14 +115,14 @@ function Store:record(ctx, cand, res, run)
   end)
 end
 
--- revise(ctx, cand, res): a recorded result judged again (kwb.session's
+-- revise(ctx, cand, res, run): a recorded result judged again (kwb.session's
 -- settle): its outcome and verdict replaced, its measurements kept; only
--- where the stored result is still this one (its seq), not one recorded
--- since (another process's evaluation of the same candidate).
-function Store:revise(ctx, cand, res)
+-- where the stored result is still the one this run recorded (its run and
+-- seq), not one recorded since (another process's evaluation of it).
+function Store:revise(ctx, cand, res, run)
   self.cache:transaction(function()
     local known = self:known(ctx, cand.id)
-    if not known or known.seq ~= res.seq then return end
+    if not known or known.seq ~= res.seq or not run or known.run ~= run.id then return end
     self.cache:set_outcome(cand.id, res.outcome)
     for _, key in ipairs(ctx.shapes) do
       self.cache:revise_result { candidate = cand.id, device = ctx.device, shape = key, outcome = res.outcome,

@@ -31,6 +31,7 @@ local function run(path, defer, unsafe, raced)
   unsafe, raced = unsafe or { U = true }, raced or {}
   for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
   local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
+  s.run_record = s.store:begin_run { recipe = "deferred", source = "-- a test's", settings = {} }
   local sanitized, by, seq = {}, {}, 0
   s.sanitize = function(_, cand, res)
     sanitized[#sanitized + 1] = cand.note
@@ -141,18 +142,38 @@ t.test("deferred_sanitize_a_raced_result_is_not_made_the_best", function()
   t.eq(s.best, by.D)
 end)
 
--- A result recorded since (another process's evaluation of the candidate)
--- is not overwritten by the settling.
+-- A result recorded since (another process's evaluation of the candidate,
+-- its run of its own, even at the same seq) is not overwritten by the settling.
 t.test("deferred_sanitize_a_newer_result_stands", function()
   medians.U = 0.5e-3
   local s, by = run(dir .. "/newer.db", true)
-  local newer = { id = by.C.id, short = by.C.short, origin = "try", seq = 99, seed = 2, seconds = {},
+  local newer = { id = by.C.id, short = by.C.short, origin = "try", seq = by.C.seq, seed = 2, seconds = {},
                   outcome = "wrong", reason = "planted: a later evaluation", shapes = {} }
-  s.store:record(s.ctx, { id = by.C.id, source = "x", defines = {}, origin = "try" }, newer)
+  local other = s.store:begin_run { recipe = "deferred", source = "-- another process", settings = {} }
+  s.store:record(s.ctx, { id = by.C.id, source = "x", defines = {}, origin = "try" }, newer, other)
   s:settle()
   t.eq(by.C.outcome, "accepted", "judged again here")
   t.eq(s.store:known(s.ctx, by.C.id).outcome, "wrong", "the cache keeps the newer result")
   t.eq(s.store.cache:get(by.C.id).outcome, "wrong")
+end)
+
+-- An error while settling (after U was found unsafe, before the best was
+-- judged again): the session's best is the one before the run, not U; and
+-- kwb report's pick, its table and its lineage are never a best still due.
+t.test("deferred_sanitize_an_error_while_settling_leaves_the_best_before_the_run", function()
+  medians.U = 0.5e-3
+  local s, by = run(dir .. "/settle_error.db", true)
+  local revise = s.store.revise
+  s.store.revise = function() error("interrupted!", 0) end
+  t.eq(pcall(s.settle, s), false)
+  s.store.revise = revise
+  t.eq(by.U.outcome, "unsafe")
+  s:abandon_deferred()
+  t.eq(s.best, s.start, "not U")
+  local d = require("kwb.report_run").data(r, s.store:results(s.ctx))
+  t.eq(d.best.id, s.start.id, "U (still accepted and due in the cache) is not the report's pick")
+  t.eq(d.shapes[1].median, medians.start, "the table is the pick's")
+  t.eq(d.lineage[1].id, s.start.id)
 end)
 
 -- A run that ends in an error before settling (an interrupt): its best,

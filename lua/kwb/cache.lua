@@ -345,12 +345,13 @@ function Cache:best(problem, opts)
   local out, last = {}, nil
   for _, r in ipairs(rows) do
     local key = r.device .. "\0" .. r.shape
-    if key ~= last then
-      local v = decode(r.verify, {})
+    local v = decode(r.verify, {})
+    -- (not a best whose put-off compute-sanitizer run never came: kwb.session's settle)
+    if key ~= last and not (type(v) == "table" and v.sanitize_due) then
       r.verify, r.imported = nil, type(v) == "table" and v.imported or nil   -- the bundle it came in, if one
       out[#out + 1] = r
+      last = key
     end
-    last = key
   end
   return out
 end

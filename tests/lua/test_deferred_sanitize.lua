@@ -159,7 +159,8 @@ end)
 
 -- An error while settling (after U was found unsafe, before the best was
 -- judged again): the session's best is the one before the run, not U; and
--- kwb report's pick, its table and its lineage are never a best still due.
+-- kwb report's pick, its table and its lineage, kwb export's kernels and
+-- cache:best are never a best still due.
 t.test("deferred_sanitize_an_error_while_settling_leaves_the_best_before_the_run", function()
   medians.U = 0.5e-3
   local s, by = run(dir .. "/settle_error.db", true)
@@ -174,6 +175,11 @@ t.test("deferred_sanitize_an_error_while_settling_leaves_the_best_before_the_run
   t.eq(d.best.id, s.start.id, "U (still accepted and due in the cache) is not the report's pick")
   t.eq(d.shapes[1].median, medians.start, "the table is the pick's")
   t.eq(d.lineage[1].id, s.start.id)
+  -- nor kwb export's kernel at the shape, nor cache:best's (both would take U, the fastest, else)
+  local choice = require("kwb.export").plan(r, s.store:results(s.ctx))[1]
+  t.eq(choice.kernel.id, by.C.id, "C, the fastest not due (A is due too)")
+  local rows = s.store.cache:best(s.ctx.problem, { shape = "n=1000" })
+  t.eq(rows[1].candidate, by.C.id)
 end)
 
 -- A run that ends in an error before settling (an interrupt): its best,

@@ -231,6 +231,8 @@ end
 -- timed shapes only (a raced shape's few samples stand for no median).
 function Session:note_times(res)
   if res.outcome ~= "accepted" and res.outcome ~= "slower" and res.outcome ~= "start" then return end
+  -- (a best still due its put-off sanitizer run counts only in its own run, while that is unsettled)
+  if res.sanitize_due and not (self.deferred and self.deferred.by_id[res.id]) then return end
   for key, r in pairs(res.shapes) do
     if r.median and (not self.best_time[key] or r.median < self.best_time[key]) then self.best_time[key] = r.median end
     local w = self.shape_best[key]
@@ -289,75 +291,9 @@ function Session:complete(pending)
   return res
 end
 
--- defer_sanitizer(): compute-sanitizer ("best") put off to the run's end
--- (settle) for a strategy that reads no results (grid, list), so the best
--- alone has it. A new best is recorded with sanitize_due meanwhile.
-function Session:defer_sanitizer()
-  self.deferred = { base = self.best, list = {}, by_id = {} }
-end
-
--- settle() -> { { res =, was = outcome }, ... }: the put-off sanitizer run
--- on the best. A finding makes it unsafe, and the results put off with it
--- are judged again in their order against the bests they would have met had
--- the finding come at once; the new best is sanitized in turn, and so on.
--- Results whose outcome changed are revised in the cache and returned, each
--- once, with the outcome it had. A result with a shape raced out (against
--- the unsafe best's time, maybe) is not made the best on that first look:
--- it stays slower.
-function Session:settle()
-  local d = self.deferred
-  if not d then return {} end
-  local first, order = {}, {}   -- result -> its outcome before settling; the results in the order they changed
-  local function changed(r, was) if first[r] == nil then first[r], order[#order + 1] = was, r end end
-  while self.best and self.best.sanitize_due do
-    local b = self.best
-    local item = d.by_id[b.id]
-    if not item then self.best = d.base; break end   -- (not this run's: not the best unsanitized)
-    self:sanitize(item.cand, b)
-    b.sanitize_due = nil
-    self.store:revise(self.ctx, item.cand, b, self.run_record)
-    if b.outcome ~= "unsafe" then break end
-    changed(b, "accepted")
-    local best = d.base
-    for _, it in ipairs(d.list) do
-      local r, was = it.res, it.res.outcome
-      if was == "accepted" or was == "slower" then
-        r.outcome, r.reason, r.score_lo = nil, nil, nil
-        judge.judge(self.recipe, r, { ceilings = self:ceilings(), start = self.start, best = best })
-        local raced = false
-        for _, sh in pairs(r.shapes) do raced = raced or sh.partial == true end
-        if r.outcome == "accepted" and raced and was == "slower" then
-          r.outcome, r.reason = "slower", "a shape's timing was raced out: a first look does not make the best"
-        end
-        if r.outcome == "accepted" then
-          best = r
-          if not r.seconds.sanitize then r.sanitize_due = true end
-        end
-        if r.outcome ~= was then changed(r, was); self.store:revise(self.ctx, it.cand, r, self.run_record) end
-      end
-    end
-    self.best, self.best_time, self.shape_best = best, {}, {}   -- (the per-shape bests again, without it)
-    self:note_times(self.start)
-    for _, r in ipairs(self.store:results(self.ctx)) do self:note_times(r) end
-  end
-  self.deferred = nil
-  local out = {}
-  for _, r in ipairs(order) do
-    if r.outcome ~= first[r] then out[#out + 1] = { res = r, was = first[r] } end
-  end
-  return out
-end
-
--- abandon_deferred(): after a run that ended in an error before settling
--- was done, its best is not the session's: the one before the run is.
-function Session:abandon_deferred()
-  local d = self.deferred
-  self.deferred = nil
-  local b = self.best   -- (kept only where settling got as far as a clean best)
-  if d and b and not (b == d.base or b.outcome == "accepted" and b.seconds.sanitize and not b.sanitize_due) then
-    self.best = d.base
-  end
-end
+-- The put-off sanitizer run of grid and list runs: defer_sanitizer, settle,
+-- abandon_deferred, renote (kwb.deferred).
+for name, fn in pairs(require("kwb.deferred")) do Session[name] = fn end
 
 -- sanitize(cand, res): compute-sanitizer on the candidate (kwb.sanitize), in
 -- a worker when the session has a pool; a finding makes it "unsafe".

@@ -58,9 +58,13 @@ function Session:candidate(prop, origin)
   return candidate.make(self, prop, origin)
 end
 
--- The stored result of a candidate under this session's context, or nil.
+-- The stored result of a candidate under this session's context, or nil
+-- (also for a best still due its put-off sanitizer run, outside that run:
+-- evaluated again, as if it had never been).
 function Session:known(cand)
-  return self.store:known(self.ctx, cand.id)
+  local res = self.store:known(self.ctx, cand.id)
+  if res and res.sanitize_due and not (self.deferred and self.deferred.by_id[res.id]) then return nil end
+  return res
 end
 
 -- The fleet's pool (kwb.queue) when a queue's workers measure, else nil.

@@ -178,6 +178,8 @@ t.test("deferred_sanitize_an_error_while_settling_leaves_the_best_before_the_run
   later:ensure_start()
   t.eq(later.best.id, s.start.id)
   t.eq(later.best_time["n=1000"], medians.C, "a later session's race bar is not U's either")
+  t.eq(later:known({ id = by.U.id }), nil, "U, still due, is evaluated again when proposed again")
+  t.eq(later:known({ id = by.C.id }).outcome, "slower")
   local d = require("kwb.report_run").data(r, s.store:results(s.ctx))
   t.eq(d.best.id, s.start.id, "U (still accepted and due in the cache) is not the report's pick")
   t.eq(d.shapes[1].median, medians.start, "the table is the pick's")

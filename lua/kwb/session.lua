@@ -49,7 +49,10 @@ function M.new(recipe, opts)
   -- the evaluation context: what besides the candidate decides a result
   s.ctx = s.store:recipe_context(recipe, device)
   s.template_source = recipe.template and assert(require("kwb.host").read_file(recipe.template))
-  s.seq = #s.store:results(s.ctx)
+  -- (each evaluation numbered past every stored one: a count would repeat a number once a
+  -- candidate was evaluated again, by try, --retime or a best still due)
+  s.seq = 0
+  for _, r in ipairs(s.store:results(s.ctx)) do s.seq = math.max(s.seq, r.seq or 0) end
   return s
 end
 

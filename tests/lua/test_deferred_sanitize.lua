@@ -273,3 +273,22 @@ t.test("deferred_sanitize_a_run_of_a_list_sanitizes_at_its_end", function()
        "the last sanitized is the best (or the best is the start kernel)")
   t.eq(run.session.deferred, nil)
 end)
+
+-- A candidate evaluated again (a best still due, try, --retime) keeps one
+-- stored result but took a number more: a new session numbers past the
+-- largest stored, not the count of results, so no two evaluations share one.
+t.test("deferred_sanitize_a_session_numbers_past_every_stored_evaluation", function()
+  local path = dir .. "/seq.db"
+  for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
+  local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
+  t.eq(s.seq, 0)
+  for i, seq in ipairs { 1, 5 } do
+    local cand = s:candidate({ source = body:gsub("b%[i%];", "b[i] + 0 * " .. (20 + i) .. ";"), params = { BLOCK = 32 } },
+                             "grid")
+    s.store:record(s.ctx, cand, { id = cand.id, seq = seq, seed = 1, outcome = "wrong", reason = "planted",
+                                  seconds = {}, shapes = {} })
+  end
+  local again = require("kwb.session").new(r, { store = s.store })
+  t.eq(#again.store:results(again.ctx), 2)
+  t.eq(again.seq, 5, "past the largest stored (2 results, numbered 1 and 5)")
+end)

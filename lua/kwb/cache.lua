@@ -267,7 +267,7 @@ function Cache:add_result(r)
 end
 
 -- revise_result { candidate =, device =, shape =, outcome =, verify = }: a
--- stored result's verdict changed (judged again: kwb.session's settle), its
+-- stored result's verdict changed (judged again: kwb.deferred's settle), its
 -- timing and the measurement history as they were.
 function Cache:revise_result(r)
   check_table(r, "result")
@@ -345,9 +345,9 @@ function Cache:best(problem, opts)
   local out, last = {}, nil
   for _, r in ipairs(rows) do
     local key = r.device .. "\0" .. r.shape
-    local v = decode(r.verify, {})
-    -- (not a best whose put-off compute-sanitizer run never came: kwb.session's settle)
-    if key ~= last and not (type(v) == "table" and v.sanitize_due) then
+    local v = key ~= last and decode(r.verify, {})
+    -- (not a best whose put-off compute-sanitizer run never came: kwb.deferred)
+    if v and not (type(v) == "table" and v.sanitize_due) then
       r.verify, r.imported = nil, type(v) == "table" and v.imported or nil   -- the bundle it came in, if one
       out[#out + 1] = r
       last = key

@@ -117,7 +117,7 @@ function Reporter:candidate(run, res)
   end
 end
 
--- A result judged again at the run's end (kwb.session's settle: its best
+-- A result judged again at the run's end (kwb.deferred's settle: its best
 -- found unsafe by the put-off sanitizer run), with the outcome it had.
 function Reporter:revised(run, res, was)
   if self.mode == "json" then

@@ -27,7 +27,7 @@ function M.data(recipe, results)
                         recipe.name), 0)
   end
   -- (the curve follows every best the run judged; the pick is never one whose put-off sanitizer run
-  -- never came: kwb.session's settle)
+  -- never came: kwb.deferred's settle)
   local best, pick, t0, n = d.start, d.start, d.start.created or 0, 0
   for _, r in ipairs(results) do
     if r.outcome ~= "start" then

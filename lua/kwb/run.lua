@@ -163,14 +163,13 @@ function Run:look_ahead(in_flight)
 end
 
 -- The best's put-off sanitizer run (Session:settle), and the outcomes it
--- changed into the counts and the report.
+-- changed into the counts and the report (M.run takes the session's best after).
 function Run:settle()
   for _, c in ipairs(self.session:settle()) do
     self.funnel[c.was] = self.funnel[c.was] - 1
     self.funnel[c.res.outcome] = self.funnel[c.res.outcome] + 1
     self.report:revised(self, c.res, c.was)
   end
-  self.best = self.session.best
 end
 
 -- The scheduler: candidates in flight, oldest first; with a pool of n

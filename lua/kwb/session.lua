@@ -61,12 +61,17 @@ function Session:candidate(prop, origin)
   return candidate.make(self, prop, origin)
 end
 
+-- Is res a best still due its put-off sanitizer run (kwb.deferred), outside
+-- that run while it is unsettled? Then it counts nowhere: not known, not noted.
+local function due_elsewhere(self, res)
+  return res.sanitize_due and not (self.deferred and self.deferred.by_id[res.id])
+end
+
 -- The stored result of a candidate under this session's context, or nil
--- (also for a best still due its put-off sanitizer run, outside that run:
--- evaluated again, as if it had never been).
+-- (also for a best still due its sanitizer run elsewhere: evaluated again).
 function Session:known(cand)
   local res = self.store:known(self.ctx, cand.id)
-  if res and res.sanitize_due and not (self.deferred and self.deferred.by_id[res.id]) then return nil end
+  if res and due_elsewhere(self, res) then return nil end
   return res
 end
 
@@ -238,8 +243,7 @@ end
 -- timed shapes only (a raced shape's few samples stand for no median).
 function Session:note_times(res)
   if res.outcome ~= "accepted" and res.outcome ~= "slower" and res.outcome ~= "start" then return end
-  -- (a best still due its put-off sanitizer run counts only in its own run, while that is unsettled)
-  if res.sanitize_due and not (self.deferred and self.deferred.by_id[res.id]) then return end
+  if due_elsewhere(self, res) then return end
   for key, r in pairs(res.shapes) do
     if r.median and (not self.best_time[key] or r.median < self.best_time[key]) then self.best_time[key] = r.median end
     local w = self.shape_best[key]

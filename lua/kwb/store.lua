@@ -82,7 +82,7 @@ function Store:known(ctx, id)
 end
 
 -- A result's verdict as stored with each shape's row. sanitize_due: an
--- accepted result whose compute-sanitizer run was put off (kwb.session),
+-- accepted result whose compute-sanitizer run was put off (kwb.deferred),
 -- never taken as a best by a later run until it has had it.
 local function verdict(ctx, res)
   return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
@@ -108,9 +108,10 @@ function Store:record(ctx, cand, res, run)
       self.cache:add_build { candidate = id, arch = ctx.device, toolchain = ctx.toolchain,
                              ok = res.outcome ~= "compile-error", log = res.log or "" }
     end
+    local verify = verdict(ctx, res)
     for _, key in ipairs(ctx.shapes) do
       self.cache:add_result { candidate = id, device = ctx.device, shape = key, outcome = res.outcome,
-                              verify = verdict(ctx, res), timing = res.shapes[key] or {}, run = run and run.id }
+                              verify = verify, timing = res.shapes[key] or {}, run = run and run.id }
     end
   end)
 end
@@ -124,9 +125,10 @@ function Store:revise(ctx, cand, res, run)
     local known = self:known(ctx, cand.id)
     if not known or known.seq ~= res.seq or not run or known.run ~= run.id then return end
     self.cache:set_outcome(cand.id, res.outcome)
+    local verify = verdict(ctx, res)
     for _, key in ipairs(ctx.shapes) do
       self.cache:revise_result { candidate = cand.id, device = ctx.device, shape = key, outcome = res.outcome,
-                                 verify = verdict(ctx, res) }
+                                 verify = verify }
     end
   end)
 end

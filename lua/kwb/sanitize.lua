@@ -21,6 +21,8 @@ M.job_module = "kwb.measure_task"
 M.limit = 300
 -- The exit status a tool's run ends with when it found something.
 M.found = 86
+-- The status of a run killed by SIGKILL (128 + 9, core.exec's).
+M.killed = 137
 
 -- The timed shape whose buffers hold the fewest elements: where memcheck and
 -- initcheck run.
@@ -214,6 +216,7 @@ function M.stages(err) return err and err:match("kwb%-sanitize%-stages ([^\n]*)"
 -- at once). A tool's run that ends past
 -- M.limit or fails (the candidate's fault as likely as not) is a finding
 -- too: a candidate the tools could not finish checking is not made the best.
+-- One killed from outside twice is no finding: { outside = why } instead.
 -- The candidate's PTX (opts.ptx, else ptx_of's) may leave racecheck out
 -- (tools_for; `skipped` says so).
 -- args = { recipe = its absolute file, cand = { source, name, defines,
@@ -244,6 +247,22 @@ function M.check(recipe, args, opts)
     argvs[i] = M.argv(tool_path, tool, M.kernels(recipe, args.cand, at(tool)), tool == "racecheck" and race_job or job)
   end
   local rs, msg = core.exec_all(argvs, { timeout = M.limit, cap = 1 << 20 })
+  -- a tool's run killed from outside (SIGKILL with no timeout: kwb's own
+  -- kills are timeouts, and the candidate's code is device code) is not the
+  -- candidate's doing: that tool once more, and a second such end is said
+  -- as `outside`, never a finding (INTEGRITY.md property 9)
+  local again = {}
+  for i in ipairs(tools) do
+    if rs and rs[i].status == M.killed and not rs[i].timed_out then again[#again + 1] = i end
+  end
+  if #again > 0 then
+    local argv2 = {}
+    for j, i in ipairs(again) do argv2[j] = argvs[i] end
+    local rs2
+    rs2, msg = core.exec_all(argv2, { timeout = M.limit, cap = 1 << 20 })
+    for j, i in ipairs(again) do rs[i] = rs2 and rs2[j] or nil end
+    if not rs2 then rs = nil end
+  end
   os.remove(race_job)
   if not rs then
     os.remove(job)
@@ -252,6 +271,14 @@ function M.check(recipe, args, opts)
   for i, tool in ipairs(tools) do
     local r = rs[i]
     seconds[tool], stages[tool] = r.seconds, M.stages(r.err)
+  end
+  for _, i in ipairs(again) do
+    if rs[i].status == M.killed and not rs[i].timed_out then
+      os.remove(job)
+      finding.outside = string.format("compute-sanitizer's %s run at %s was killed from outside (SIGKILL) twice: "
+                                      .. "not the candidate's doing, so not its outcome", tools[i], at(tools[i]).key)
+      return finding
+    end
   end
   for i, tool in ipairs(tools) do
     local r = rs[i]

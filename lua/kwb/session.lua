@@ -319,21 +319,33 @@ function Session:sanitize(cand, res)
       error("compute-sanitizer is not installed (looked in CUDA_HOME/bin and on PATH); a recipe runs without it "
             .. "with sanitize = false", 0)
     end
-    local answer = pool:wait(pool:submit("kwb.measure_task.sanitize", { args },
-                                         { deadline = measure.build_limit, what = "compute-sanitizer's start" }))
-    -- a worker lost under the tools: the candidate is not made the best, and the run goes on
-    finding = answer.ok and answer.value
-              or { reason = "compute-sanitizer did not finish in the worker: " .. tostring(answer.reason) }
+    local function ask()
+      return pool:wait(pool:submit("kwb.measure_task.sanitize", { args },
+                                   { deadline = measure.build_limit, what = "compute-sanitizer's start" }))
+    end
+    -- the candidate's code runs in the tools' own processes, never in this
+    -- worker: the worker lost (killed from outside, the device lost) is not
+    -- its doing, so once more; a second loss, or the task's own error, stops
+    -- the run and is never the candidate's outcome (INTEGRITY.md property 9)
+    local answer = ask()
+    if not answer.ok and answer.code == "crashed" then answer = ask() end
+    if not answer.ok then
+      error(string.format("compute-sanitizer on candidate %s did not finish in its worker (%s): not the candidate's "
+                          .. "doing, so the run stops without an outcome for it", res.short or res.id,
+                          tostring(answer.reason)), 0)
+    end
+    finding = answer.value
   else
     finding = require("kwb.sanitize").check(self.recipe, args)
   end
+  if finding.outside then error(finding.outside .. "; candidate " .. tostring(res.short or res.id), 0) end
   res.seconds.sanitize = core.now() - t0
   for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
   res.sanitize_stages = finding.stages   -- (each tool's run split by the job: load, build, bench, inputs, call)
   res.sanitize_skipped = finding.skipped   -- (a tool left out, and why: kwb.sanitize.tools_for)
-  if finding.tool or finding.reason then
+  if finding.tool then
     res.outcome = "unsafe"
-    res.reason = finding.reason or string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
+    res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
     res.sanitizer_log = finding.log   -- (the tool's output, for the caller: the reason keeps its first report)
   end
 end

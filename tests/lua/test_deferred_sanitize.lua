@@ -292,3 +292,57 @@ t.test("deferred_sanitize_a_session_numbers_past_every_stored_evaluation", funct
   t.eq(#again.store:results(again.ctx), 2)
   t.eq(again.seq, 5, "past the largest stored (2 results, numbered 1 and 5)")
 end)
+
+-- The tools' worker lost (killed from outside, the device lost) or the
+-- task's own error is not the candidate's doing (INTEGRITY.md property 9):
+-- a lost worker is asked once more; a second loss, an error, or a tool's run
+-- killed from outside twice stops the run, the result's outcome untouched.
+t.test("deferred_sanitize_a_lost_sanitizer_worker_is_never_the_candidates_outcome", function()
+  local path = dir .. "/lost.db"
+  for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
+  local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
+  local answers, asked = {}, 0
+  s.pool = { remote = true, submit = function(_, fn) return fn end,
+             wait = function(_, fn)
+               t.eq(fn, "kwb.measure_task.sanitize")
+               asked = asked + 1
+               return table.remove(answers, 1)
+             end }
+  local cand = s:candidate({ source = body, params = { BLOCK = 32 } }, "grid")
+  local killed = { ok = false, code = "crashed", signal = "SIGKILL", reason = "the worker died of SIGKILL" }
+  local function try(...)
+    answers, asked = { ... }, 0
+    local res = { id = cand.id, short = cand.short, outcome = "accepted", seconds = {}, shapes = {} }
+    local ok, err = pcall(s.sanitize, s, cand, res)
+    return res, ok, err
+  end
+  local res, ok = try(killed, { ok = true, value = { seconds = { memcheck = 0.5 } } })
+  t.truthy(ok)
+  t.eq(asked, 2, "asked once more")
+  t.eq(res.outcome, "accepted", "clean the second time")
+  t.eq(res.seconds.sanitize_memcheck, 0.5)
+  local err
+  res, ok, err = try(killed, killed)
+  t.eq(ok, false)
+  t.eq(err, "compute-sanitizer on candidate " .. cand.short .. " did not finish in its worker (the worker died of "
+       .. "SIGKILL): not the candidate's doing, so the run stops without an outcome for it")
+  t.eq(res.outcome, "accepted", "not unsafe")
+  res, ok, err = try({ ok = false, code = "error", reason = "compute-sanitizer is not installed" })
+  t.eq(ok, false)
+  t.eq(asked, 1, "an error is not asked again")
+  t.eq(err, "compute-sanitizer on candidate " .. cand.short .. " did not finish in its worker (compute-sanitizer is "
+       .. "not installed): not the candidate's doing, so the run stops without an outcome for it")
+  t.eq(res.outcome, "accepted")
+  res, ok, err = try({ ok = true, value = { outside = "compute-sanitizer's memcheck run at n=1000 was killed from "
+                                                      .. "outside (SIGKILL) twice" } })
+  t.eq(ok, false)
+  t.eq(err, "compute-sanitizer's memcheck run at n=1000 was killed from outside (SIGKILL) twice; candidate " .. cand.short)
+  t.eq(res.outcome, "accepted")
+  -- a finding is still the candidate's
+  res, ok = try({ ok = true, value = { tool = "memcheck", shape = "n=1000", report = "Invalid __global__ read" } })
+  t.truthy(ok)
+  t.eq(res.outcome, "unsafe")
+  t.eq(res.reason, "compute-sanitizer memcheck at n=1000: Invalid __global__ read")
+end)
+
+t.done()

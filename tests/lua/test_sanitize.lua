@@ -272,4 +272,38 @@ t.test("sanitize_a_run_past_the_limit_or_a_failed_run_is_a_finding", function()
   end)
 end)
 
+-- A tool's run killed from outside (SIGKILL, kwb's own kills being
+-- timeouts) is not the candidate's doing (INTEGRITY.md property 9): that
+-- tool runs once more, and a second such end is `outside`, no finding.
+t.test("sanitize_a_tool_killed_from_outside_runs_again_and_is_never_a_finding", function()
+  local count = dir .. "/killed-count"
+  -- memcheck's first run is killed; every other run is clean
+  with_tool(tool("killed_once", string.format([[
+case "$*" in *memcheck*) ;; *) exit 0 ;; esac
+echo x >> %s
+[ "$(wc -l < %s)" -ge 2 ] || kill -KILL $$]], count, count)), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, nil, tostring(f.report))
+    t.eq(f.outside, nil)
+  end)
+  local n = 0
+  for _ in io.lines(count) do n = n + 1 end
+  t.eq(n, 2, "memcheck ran twice")
+  -- initcheck killed every time: outside, not unsafe; memcheck's finding
+  -- beside it is not reported either (the run stops without an outcome)
+  with_tool(tool("killed_always", [[
+case "$*" in *initcheck*) kill -KILL $$ ;; *memcheck*) echo "========= Error: found"; exit 86 ;; esac]]), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, nil)
+    t.eq(f.outside, "compute-sanitizer's initcheck run at n=32 was killed from outside (SIGKILL) twice: not the "
+         .. "candidate's doing, so not its outcome")
+  end)
+  -- a run that kills itself with another signal is still a finding
+  with_tool(tool("segv", "kill -SEGV $$"), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "memcheck")
+    t.eq(f.report, "the run failed (exit 139): ")
+  end)
+end)
+
 t.done()

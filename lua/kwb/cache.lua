@@ -346,8 +346,9 @@ function Cache:best(problem, opts)
   for _, r in ipairs(rows) do
     local key = r.device .. "\0" .. r.shape
     local v = key ~= last and decode(r.verify, {})
-    -- (not a best whose put-off compute-sanitizer run never came: kwb.deferred)
-    if v and not (type(v) == "table" and v.sanitize_due) then
+    -- (not a best whose put-off compute-sanitizer run never came, nor a slower
+    -- result never sanitized: kwb.deferred's settle and sanitize_winners)
+    if v and not (type(v) == "table" and (v.sanitize_due or v.unsanitized)) then
       r.verify, r.imported = nil, type(v) == "table" and v.imported or nil   -- the bundle it came in, if one
       out[#out + 1] = r
       last = key

@@ -4,6 +4,8 @@
 -- "best" has its best alone sanitized when the loop is done, instead of each
 -- new best as it comes; the outcomes, the best and the cache end as
 -- sanitizing at once would have left them (tests/lua/test_deferred_sanitize.lua).
+-- At every run's end under "best", each shape's winner is sanitized where it
+-- never was (sanitize_winners; tests/lua/test_sanitize_winners.lua).
 local judge = require "kwb.judge"
 
 local M = {}
@@ -76,6 +78,44 @@ function M:abandon_deferred()
     self.best = d.base
   end
   if d then self:renote() end
+end
+
+-- sanitize_winners(by_id) -> { { res =, was = outcome }, ... }: each timed
+-- shape's winner, as kwb export and cache:best pick it (the fastest verified
+-- result there, fully timed, over every run under this context), sanitized
+-- where it never was (a slower result under "best", a best put off and
+-- superseded): clean, its mark cleared; unsafe, the next fastest in turn.
+-- Each is revised in the cache; by_id maps this run's results (kept in step,
+-- as settle's are). The start kernel (the recipe's own) stays as it is.
+function M:sanitize_winners(by_id)
+  if self:sanitizing() ~= "best" then return {} end
+  local out, results = {}, self.store:results(self.ctx)
+  local winner = { accepted = true, slower = true, start = true }
+  for _, sh in ipairs(self.recipe.shapes) do
+    while true do
+      local pick
+      for _, r in ipairs(results) do
+        local t = r.shapes[sh.key]
+        if winner[r.outcome] and t and t.median and not t.partial and (not pick or t.median < pick.shapes[sh.key].median) then
+          pick = r
+        end
+      end
+      if not pick or not (pick.unsanitized or pick.sanitize_due) then break end
+      local got = assert(self.store.cache:get(pick.id))
+      local cand = self:candidate({ source = got.source, defines = got.params, params = got.params, name = pick.name },
+                                  pick.origin)
+      if cand.id ~= pick.id then error(string.format("candidate %s does not build under this recipe's flags again", pick.short), 0) end
+      local r = by_id[pick.id] or pick
+      local was = r.outcome
+      self:sanitize(cand, r)
+      r.unsanitized, r.sanitize_due = nil, nil
+      self.store:revise(self.ctx, cand, r, { id = pick.run })
+      pick.outcome, pick.unsanitized, pick.sanitize_due = r.outcome, nil, nil
+      if r.outcome ~= was then out[#out + 1] = { res = r, was = was, mine = by_id[pick.id] ~= nil } end
+    end
+  end
+  if #out > 0 then self:renote() end
+  return out
 end
 
 -- renote(): the per-shape best times (racing) and winners again from the

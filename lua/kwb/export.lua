@@ -53,8 +53,10 @@ function M.plan(recipe, results)
     local pick
     for _, r in ipairs(results) do
       local t = r.shapes[sh.key]
-      -- (not a best whose put-off compute-sanitizer run never came: kwb.deferred's settle)
-      if (r.outcome == "accepted" or r.outcome == "slower") and not r.sanitize_due and t and t.median and not t.partial
+      -- (not a best whose put-off compute-sanitizer run never came, nor a slower
+      -- result never sanitized: kwb.deferred's settle and sanitize_winners)
+      if (r.outcome == "accepted" or r.outcome == "slower") and not r.sanitize_due and not r.unsanitized and t
+         and t.median and not t.partial
          and (not pick or t.median < pick.shapes[sh.key].median) then
         pick = r
       end

@@ -118,7 +118,8 @@ function Reporter:candidate(run, res)
 end
 
 -- A result judged again at the run's end (kwb.deferred's settle: its best
--- found unsafe by the put-off sanitizer run), with the outcome it had.
+-- found unsafe by the put-off sanitizer run; sanitize_winners: a shape's
+-- winner found unsafe), with the outcome it had.
 function Reporter:revised(run, res, was)
   if self.mode == "json" then
     emit { event = "revised", id = res.id, outcome = res.outcome, was = was, score = res.score, reason = res.reason }

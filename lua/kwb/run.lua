@@ -165,11 +165,18 @@ end
 -- The best's put-off sanitizer run (Session:settle), and the outcomes it
 -- changed into the counts and the report (M.run takes the session's best after).
 function Run:settle()
-  for _, c in ipairs(self.session:settle()) do
-    self.funnel[c.was] = self.funnel[c.was] - 1
-    self.funnel[c.res.outcome] = self.funnel[c.res.outcome] + 1
+  local s = self.session
+  local function revised(c)
+    if c.mine ~= false then   -- (this run's: counted in its funnel)
+      self.funnel[c.was] = self.funnel[c.was] - 1
+      self.funnel[c.res.outcome] = self.funnel[c.res.outcome] + 1
+    end
     self.report:revised(self, c.res, c.was)
   end
+  for _, c in ipairs(s:settle()) do revised(c) end
+  local by_id = {}
+  for _, r in ipairs(self.results) do by_id[r.id] = r end
+  for _, c in ipairs(s:sanitize_winners(by_id)) do revised(c) end
 end
 
 -- The scheduler: candidates in flight, oldest first; with a pool of n

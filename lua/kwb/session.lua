@@ -274,9 +274,7 @@ function Session:complete(pending)
   if best and best.id == res.id then best = self.start end
   judge.judge(self.recipe, res, { ceilings = not res.outcome and self:ceilings() or nil, start = self.start,
                                   best = best, is_start = start })
-  -- (a recipe made in code, the REPL's, has no file for the tools' runs to load: not sanitized unless it asks)
-  local san = self.recipe.sanitize
-  if self.recipe.sanitize_default and not self.recipe.returned_by then san = false end
+  local san = self:sanitizing()
   local d = self.deferred
   if d and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then
     -- (put off to the run's end: Session:settle sanitizes the best, or judges these again)
@@ -286,6 +284,8 @@ function Session:complete(pending)
   elseif res.outcome == "accepted" and san or res.outcome == "slower" and san == "all" then
     self:sanitize(pending.cand, res)
   end
+  -- (not sanitized: never a shape's winner until it is, kwb.deferred's sanitize_winners)
+  if san and res.outcome == "slower" and not res.seconds.sanitize then res.unsanitized = true end
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
   self:note_times(res)
@@ -302,9 +302,18 @@ function Session:complete(pending)
   return res
 end
 
--- The put-off sanitizer run of grid and list runs: defer_sanitizer, settle,
+-- The put-off sanitizer run of grid and list runs and the shapes' winners:
+-- defer_sanitizer, settle, sanitize_winners,
 -- abandon_deferred, renote (kwb.deferred).
 for name, fn in pairs(require("kwb.deferred")) do Session[name] = fn end
+
+-- sanitizing() -> the recipe's sanitize ("best", "all" or false); a recipe
+-- made in code (the REPL's) has no file for the tools' runs to load, so it
+-- is sanitized only where it asks.
+function Session:sanitizing()
+  if self.recipe.sanitize_default and not self.recipe.returned_by then return false end
+  return self.recipe.sanitize
+end
 
 -- sanitize(cand, res): compute-sanitizer on the candidate (kwb.sanitize), in
 -- a worker when the session has a pool; a finding makes it "unsafe".
@@ -343,6 +352,7 @@ function Session:sanitize(cand, res)
   for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
   res.sanitize_stages = finding.stages   -- (each tool's run split by the job: load, build, bench, inputs, call)
   res.sanitize_skipped = finding.skipped   -- (a tool left out, and why: kwb.sanitize.tools_for)
+  res.unsanitized = nil
   if finding.tool then
     res.outcome = "unsafe"
     res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)

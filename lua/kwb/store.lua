@@ -73,7 +73,7 @@ function Store:known(ctx, id)
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
                 model = v.model, cost = v.cost, transcript = v.transcript, created = first.created,
-                sanitize_due = v.sanitize_due, seconds = {}, shapes = {} }
+                sanitize_due = v.sanitize_due, unsanitized = v.unsanitized, seconds = {}, shapes = {} }
   for _, key in ipairs(ctx.shapes) do
     local t = mine[key].timing
     if t.median then res.shapes[key] = t end
@@ -83,13 +83,15 @@ end
 
 -- A result's verdict as stored with each shape's row. sanitize_due: an
 -- accepted result whose compute-sanitizer run was put off (kwb.deferred),
--- never taken as a best by a later run until it has had it.
+-- never taken as a best by a later run until it has had it; unsanitized: a
+-- slower one a sanitizing recipe has not sanitized, no shape's winner (kwb
+-- export, cache:best) until it has been (kwb.deferred's sanitize_winners).
 local function verdict(ctx, res)
   return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
            seed = res.seed, score = res.score, origin = res.origin, name = res.name,
            params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
            transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil,
-           again = res.again, sanitize_due = res.sanitize_due }
+           again = res.again, sanitize_due = res.sanitize_due, unsanitized = res.unsanitized }
 end
 
 -- record(ctx, cand, result): the candidate, its build log and a result row

@@ -330,9 +330,12 @@ function Cache:results(prefix)
   return rows
 end
 
--- best(problem, {shape =, device =}) -> the fastest correct candidate (a
--- verified, timed one: accepted, slower or the start kernel) of each
--- device kind and shape: {{device, shape, candidate, median, outcome}, ...}
+-- best(problem, {shape =, device =, sanitized =}) -> the fastest correct
+-- candidate (a verified, timed one: accepted, slower or the start kernel)
+-- of each device kind and shape: {{device, shape, candidate, median,
+-- outcome, sanitized, imported}, ...}; sanitized: whether compute-sanitizer
+-- cleared it here. With sanitized = true, an accepted or slower result
+-- counts only where it did (what a sanitizing recipe asks of a winner).
 function Cache:best(problem, opts)
   check_string(problem, "problem")
   opts = check_table(opts, "options")
@@ -346,10 +349,11 @@ function Cache:best(problem, opts)
   for _, r in ipairs(rows) do
     local key = r.device .. "\0" .. r.shape
     local v = key ~= last and decode(r.verify, {})
-    -- (not a best whose put-off compute-sanitizer run never came, nor a slower
-    -- result never sanitized: kwb.deferred's settle and sanitize_winners)
-    if v and not (type(v) == "table" and (v.sanitize_due or v.unsanitized)) then
-      r.verify, r.imported = nil, type(v) == "table" and v.imported or nil   -- the bundle it came in, if one
+    -- (not a best whose put-off compute-sanitizer run never came: kwb.deferred's
+    -- settle; with opts.sanitized, an accepted or slower one only where the tools cleared it)
+    v = v and (type(v) == "table" and v or {})
+    if v and not v.sanitize_due and (not opts.sanitized or r.outcome == "start" or v.sanitized == true) then
+      r.verify, r.imported, r.sanitized = nil, v.imported, v.sanitized or nil   -- the bundle it came in, if one
       out[#out + 1] = r
       last = key
     end

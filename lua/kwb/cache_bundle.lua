@@ -205,9 +205,11 @@ function Cache:import(file)
       local why = result_sense(row)
       if why then b:close(); return bad_bundle(file, "record %d (result of %s at %s): %s", i, tostring(row.candidate),
                                                tostring(row.shape), why) end
-      -- where an imported result came from: the bundle's file (kwb cache best shows it)
+      -- where an imported result came from: the bundle's file (kwb cache best shows it);
+      -- another machine's word that compute-sanitizer cleared it is not taken
       local v = decode(row.verify)
       v.imported = v.imported or (file:match("[^/]+$") or file)
+      v.sanitized = nil
       row.verify = canon(v)
     end
     rows[i] = { table = rec.table, row = row }

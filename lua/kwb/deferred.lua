@@ -7,6 +7,7 @@
 -- At every run's end under "best", each shape's winner is sanitized where it
 -- never was (sanitize_winners; tests/lua/test_sanitize_winners.lua).
 local judge = require "kwb.judge"
+local store = require "kwb.store"
 
 local M = {}
 
@@ -17,19 +18,34 @@ function M:defer_sanitizer()
   self.deferred = { base = self.best, list = {}, by_id = {} }
 end
 
--- settle() -> { { res =, was = outcome }, ... }: the put-off sanitizer run
--- on the best. A finding makes it unsafe, and the results put off with it
--- are judged again in their order against the bests they would have met had
--- the finding come at once; the new best is sanitized in turn, and so on.
--- Results whose outcome changed are revised in the cache and returned, each
--- once, with the outcome it had. A result with a shape raced out (against
--- the unsafe best's time, maybe) is not made the best on that first look:
--- it stays slower.
-function M:settle()
+-- settle([report]) -> { { res =, was = outcome }, ... }: the put-off
+-- sanitizer run on the best. A finding makes it unsafe, and the results put
+-- off with it are judged again in their order against the bests they would
+-- have met had the finding come at once; the new best is sanitized in turn,
+-- and so on. Results whose outcome changed are revised in the cache and
+-- returned, each once, with the outcome it had; report(change) has each
+-- too, also those made before an error stops the settling (then raised).
+-- A result with a shape raced out (against the unsafe best's time, maybe)
+-- is not made the best on that first look: it stays slower.
+function M:settle(report)
   local d = self.deferred
   if not d then return {} end
   local first, order = {}, {}   -- result -> its outcome before settling; the results in the order they changed
   local function changed(r, was) if first[r] == nil then first[r], order[#order + 1] = was, r end end
+  local ok, err = pcall(self.settle_best, self, d, changed)
+  local out = {}
+  for _, r in ipairs(order) do
+    if r.outcome ~= first[r] then out[#out + 1] = { res = r, was = first[r] } end
+  end
+  for _, c in ipairs(report and out or {}) do report(c) end
+  if not ok then error(err, 0) end
+  self.deferred = nil
+  self:renote()
+  return out
+end
+
+-- settle_best(d, changed): settle's loop (changed(res, was) on each change).
+function M:settle_best(d, changed)
   while self.best and self.best.sanitize_due do
     local b = self.best
     local item = d.by_id[b.id]
@@ -59,13 +75,6 @@ function M:settle()
     end
     self.best = best
   end
-  self.deferred = nil
-  self:renote()
-  local out = {}
-  for _, r in ipairs(order) do
-    if r.outcome ~= first[r] then out[#out + 1] = { res = r, was = first[r] } end
-  end
-  return out
 end
 
 -- abandon_deferred(): after a run that ended in an error before settling
@@ -80,41 +89,85 @@ function M:abandon_deferred()
   if d then self:renote() end
 end
 
--- sanitize_winners(by_id) -> { { res =, was = outcome }, ... }: each timed
--- shape's winner, as kwb export and cache:best pick it (the fastest verified
--- result there, fully timed, over every run under this context), sanitized
--- where it never was (a slower result under "best", a best put off and
--- superseded): clean, its mark cleared; unsafe, the next fastest in turn.
--- Each is revised in the cache; by_id maps this run's results (kept in step,
--- as settle's are). The start kernel (the recipe's own) stays as it is.
-function M:sanitize_winners(by_id)
-  if self:sanitizing() ~= "best" then return {} end
-  local out, results = {}, self.store:results(self.ctx)
-  local winner = { accepted = true, slower = true, start = true }
+-- clear(stored [, mine]) -> the result as it stands, and the change ({ res
+-- =, was =, mine = }) where its outcome changed: a stored result the tools
+-- never cleared (kwb.store.cleared) sanitized here and revised in the
+-- cache: clean, marked `sanitized`; unsafe, so. It is read again first: a
+-- result evaluated or revised since (another process's) stands as it is.
+-- mine: the run's own copy of it, kept in step.
+function M:clear(stored, mine)
+  local now = self.store:known(self.ctx, stored.id)
+  if not now or now.seq ~= stored.seq or now.outcome ~= stored.outcome or store.cleared(now, true) then return now end
+  local got = assert(self.store.cache:get(now.id))
+  local cand = self:candidate({ source = got.source, defines = got.params, params = got.params, name = now.name }, now.origin)
+  if cand.id ~= now.id then error(string.format("candidate %s does not build under this recipe's flags again", now.short), 0) end
+  local r = mine or now
+  local was, read = r.outcome, { outcome = now.outcome, sanitized = now.sanitized, sanitize_due = now.sanitize_due }
+  self:sanitize(cand, r)
+  r.sanitize_due = nil
+  self.store:revise(self.ctx, cand, r, { id = now.run }, read)
+  return r, r.outcome ~= was and { res = r, was = was, mine = mine ~= nil } or nil
+end
+
+-- clear_best(results): the session's best from earlier runs' results: the
+-- accepted one of highest score that the tools cleared where the recipe
+-- sanitizes; one never sanitized (from before the mark, a recipe that did
+-- not sanitize, a bundle) is sanitized now, and one found unsafe gives way.
+-- (A best still due its put-off run is left out: kwb.session's known.)
+function M:clear_best(results)
+  local san = self:sanitizing()
+  local order = {}
+  for _, r in ipairs(results) do
+    if r.outcome == "accepted" and not r.sanitize_due and r.score and r.score > self.best.score then order[#order + 1] = r end
+  end
+  table.sort(order, function(a, b) return a.score > b.score end)
+  local any = false
+  for _, r in ipairs(order) do
+    local now = r
+    if not store.cleared(r, san) then now, any = self:clear(r), true end
+    if now and now.outcome == "accepted" and store.cleared(now, san) then self.best = now; break end
+  end
+  if any then self:renote() end
+end
+
+-- sanitize_winners(by_id [, report]) -> { { res =, was =, mine = }, ... }:
+-- where the recipe sanitizes, each timed shape's winner as kwb export picks
+-- it (the fastest verified result there, fully timed, over every run under
+-- this context; the start kernel only where it is this recipe's own)
+-- cleared by the tools where it never was (a slower result, a best put off
+-- and superseded, one from before the mark): clean, marked; unsafe, the
+-- next fastest there in turn. by_id maps this run's results (kept in step,
+-- counted in its funnel: mine); report(change) has each change as it comes.
+function M:sanitize_winners(by_id, report)
+  if not self:sanitizing() then return {} end
+  local out, results, any, tried = {}, self.store:results(self.ctx), false, {}
+  local function winner(r)
+    return r.outcome == "accepted" or r.outcome == "slower" or r.outcome == "start" and r.id == (self.start or {}).id
+  end
   for _, sh in ipairs(self.recipe.shapes) do
     while true do
-      local pick
-      for _, r in ipairs(results) do
+      local at
+      for i, r in ipairs(results) do
         local t = r.shapes[sh.key]
-        if winner[r.outcome] and t and t.median and not t.partial and (not pick or t.median < pick.shapes[sh.key].median) then
-          pick = r
+        if winner(r) and t and t.median and not t.partial and (not at or t.median < results[at].shapes[sh.key].median) then
+          at = i
         end
       end
-      if not pick or not (pick.unsanitized or pick.sanitize_due) then break end
-      local got = assert(self.store.cache:get(pick.id))
-      local cand = self:candidate({ source = got.source, defines = got.params, params = got.params, name = pick.name },
-                                  pick.origin)
-      if cand.id ~= pick.id then error(string.format("candidate %s does not build under this recipe's flags again", pick.short), 0) end
-      local r = by_id[pick.id] or pick
-      local was = r.outcome
-      self:sanitize(cand, r)
-      r.unsanitized, r.sanitize_due = nil, nil
-      self.store:revise(self.ctx, cand, r, { id = pick.run })
-      pick.outcome, pick.unsanitized, pick.sanitize_due = r.outcome, nil, nil
-      if r.outcome ~= was then out[#out + 1] = { res = r, was = was, mine = by_id[pick.id] ~= nil } end
+      if not at or store.cleared(results[at], true) then break end
+      local id = results[at].id
+      local now, change
+      if not tried[id] then now, change = self:clear(results[at], by_id[id]) end
+      any, tried[id] = true, true
+      -- (the result as it now stands, in the list the next pick is taken from; one the
+      -- tools ran on that is still not cleared, a revision another process refused, is no winner)
+      results[at] = now or { outcome = "gone", shapes = {} }
+      if change then
+        out[#out + 1] = change
+        if report then report(change) end
+      end
     end
   end
-  if #out > 0 then self:renote() end
+  if any then self:renote() end
   return out
 end
 

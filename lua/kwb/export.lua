@@ -38,11 +38,18 @@ local function standalone(source, params)
   return table.concat(lines, "\n")
 end
 
+-- start_id(recipe) -> the id of the recipe's own start kernel (another
+-- recipe of the problem may have left a start of its own in the context).
+function M.start_id(recipe)
+  return require("kwb.candidate").make({ recipe = recipe, ids = {} }, recipe.start, "start").id
+end
+
 -- plan(recipe, results, fallback) -> the choice at each timed shape:
 -- { key, shape, kernel = result | nil (the fallback), median, base }.
 function M.plan(recipe, results)
   local start
-  for _, r in ipairs(results) do if r.outcome == "start" then start = r end end
+  local sanitizing, own = store.sanitizing(recipe), M.start_id(recipe)
+  for _, r in ipairs(results) do if r.outcome == "start" and (not own or r.id == own) then start = r end end
   if not start then
     error(string.format("recipe %s: the cache holds no start kernel's result on this device (run the recipe first)",
                         recipe.name), 0)
@@ -53,9 +60,9 @@ function M.plan(recipe, results)
     local pick
     for _, r in ipairs(results) do
       local t = r.shapes[sh.key]
-      -- (not a best whose put-off compute-sanitizer run never came, nor a slower
-      -- result never sanitized: kwb.deferred's settle and sanitize_winners)
-      if (r.outcome == "accepted" or r.outcome == "slower") and not r.sanitize_due and not r.unsanitized and t
+      -- (where the recipe sanitizes, one the tools cleared: not a best whose put-off run
+      -- never came, nor one never sanitized; kwb.deferred's settle and sanitize_winners)
+      if (r.outcome == "accepted" or r.outcome == "slower") and store.cleared(r, sanitizing) and t
          and t.median and not t.partial
          and (not pick or t.median < pick.shapes[sh.key].median) then
         pick = r

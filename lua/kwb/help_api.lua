@@ -352,9 +352,10 @@ return {
     .. "class, data (the profile), created." },
   { "cache:add_profile", "cache:add_profile { candidate =, device =, shape =, class =, data = } -> true",
     "Keeps a profile (replacing the one of that candidate, device kind and shape). Raises on a malformed field." },
-  { "cache:best", "cache:best(problem [, { shape =, device = }]) -> rows",
+  { "cache:best", "cache:best(problem [, { shape =, device =, sanitized = }]) -> rows",
     "The fastest verified result (accepted, slower or start) per device kind and shape: { device, shape, "
-    .. "candidate, median, outcome, imported }." },
+    .. "candidate, median, outcome, sanitized, imported }; sanitized = true counts an accepted or slower result "
+    .. "only where compute-sanitizer cleared it here." },
   { "cache:begin_run", "cache:begin_run { recipe = [, source =, settings =, started =] } -> id",
     "Records the start of a run; source defaults to the recipe file's text. Raises when that file cannot be read." },
   { "cache:end_run", "cache:end_run(id, funnel [, ended [, usage]]) -> true",

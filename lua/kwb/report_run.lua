@@ -26,14 +26,16 @@ function M.data(recipe, results)
     error(string.format("recipe %s: the cache holds no start kernel's result on this device (run the recipe first)",
                         recipe.name), 0)
   end
-  -- (the curve follows every best the run judged; the pick is never one whose put-off sanitizer run
-  -- never came: kwb.deferred's settle)
+  -- (the curve follows every best the run judged; the pick, where the recipe sanitizes, is one the
+  -- tools cleared: never one whose put-off run never came, kwb.deferred's settle)
+  local store = require "kwb.store"
+  local sanitizing = store.sanitizing(recipe)
   local best, pick, t0, n = d.start, d.start, d.start.created or 0, 0
   for _, r in ipairs(results) do
     if r.outcome ~= "start" then
       n = n + 1
       if r.outcome == "accepted" and r.score and r.score > (best.score or 1) then best = r end
-      if r.outcome == "accepted" and not r.sanitize_due and r.score and r.score > (pick.score or 1) then pick = r end
+      if r.outcome == "accepted" and store.cleared(r, sanitizing) and r.score and r.score > (pick.score or 1) then pick = r end
       d.conv[#d.conv + 1] = { n, best.score or 1 }
       d.conv_time[#d.conv_time + 1] = { ((r.created or t0) - t0) / 60, best.score or 1 }
     end

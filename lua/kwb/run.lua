@@ -162,8 +162,10 @@ function Run:look_ahead(in_flight)
   end
 end
 
--- The best's put-off sanitizer run (Session:settle), and the outcomes it
--- changed into the counts and the report (M.run takes the session's best after).
+-- The best's put-off sanitizer run (Session:settle), then the shapes'
+-- winners sanitized where they never were (Session:sanitize_winners), and
+-- the outcomes they changed into the counts and the report as they come
+-- (M.run takes the session's best after).
 function Run:settle()
   local s = self.session
   local function revised(c)
@@ -173,10 +175,10 @@ function Run:settle()
     end
     self.report:revised(self, c.res, c.was)
   end
-  for _, c in ipairs(s:settle()) do revised(c) end
+  s:settle(revised)
   local by_id = {}
   for _, r in ipairs(self.results) do by_id[r.id] = r end
-  for _, c in ipairs(s:sanitize_winners(by_id)) do revised(c) end
+  s:sanitize_winners(by_id, revised)
 end
 
 -- The scheduler: candidates in flight, oldest first; with a pool of n

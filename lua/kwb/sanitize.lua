@@ -272,18 +272,15 @@ function M.check(recipe, args, opts)
     local r = rs[i]
     seconds[tool], stages[tool] = r.seconds, M.stages(r.err)
   end
-  for _, i in ipairs(again) do
-    if rs[i].status == M.killed and not rs[i].timed_out then
-      os.remove(job)
-      finding.outside = string.format("compute-sanitizer's %s run at %s was killed from outside (SIGKILL) twice: "
-                                      .. "not the candidate's doing, so not its outcome", tools[i], at(tools[i]).key)
-      return finding
-    end
-  end
+  -- (a run killed from outside twice is no finding; another tool's finding stands beside it)
+  local outside
   for i, tool in ipairs(tools) do
     local r = rs[i]
     local report
-    if r.timed_out then
+    if r.status == M.killed and not r.timed_out then
+      outside = outside or string.format("compute-sanitizer's %s run at %s was killed from outside (SIGKILL) twice: "
+                                         .. "not the candidate's doing, so not its outcome", tool, at(tool).key)
+    elseif r.timed_out then
       report = string.format("ran past %d s (a candidate the tool cannot finish checking is not made the best)", M.limit)
     elseif r.status == M.found then report = M.first_report(r.out .. "\n" .. r.err)
     elseif r.status ~= 0 then
@@ -298,6 +295,7 @@ function M.check(recipe, args, opts)
     end
   end
   os.remove(job)
+  if not finding.tool then finding.outside = outside end
   return finding
 end
 

@@ -240,14 +240,16 @@ end
 
 -- Remember the per-shape best times of a verified, possible result (racing
 -- reads them), and which result holds each: the shape's winner, from fully
--- timed shapes only (a raced shape's few samples stand for no median).
+-- timed shapes only (a raced shape's few samples stand for no median) and,
+-- where the recipe sanitizes, results the tools cleared (kwb.store.cleared).
 function Session:note_times(res)
   if res.outcome ~= "accepted" and res.outcome ~= "slower" and res.outcome ~= "start" then return end
   if due_elsewhere(self, res) then return end
+  local cleared = store.cleared(res, self:sanitizing())
   for key, r in pairs(res.shapes) do
     if r.median and (not self.best_time[key] or r.median < self.best_time[key]) then self.best_time[key] = r.median end
     local w = self.shape_best[key]
-    if r.median and not r.partial and (not w or r.median < w.median) then
+    if cleared and r.median and not r.partial and (not w or r.median < w.median) then
       self.shape_best[key] = { id = res.id, short = res.short, median = r.median, name = res.name,
                                params = res.params, origin = res.origin, start = res.outcome == "start" }
     end
@@ -284,8 +286,6 @@ function Session:complete(pending)
   elseif res.outcome == "accepted" and san or res.outcome == "slower" and san == "all" then
     self:sanitize(pending.cand, res)
   end
-  -- (not sanitized: never a shape's winner until it is, kwb.deferred's sanitize_winners)
-  if san and res.outcome == "slower" and not res.seconds.sanitize then res.unsanitized = true end
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
   self:note_times(res)
@@ -307,13 +307,8 @@ end
 -- abandon_deferred, renote (kwb.deferred).
 for name, fn in pairs(require("kwb.deferred")) do Session[name] = fn end
 
--- sanitizing() -> the recipe's sanitize ("best", "all" or false); a recipe
--- made in code (the REPL's) has no file for the tools' runs to load, so it
--- is sanitized only where it asks.
-function Session:sanitizing()
-  if self.recipe.sanitize_default and not self.recipe.returned_by then return false end
-  return self.recipe.sanitize
-end
+-- sanitizing() -> the recipe's sanitize: "best", "all" or false (kwb.store.sanitizing).
+function Session:sanitizing() return store.sanitizing(self.recipe) end
 
 -- sanitize(cand, res): compute-sanitizer on the candidate (kwb.sanitize), in
 -- a worker when the session has a pool; a finding makes it "unsafe".
@@ -352,7 +347,7 @@ function Session:sanitize(cand, res)
   for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
   res.sanitize_stages = finding.stages   -- (each tool's run split by the job: load, build, bench, inputs, call)
   res.sanitize_skipped = finding.skipped   -- (a tool left out, and why: kwb.sanitize.tools_for)
-  res.unsanitized = nil
+  res.sanitized = not finding.tool or nil
   if finding.tool then
     res.outcome = "unsafe"
     res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
@@ -455,11 +450,11 @@ function Session:ensure_start()
   end
   self.start = res
   self.best = res
-  -- what earlier runs found
-  for _, r in ipairs(self.store:results(self.ctx)) do
-    self:note_times(r)
-    if r.outcome == "accepted" and not r.sanitize_due and r.score and r.score > self.best.score then self.best = r end
-  end
+  -- what earlier runs found; the best of them one the tools cleared where
+  -- the recipe sanitizes (kwb.deferred's clear_best)
+  local results = self.store:results(self.ctx)
+  for _, r in ipairs(results) do self:note_times(r) end
+  self:clear_best(results)
   return res, fresh
 end
 

@@ -73,7 +73,7 @@ function Store:known(ctx, id)
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
                 model = v.model, cost = v.cost, transcript = v.transcript, created = first.created,
-                sanitize_due = v.sanitize_due, unsanitized = v.unsanitized, seconds = {}, shapes = {} }
+                sanitize_due = v.sanitize_due, sanitized = v.sanitized, seconds = {}, shapes = {} }
   for _, key in ipairs(ctx.shapes) do
     local t = mine[key].timing
     if t.median then res.shapes[key] = t end
@@ -81,17 +81,36 @@ function Store:known(ctx, id)
   return res
 end
 
+-- sanitizing(recipe) -> what the recipe has compute-sanitizer do (kwb.sanitize):
+-- "best", "all" or false. A recipe made in code (the REPL's) has no file for
+-- the tools' runs to load, so it is sanitized only where it asks.
+function M.sanitizing(recipe)
+  if recipe.sanitize_default and not recipe.returned_by then return false end
+  return recipe.sanitize or false
+end
+
+-- cleared(res, sanitizing) -> may a recipe that sanitizes (or not) name this
+-- stored result a best or a shape's winner? Where it sanitizes, an accepted
+-- or slower result must have passed the tools here (`sanitized`, never taken
+-- from a bundle) and not be due its put-off run; a start kernel is taken as
+-- it is (a recipe's own; kwb export takes its recipe's alone).
+function M.cleared(res, sanitizing)
+  if res.outcome == "start" or not sanitizing then return true end
+  return res.sanitized == true and not res.sanitize_due
+end
+
 -- A result's verdict as stored with each shape's row. sanitize_due: an
 -- accepted result whose compute-sanitizer run was put off (kwb.deferred),
--- never taken as a best by a later run until it has had it; unsanitized: a
--- slower one a sanitizing recipe has not sanitized, no shape's winner (kwb
--- export, cache:best) until it has been (kwb.deferred's sanitize_winners).
+-- never taken as a best by a later run until it has had it; sanitized: the
+-- tools ran on it here and found nothing (cleared: what a
+-- sanitizing recipe asks of a best or a shape's winner; never taken from
+-- a bundle).
 local function verdict(ctx, res)
   return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line,
            seed = res.seed, score = res.score, origin = res.origin, name = res.name,
            params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
            transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil,
-           again = res.again, sanitize_due = res.sanitize_due, unsanitized = res.unsanitized }
+           again = res.again, sanitize_due = res.sanitize_due, sanitized = res.sanitized }
 end
 
 -- record(ctx, cand, result): the candidate, its build log and a result row
@@ -118,21 +137,38 @@ function Store:record(ctx, cand, res, run)
   end)
 end
 
--- revise(ctx, cand, res, run): a recorded result judged again (kwb.session's
--- settle): its outcome and verdict replaced, its measurements kept; only
--- where the stored result is still the one this run recorded (its run and
--- seq), not one recorded since (another process's evaluation of it).
-function Store:revise(ctx, cand, res, run)
+-- The verdict's parts a revision replaces; the rest (where it was verified,
+-- the bundle it came in, ...) is kept as stored.
+local revised = { "outcome", "reason", "score", "sanitize_due", "sanitized" }
+
+-- revise(ctx, cand, res, run [, was]) -> whether it was revised: a recorded
+-- result judged again (kwb.deferred's settle, sanitize_winners): its
+-- outcome, reason, score and sanitizer marks replaced, its measurements and
+-- the rest of its verdict kept; only where the stored result is still the
+-- one run recorded (its run and seq), not one recorded since (another
+-- process's evaluation of it), and, given `was` (the stored result as the
+-- caller read it), where its outcome and marks are still those.
+function Store:revise(ctx, cand, res, run, was)
+  local done = false
   self.cache:transaction(function()
     local known = self:known(ctx, cand.id)
     if not known or known.seq ~= res.seq or not run or known.run ~= run.id then return end
+    if was and (known.outcome ~= was.outcome or known.sanitized ~= was.sanitized
+                or known.sanitize_due ~= was.sanitize_due) then return end
     self.cache:set_outcome(cand.id, res.outcome)
-    local verify = verdict(ctx, res)
-    for _, key in ipairs(ctx.shapes) do
-      self.cache:revise_result { candidate = cand.id, device = ctx.device, shape = key, outcome = res.outcome,
-                                 verify = verify }
+    local mine = {}
+    for _, key in ipairs(ctx.shapes) do mine[key] = true end
+    for _, row in ipairs(self.cache:results(cand.id)) do
+      if row.device == ctx.device and mine[row.shape] then
+        local verify = type(row.verify) == "table" and row.verify or {}
+        for _, k in ipairs(revised) do verify[k] = res[k] end
+        self.cache:revise_result { candidate = cand.id, device = ctx.device, shape = row.shape, outcome = res.outcome,
+                                   verify = verify }
+      end
     end
+    done = true
   end)
+  return done
 end
 
 -- results(ctx) -> every result known under ctx, oldest first.

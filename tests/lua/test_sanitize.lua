@@ -289,14 +289,22 @@ echo x >> %s
   local n = 0
   for _ in io.lines(count) do n = n + 1 end
   t.eq(n, 2, "memcheck ran twice")
-  -- initcheck killed every time: outside, not unsafe; memcheck's finding
-  -- beside it is not reported either (the run stops without an outcome)
+  -- initcheck killed every time: outside, not unsafe (the run stops
+  -- without an outcome for it) ...
   with_tool(tool("killed_always", [[
-case "$*" in *initcheck*) kill -KILL $$ ;; *memcheck*) echo "========= Error: found"; exit 86 ;; esac]]), nil, function()
+case "$*" in *initcheck*) kill -KILL $$ ;; esac]]), nil, function()
     local f = sanitize.check(r4, args4)
     t.eq(f.tool, nil)
     t.eq(f.outside, "compute-sanitizer's initcheck run at n=32 was killed from outside (SIGKILL) twice: not the "
          .. "candidate's doing, so not its outcome")
+  end)
+  -- ... unless another tool found something: that finding stands
+  with_tool(tool("killed_and_found", [[
+case "$*" in *initcheck*) kill -KILL $$ ;; *memcheck*) echo "========= Error: found"; exit 86 ;; esac]]), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "memcheck")
+    t.eq(f.report, "Error: found")
+    t.eq(f.outside, nil)
   end)
   -- a run that kills itself with another signal is still a finding
   with_tool(tool("segv", "kill -SEGV $$"), nil, function()

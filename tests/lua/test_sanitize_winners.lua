@@ -1,9 +1,10 @@
 -- tests/lua/test_sanitize_winners.lua: under sanitize = "best", a kernel
--- kwb names as a shape's winner (kwb export's per-shape choice, cache:best)
--- has passed compute-sanitizer: a slower result is stored `unsanitized`,
--- skipped by those readers, and at the run's end each shape's winner that
--- never was sanitized is (kwb.deferred's sanitize_winners); one found unsafe
--- gives way to the next fastest there. Results are judged from planted
+-- kwb names as a best or a shape's winner (kwb export's per-shape choice,
+-- cache:best with sanitized = true, kwb report's pick, the summary's winners)
+-- has passed compute-sanitizer here: a result the tools cleared is stored
+-- `sanitized`, readers take no other, and at the run's end each shape's
+-- winner that never was sanitized is (kwb.deferred's sanitize_winners); one
+-- found unsafe gives way to the next fastest there. Results are judged from planted
 -- medians, and the tools are stood in for (they need the GPU).
 local t = require "t"
 local core = require "kwb.core"
@@ -34,8 +35,8 @@ local function run(path, unsafe, defer)
   s.sanitize = function(_, cand, res)
     local name = names[cand.id]
     sanitized[#sanitized + 1] = name
-    res.seconds.sanitize, res.unsanitized = 0.25, nil
-    if unsafe[name] then res.outcome, res.reason = "unsafe", "compute-sanitizer memcheck at n=1000: planted" end
+    res.seconds.sanitize, res.sanitized = 0.25, true   -- (as Session:sanitize marks a clean one)
+    if unsafe[name] then res.outcome, res.reason, res.sanitized = "unsafe", "compute-sanitizer memcheck at n=1000: planted", nil end
   end
   for i, name in ipairs { "start", table.unpack(order) } do
     local cand = name == "start" and s:candidate(r.start, "start")
@@ -68,18 +69,24 @@ t.test("sanitize_winners_a_slower_shape_winner_is_sanitized_at_the_end", functio
   t.eq(by.A.outcome, "accepted")
   t.eq(by.S.outcome, "slower")
   t.eq(table.concat(sanitized, " "), "A", "the best at once")
-  t.eq(s.store:known(s.ctx, by.S.id).unsanitized, true, "S stored unsanitized")
+  t.eq(s.store:known(s.ctx, by.S.id).sanitized, nil, "S stored without the mark")
+  t.eq(s.store:known(s.ctx, by.A.id).sanitized, true, "A with it")
   -- until then no reader takes S at n=2000, though it is the fastest there
   t.eq(require("kwb.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.A.id)
-  t.eq(s.store.cache:best(s.ctx.problem, { shape = "n=2000" })[1].candidate, by.A.id)
+  t.eq(s.store.cache:best(s.ctx.problem, { shape = "n=2000", sanitized = true })[1].candidate, by.A.id)
+  t.eq(s.shape_best["n=2000"].id, by.A.id, "nor the summary's winners")
+  local row = s.store.cache:best(s.ctx.problem, { shape = "n=2000" })[1]
+  t.eq(row.candidate, by.S.id, "cache:best without sanitized = true: the fastest")
+  t.eq(row.sanitized, nil, "saying it was not sanitized")
   local changed = s:sanitize_winners { [by.S.id] = by.S }
   t.eq(#changed, 0, "clean: no outcome changed")
   t.eq(table.concat(sanitized, " "), "A S", "S, n=2000's winner, sanitized; A wins n=1000 and had it")
-  t.eq(by.S.unsanitized, nil)
-  t.eq(s.store:known(s.ctx, by.S.id).unsanitized, nil)
-  t.eq(s.store:known(s.ctx, by.S2.id).unsanitized, true, "S2 wins nowhere: not sanitized")
+  t.eq(by.S.sanitized, true)
+  t.eq(s.store:known(s.ctx, by.S.id).sanitized, true)
+  t.eq(s.store:known(s.ctx, by.S2.id).sanitized, nil, "S2 wins nowhere: not sanitized")
   t.eq(require("kwb.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.S.id)
-  t.eq(s.store.cache:best(s.ctx.problem, { shape = "n=2000" })[1].candidate, by.S.id)
+  t.eq(s.store.cache:best(s.ctx.problem, { shape = "n=2000", sanitized = true })[1].candidate, by.S.id)
+  t.eq(s.shape_best["n=2000"].id, by.S.id, "the summary's winner, noted again")
   t.eq(#s:sanitize_winners {}, 0)
   t.eq(table.concat(sanitized, " "), "A S", "once")
 end)
@@ -92,12 +99,12 @@ t.test("sanitize_winners_an_unsafe_winner_gives_way_to_the_next", function()
   t.eq(changed[1].mine, true)
   t.eq(by.S.reason, "compute-sanitizer memcheck at n=1000: planted")
   t.eq(s.store:known(s.ctx, by.S.id).outcome, "unsafe")
-  t.eq(s.store:known(s.ctx, by.S2.id).unsanitized, nil)
+  t.eq(s.store:known(s.ctx, by.S2.id).sanitized, true)
   t.eq(require("kwb.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.S2.id)
   t.eq(s.shape_best["n=2000"].id, by.S2.id, "the per-shape winners noted again")
 end)
 
--- An earlier run's unsanitized winner is sanitized by a later run's end;
+-- An earlier run's winner never sanitized is sanitized by a later run's end;
 -- it is not in the later run's funnel (mine = false).
 t.test("sanitize_winners_an_earlier_runs_winner_is_sanitized_later", function()
   local s, by = run(dir .. "/w3.db", { S = true })
@@ -106,8 +113,8 @@ t.test("sanitize_winners_an_earlier_runs_winner_is_sanitized_later", function()
   local asked = {}
   later.sanitize = function(_, cand, res)
     asked[#asked + 1] = cand.id
-    res.seconds.sanitize, res.unsanitized = 0.25, nil
-    if cand.id == by.S.id then res.outcome, res.reason = "unsafe", "planted" end
+    res.seconds.sanitize, res.sanitized = 0.25, true
+    if cand.id == by.S.id then res.outcome, res.reason, res.sanitized = "unsafe", "planted", nil end
   end
   local changed = later:sanitize_winners {}
   t.eq(#asked, 2)
@@ -128,19 +135,18 @@ t.test("sanitize_winners_after_a_put_off_best", function()
 end)
 
 -- An error in the tools' run (a worker lost twice): the winner stays
--- unsanitized, so no reader takes it.
-t.test("sanitize_winners_an_error_leaves_the_winner_unsanitized", function()
+-- without the mark, so no reader takes it.
+t.test("sanitize_winners_an_error_leaves_the_winner_unmarked", function()
   local s, by = run(dir .. "/w5.db", {})
   s.sanitize = function() error("planted: the worker was lost twice", 0) end
   local ok, err = pcall(s.sanitize_winners, s, {})
   t.eq(ok, false)
   t.eq(err, "planted: the worker was lost twice")
-  t.eq(s.store:known(s.ctx, by.S.id).unsanitized, true)
+  t.eq(s.store:known(s.ctx, by.S.id).sanitized, nil)
   t.eq(require("kwb.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.A.id)
 end)
 
--- A recipe that sanitizes every verified result ("all") or none leaves
--- nothing unsanitized for the end.
+-- A recipe that does not sanitize has no pass at its end.
 t.test("sanitize_winners_only_under_best", function()
   local ra = kwb.recipe { name = "winners_all", backend = "cuda", problem = vecadd.problem, shapes = { n = { 1000 } },
                           verify_shapes = false, start = { source = body, defines = { BLOCK = 32 } }, sanitize = false,
@@ -163,13 +169,14 @@ t.test("sanitize_winners_a_run_ends_with_the_pass", function()
                           timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 } }
   local s = require("kwb.session").new(rl, { store = require("kwb.store").open(dir .. "/w7.db") })
   rl._session = s
-  s.sanitize = function(_, _, res) res.seconds.sanitize, res.unsanitized = 0.25, nil end
+  s.sanitize = function(_, _, res) res.seconds.sanitize, res.sanitized = 0.25, true end
   local seen
-  s.sanitize_winners = function(_, by_id)
+  s.sanitize_winners = function(_, by_id, report)
     seen = by_id
     local first = next(by_id) and by_id[next(by_id)]
     local was = first.outcome
     first.outcome, first.reason = "unsafe", "planted"
+    report { res = first, was = was, mine = true }
     return { { res = first, was = was, mine = true } }
   end
   local ok, sm, run = pcall(rl.run, rl, { mode = "quiet", seed = 3 })
@@ -179,6 +186,234 @@ t.test("sanitize_winners_a_run_ends_with_the_pass", function()
   t.eq(n, #run.results, "every result of the run, by id")
   t.eq(sm.funnel.unsafe, 1, "the change counted")
   t.eq(sm.funnel.accepted + sm.funnel.slower + sm.funnel.unsafe, 2)
+end)
+
+-- ---- what a hostile review found (each fixed; each test fails without the fix) ----
+
+local launch = r.launch
+local function make_recipe(extra)
+  local spec = { name = "winners", backend = "cuda", problem = vecadd.problem, shapes = { n = { 1000, 2000 } },
+                 verify_shapes = false, start = { source = body, defines = { BLOCK = 32 } }, sanitize = "best",
+                 launch = launch }
+  for k, v in pairs(extra or {}) do spec[k] = v end
+  if extra and extra.sanitize == "omit" then spec.sanitize = nil end
+  return kwb.recipe(spec)
+end
+
+local function fresh_store(path)
+  for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
+  return require("kwb.store").open(path)
+end
+
+-- play(s, list, opts) -> results by name: each { name, { ms at 1000, ms at 2000 } } completed in
+-- order through Session:complete (judged, recorded); "start" first. opts.unsafe: names the
+-- stand-in finds unsafe; opts.defer: put off as a grid's run. s.sanitized lists names sanitized.
+local NAMES = {}
+local function play(s, list, opts)
+  opts = opts or {}
+  s.run_record = s.store:begin_run { recipe = "winners", source = "-- a test's", settings = {} }
+  local by = {}
+  s.sanitized, s.was_sanitized = s.sanitized or {}, s.was_sanitized or {}
+  s.sanitize = function(_, cand, res)
+    local name = NAMES[cand.id]
+    s.sanitized[#s.sanitized + 1] = name
+    s.was_sanitized[cand.id] = true
+    if opts.hook then opts.hook(name) end
+    if opts.fail and opts.fail[name] then error("planted: the worker was lost twice", 0) end
+    res.seconds.sanitize, res.sanitized = 0.25, true
+    if opts.unsafe and opts.unsafe[name] then res.outcome, res.reason, res.sanitized = "unsafe", "planted", nil end
+  end
+  for i, item in ipairs(list) do
+    local name, ms = item[1], item[2]
+    local cand = name == "start" and s:candidate(s.recipe.start, "start")
+                 or s:candidate({ source = body:gsub("b%[i%];", "b[i] + 0 * " .. #name .. name:byte(-1) .. ";"),
+                                  params = { BLOCK = 32 }, name = name .. ".cu" }, "grid")
+    NAMES[cand.id] = name
+    local shapes = {}
+    for j, n in ipairs { 1000, 2000 } do
+      local m = ms[j] * 1e-3
+      shapes["n=" .. n] = { median = m, ci_lo = m * 0.999, ci_hi = m * 1.001, n = 20, partial = false }
+    end
+    s.seq = s.seq + 1
+    local res = { id = cand.id, short = cand.short, origin = "grid", seq = s.seq, seed = 1, seconds = {},
+                  shapes = shapes, name = cand.name }
+    by[name] = s:complete { cand = cand, res = res, opts = { start = name == "start" }, t0 = core.now() }
+    by[name].cand = cand
+    if name == "start" then s.start, s.best = by.start, by.start; if opts.defer then s:defer_sanitizer() end end
+  end
+  return by
+end
+
+local NAMES = {}
+-- all(checks): every { ok, what } that fails, said at once
+local function all(checks)
+  local bad = {}
+  for _, c in ipairs(checks) do if not c[1] then bad[#bad + 1] = c[2] end end
+  if #bad > 0 then error(table.concat(bad, "; "), 2) end
+end
+local function session_of(rec, store) return require("kwb.session").new(rec, { store = store }) end
+
+local START, A, S, S2 = { "start", { 1.0, 2.0 } }, { "A", { 0.5, 1.5 } }, { "S", { 0.8, 1.4 } }, { "S2", { 0.9, 1.45 } }
+
+
+local START, A, S, S2 = { "start", { 1.0, 2.0 } }, { "A", { 0.5, 1.5 } }, { "S", { 0.8, 1.4 } }, { "S2", { 0.9, 1.45 } }
+
+-- A result stored without the mark (from before it existed, a recipe that
+-- did not sanitize sharing the context, a bundle) is no winner until the
+-- run's end sanitizes it; nor the best a later run takes, until cleared.
+t.test("sanitize_winners_a_result_without_the_mark_is_sanitized_before_it_is_named", function()
+  local store = fresh_store(dir .. "/h2.db")
+  local repl = make_recipe { sanitize = "omit" }
+  local s0 = session_of(repl, store)
+  t.eq(s0:sanitizing(), false, "the REPL's recipe does not sanitize")
+  local by = play(s0, { START, A, S })
+  t.eq(by.A.sanitized, nil, "no mark")
+  t.eq(require("kwb.export").plan(r, store:results(s0.ctx))[1].kernel, nil, "the 'best' recipe's export: not A yet")
+  local s = session_of(r, store)
+  s.sanitized, s.was_sanitized = {}, {}
+  play(s, { S2 })   -- (its stand-in for the tools; ensure_start below clears A, the best of earlier runs)
+  s.start, s.best = nil, nil
+  s:ensure_start()
+  t.eq(s.best.id, by.A.id, "A, sanitized now, is the best")
+  t.eq(table.concat(s.sanitized, " "), "A")
+  s:sanitize_winners {}
+  t.eq(table.concat(s.sanitized, " "), "A S", "then S, n=2000's winner")
+  local plan = require("kwb.export").plan(r, s.store:results(s.ctx))
+  t.eq(plan[1].kernel.id, by.A.id)
+  t.eq(plan[2].kernel.id, by.S.id)
+end)
+
+-- A revision keeps what it does not judge: the bundle a result came in, why
+-- it was measured again, the shapes it was verified on.
+t.test("sanitize_winners_a_revision_keeps_the_rest_of_the_verdict", function()
+  local s = session_of(r, fresh_store(dir .. "/h3.db"))
+  local by = play(s, { START, A, S })
+  local cache = s.store.cache
+  for _, row in ipairs(cache:results(by.S.id)) do
+    local v = row.verify
+    v.imported, v.again, v.verified_on = "peer.kwbundle", "the worker died of SIGKILL", { "n=500" }
+    cache:revise_result { candidate = by.S.id, device = row.device, shape = row.shape, outcome = row.outcome, verify = v }
+  end
+  local wide = {}
+  for k, v in pairs(s.ctx) do wide[k] = v end
+  wide.verified_on = { "n=500" }
+  local later = session_of(r, s.store)
+  later:ensure_start()
+  later.sanitize = function(_, _, res) res.seconds.sanitize, res.sanitized = 0.25, true end
+  later:sanitize_winners {}
+  t.eq(s.store:known(s.ctx, by.S.id).sanitized, true, "S sanitized")
+  local row = cache:best(s.ctx.problem, { shape = "n=2000", sanitized = true })[1]
+  t.eq(row.candidate, by.S.id)
+  t.eq(row.imported, "peer.kwbundle")
+  t.eq(cache:results(by.S.id)[1].verify.again, "the worker died of SIGKILL")
+  t.truthy(s.store:known(wide, by.S.id), "still known where n=500 is verified")
+end)
+
+-- A best put off and superseded, the winner at n=2000, is sanitized there
+-- (no outcome changes): the summary's winners are noted again all the same.
+t.test("sanitize_winners_the_summarys_winners_after_a_clean_pass", function()
+  local s = session_of(r, fresh_store(dir .. "/h4.db"))
+  local by = play(s, { START, { "A", { 0.5, 1.0 } }, { "S", { 0.9, 1.2 } }, { "B", { 0.3, 1.3 } } }, { defer = true })
+  t.eq(#s:settle(), 0)
+  t.eq(s.best.id, by.B.id)
+  t.eq(#s:sanitize_winners { [by.A.id] = by.A, [by.S.id] = by.S, [by.B.id] = by.B }, 0)
+  t.eq(table.concat(s.sanitized, " "), "B A", "B settled, A as n=2000's winner")
+  t.eq(s.shape_best["n=2000"].id, by.A.id, "A, not S (never sanitized)")
+end)
+
+-- An error part-way (the tools' worker lost twice) after a winner was found
+-- unsafe: that change has been reported (the run's funnel counts it).
+t.test("sanitize_winners_an_error_part_way_reports_what_changed", function()
+  local s = session_of(r, fresh_store(dir .. "/h5.db"))
+  local by = play(s, { START, A, S, S2 })
+  s.sanitize = function(_, cand, res)
+    if cand.id == by.S2.id then error("planted: the worker was lost twice", 0) end
+    res.seconds.sanitize, res.outcome, res.reason = 0.25, "unsafe", "planted"
+  end
+  local seen = {}
+  local ok, err = pcall(s.sanitize_winners, s, { [by.S.id] = by.S, [by.S2.id] = by.S2 },
+                        function(c) seen[#seen + 1] = c.res.short .. ":" .. c.was .. ">" .. c.res.outcome end)
+  t.eq(ok, false)
+  t.eq(err, "planted: the worker was lost twice")
+  t.eq(table.concat(seen, " "), by.S.short .. ":slower>unsafe")
+  t.eq(s.store:known(s.ctx, by.S.id).outcome, "unsafe")
+end)
+
+-- Another process's newer verdict stands: the pass reads each winner again
+-- before sanitizing it, and a revision is refused where the stored outcome
+-- or marks are no longer those it read.
+t.test("sanitize_winners_another_processs_newer_verdict_stands", function()
+  local store = fresh_store(dir .. "/h6.db")
+  local s = session_of(r, store)
+  local by = play(s, { START, { "A", { 0.5, 1.5 } }, { "S2", { 0.45, 2.5 } }, S })
+  local other = session_of(r, require("kwb.store").open(dir .. "/h6.db"))
+  other:ensure_start()
+  other.sanitize = function(_, cand, res)
+    res.seconds.sanitize, res.sanitized = 0.25, true
+    if cand.id == by.S.id then res.outcome, res.reason, res.sanitized = "unsafe", "compute-sanitizer racecheck: planted", nil end
+  end
+  local once, again = false, {}
+  s.sanitize = function(_, cand, res)
+    if not once then   -- while this one sanitizes n=1000's winner (S2), the other's run ends
+      once = true
+      other:sanitize_winners {}
+      t.eq(store:known(s.ctx, by.S.id).outcome, "unsafe", "the other found S unsafe")
+    end
+    again[cand.id] = true
+    res.seconds.sanitize, res.sanitized = 0.25, true
+  end
+  s:sanitize_winners {}
+  t.eq(again[by.S.id], nil, "S not sanitized again from the old list")
+  t.eq(store:known(s.ctx, by.S.id).outcome, "unsafe", "the newer verdict stands")
+  -- and a revision from a stale read is refused
+  local stale = { outcome = "slower", sanitized = nil }
+  local res = { id = by.S.id, seq = store:known(s.ctx, by.S.id).seq, outcome = "slower", sanitized = true }
+  t.eq(store:revise(s.ctx, by.S.cand, res, { id = store:known(s.ctx, by.S.id).run }, stale), false)
+  t.eq(store:known(s.ctx, by.S.id).outcome, "unsafe")
+end)
+
+-- Under "all" too, a winner stored without the mark (an earlier "best"
+-- run's slower result) is sanitized at the end, not lost.
+t.test("sanitize_winners_under_all_too", function()
+  local store = fresh_store(dir .. "/h7.db")
+  local s0 = session_of(r, store)
+  local by = play(s0, { START, A, S })
+  local ra = make_recipe { sanitize = "all" }
+  local s = session_of(ra, store)
+  s:ensure_start()
+  s.sanitize = function(_, _, res) res.seconds.sanitize, res.sanitized = 0.25, true end
+  t.truthy(s:known(by.S.cand), "known: not evaluated again")
+  s:sanitize_winners {}
+  t.eq(require("kwb.export").plan(ra, store:results(s.ctx))[2].kernel.id, by.S.id)
+end)
+
+-- kwb export's fallback is its recipe's own start kernel, not another
+-- recipe's start sharing the context.
+t.test("sanitize_winners_export_falls_back_to_its_own_start", function()
+  local store = fresh_store(dir .. "/h8.db")
+  local s = session_of(r, store)
+  local by = play(s, { START, S })
+  local r2 = make_recipe { name = "winners_other", start = { source = body:gsub("b%[i%];", "b[i] + 0 * 77;"),
+                                                             defines = { BLOCK = 64 } } }
+  local by2 = play(session_of(r2, store), { { "start", { 0.95, 1.9 } } })
+  t.truthy(by2.start.id ~= by.start.id)
+  local plan = require("kwb.export").plan(r, store:results(s.ctx))
+  t.eq(plan[1].start.id, by.start.id)
+end)
+
+-- A bundle's word that compute-sanitizer cleared a result is not taken.
+t.test("sanitize_winners_a_bundles_mark_is_not_taken", function()
+  local s = session_of(r, fresh_store(dir .. "/h9.db"))
+  local by = play(s, { START, A, S })
+  s:sanitize_winners {}
+  t.eq(s.store:known(s.ctx, by.S.id).sanitized, true)
+  local file = dir .. "/h9.kwbundle"
+  os.remove(file)
+  assert(s.store.cache:export(file, {}))
+  local other = fresh_store(dir .. "/h9b.db")
+  assert(other.cache:import(file))
+  t.eq(other:known(s.ctx, by.S.id).sanitized, nil)
+  t.eq(other:known(s.ctx, by.S.id).outcome, "slower")
 end)
 
 t.done()

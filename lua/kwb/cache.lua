@@ -335,7 +335,8 @@ end
 -- of each device kind and shape: {{device, shape, candidate, median,
 -- outcome, sanitized, imported}, ...}; sanitized: whether compute-sanitizer
 -- cleared it here. With sanitized = true, an accepted or slower result
--- counts only where it did (what a sanitizing recipe asks of a winner).
+-- counts only where it did (what a sanitizing recipe asks of a winner), and
+-- a start kernel only where it was measured here.
 function Cache:best(problem, opts)
   check_string(problem, "problem")
   opts = check_table(opts, "options")
@@ -352,7 +353,7 @@ function Cache:best(problem, opts)
     -- (not a best whose put-off compute-sanitizer run never came: kwb.deferred's
     -- settle; with opts.sanitized, an accepted or slower one only where the tools cleared it)
     v = v and (type(v) == "table" and v or {})
-    if v and not v.sanitize_due and (not opts.sanitized or r.outcome == "start" or v.sanitized == true) then
+    if v and not v.sanitize_due and (not opts.sanitized or r.outcome == "start" and not v.imported or v.sanitized == true) then
       r.verify, r.imported, r.sanitized = nil, v.imported, v.sanitized or nil   -- the bundle it came in, if one
       out[#out + 1] = r
       last = key

@@ -39,6 +39,14 @@ function M:settle(report)
   end
   for _, c in ipairs(report and out or {}) do report(c) end
   if not ok then error(err, 0) end
+  -- (bests put off and superseded: without the mark no reader names them, so they need not stay due)
+  for _, it in ipairs(d.list) do
+    local r = it.res
+    if r.sanitize_due and r ~= self.best then
+      r.sanitize_due = nil
+      self.store:revise(self.ctx, it.cand, r, self.run_record)
+    end
+  end
   self.deferred = nil
   self:renote()
   return out
@@ -121,13 +129,15 @@ function M:clear_best(results)
     if r.outcome == "accepted" and not r.sanitize_due and r.score and r.score > self.best.score then order[#order + 1] = r end
   end
   table.sort(order, function(a, b) return a.score > b.score end)
-  local any = false
+  local any, changes = false, {}
   for _, r in ipairs(order) do
-    local now = r
-    if not store.cleared(r, san) then now, any = self:clear(r), true end
+    local now, change = r, nil
+    if not store.cleared(r, san) then now, change = self:clear(r); any = true end
+    if change then changes[#changes + 1] = change end
     if now and now.outcome == "accepted" and store.cleared(now, san) then self.best = now; break end
   end
   if any then self:renote() end
+  return changes
 end
 
 -- sanitize_winners(by_id [, report]) -> { { res =, was =, mine = }, ... }:

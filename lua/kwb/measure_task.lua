@@ -61,7 +61,8 @@ function M.sanitize(args)
   worker.deadline(nil, "waiting for the device")
   local locked = worker.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
-  worker.deadline(sanitize.limit + 10 + measure.build_limit, "compute-sanitizer")
+  -- (a tool's run killed from outside runs once more: two runs' time)
+  worker.deadline(2 * (sanitize.limit + 10) + measure.build_limit, "compute-sanitizer")
   return sanitize.check(harness(args.recipe).recipe, args)
 end
 

@@ -18,8 +18,9 @@ M.plots = { "convergence-candidates", "convergence-time", "funnel", "speedup", "
 -- data(recipe, results) -> what both files show.
 function M.data(recipe, results)
   local d = { recipe = recipe, results = results, funnel = outcomes.counts(), conv = {}, conv_time = {} }
+  local own = require("kwb.export").start_id(recipe)
   for _, r in ipairs(results) do
-    if r.outcome == "start" then d.start = r
+    if r.outcome == "start" then d.start = r.id == own and r or d.start
     elseif d.funnel[r.outcome] then d.funnel[r.outcome] = d.funnel[r.outcome] + 1 end
   end
   if not d.start then

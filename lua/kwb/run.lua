@@ -280,6 +280,8 @@ function M.run(recipe, opts)
   s.deadline = nil
   if not ok_start then error(start, 0) end
   if fresh ~= nil then run.report:start_kernel(s, start, fresh) end
+  for _, c in ipairs(s.start_changes or {}) do run.report:revised(run, c.res, c.was) end   -- (not this run's)
+  s.start_changes = nil
   run.best = s.best
   run.workers = s:workers() and s.pool.n or 0
   -- the model's requests move on while the workers measure

@@ -245,7 +245,9 @@ end
 function Session:note_times(res)
   if res.outcome ~= "accepted" and res.outcome ~= "slower" and res.outcome ~= "start" then return end
   if due_elsewhere(self, res) then return end
+  -- (a start kernel only where it is this recipe's own: another's was never sanitized)
   local cleared = store.cleared(res, self:sanitizing())
+                  and not (res.outcome == "start" and self.start and res.id ~= self.start.id)
   for key, r in pairs(res.shapes) do
     if r.median and (not self.best_time[key] or r.median < self.best_time[key]) then self.best_time[key] = r.median end
     local w = self.shape_best[key]
@@ -278,7 +280,11 @@ function Session:complete(pending)
                                   best = best, is_start = start })
   local san = self:sanitizing()
   local d = self.deferred
-  if d and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then
+  -- (the same code cleared by the tools here before: measured again by try or --retime, the mark stays)
+  local prior = san and (res.outcome == "accepted" or res.outcome == "slower") and self.store:known(self.ctx, res.id)
+  if prior and prior.sanitized == true and not prior.sanitize_due then
+    res.sanitized = true
+  elseif d and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then
     -- (put off to the run's end: Session:settle sanitizes the best, or judges these again)
     d.list[#d.list + 1] = { cand = pending.cand, res = res }
     d.by_id[res.id] = d.list[#d.list]
@@ -454,7 +460,7 @@ function Session:ensure_start()
   -- the recipe sanitizes (kwb.deferred's clear_best)
   local results = self.store:results(self.ctx)
   for _, r in ipairs(results) do self:note_times(r) end
-  self:clear_best(results)
+  self.start_changes = self:clear_best(results)
   return res, fresh
 end
 

@@ -77,6 +77,12 @@ function Store:known(ctx, id)
   for _, key in ipairs(ctx.shapes) do
     local t = mine[key].timing
     if t.median then res.shapes[key] = t end
+    -- (rows of another context's evaluation: the worst verdict among them, and the mark only where all have it)
+    local w = type(mine[key].verify) == "table" and mine[key].verify or {}
+    if mine[key].outcome == "unsafe" and (res.outcome == "accepted" or res.outcome == "slower") then
+      res.outcome, res.reason = "unsafe", w.reason
+    end
+    if w.sanitized ~= true then res.sanitized = nil end
   end
   return res
 end

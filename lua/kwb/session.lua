@@ -350,6 +350,7 @@ function Session:sanitize(cand, res)
   end
   if finding.outside then error(finding.outside .. "; candidate " .. tostring(res.short or res.id), 0) end
   res.seconds.sanitize = core.now() - t0
+  self.sanitize_s = (self.sanitize_s or 0) + res.seconds.sanitize   -- (a run's summary: stages.sanitize)
   for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
   res.sanitize_stages = finding.stages   -- (each tool's run split by the job: load, build, bench, inputs, call)
   res.sanitize_skipped = finding.skipped   -- (a tool left out, and why: kwb.sanitize.tools_for)

@@ -50,19 +50,23 @@ end
 
 -- summary(run) -> { event = "summary", funnel =, best =, start =, elsewhere =, ... }
 -- Where the run's seconds went: the candidates' stages summed (build, verify,
--- time, the sanitizer on new bests), the start kernel's judging (`start`: with
--- the workers' start and their reference builds when it is not known), the
--- device's ceilings where measured (`ceilings`), and the rest of the loop's
--- wall time (references, scheduling, the store, the reports); and the
--- candidates built ahead (kwb.run's look_ahead).
+-- time), compute-sanitizer's runs (`sanitize`: on new bests, the put-off best,
+-- the shapes' winners and an earlier best at the start, whichever run's
+-- result), the start kernel's judging (`start`: with the workers' start and
+-- their reference builds when it is not known), the device's ceilings where
+-- measured (`ceilings`), and the rest of the loop's wall time (references,
+-- scheduling, the store, the reports); and the candidates built ahead
+-- (kwb.run's look_ahead).
 local function stage_sums(run, elapsed)
-  local sums, counted = { build = 0, verify = 0, time = 0, sanitize = 0 }, 0
+  local sums, counted = { build = 0, verify = 0, time = 0 }, 0
   for _, res in ipairs(run.results) do
     for k in pairs(sums) do
       local v = res.seconds and res.seconds[k]
       if type(v) == "number" then sums[k] = sums[k] + v; counted = counted + v end
     end
   end
+  sums.sanitize = math.max(0, (run.session.sanitize_s or 0) - (run.sanitize_base or 0))
+  counted = counted + sums.sanitize
   sums.start = math.max(0, run.start_s or 0)
   sums.ceilings = math.max(0, (run.session.ceilings_s or 0) - (run.ceilings_base or 0))
   sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings)

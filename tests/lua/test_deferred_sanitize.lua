@@ -336,6 +336,7 @@ t.test("deferred_sanitize_a_lost_sanitizer_worker_is_never_the_candidates_outcom
   t.eq(asked, 2, "asked once more")
   t.eq(res.outcome, "accepted", "clean the second time")
   t.eq(res.seconds.sanitize_memcheck, 0.5)
+  t.eq(s.sanitize_s, res.seconds.sanitize, "the session's count for the summary")
   local err
   res, ok, err = try(killed, killed)
   t.eq(ok, false)

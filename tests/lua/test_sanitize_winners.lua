@@ -416,4 +416,20 @@ t.test("sanitize_winners_a_bundles_mark_is_not_taken", function()
   t.eq(other:known(s.ctx, by.S.id).outcome, "slower")
 end)
 
+-- The summary's sanitizer seconds are every tool run of the run (the
+-- session's count since the run began: an earlier run's winner, a best
+-- cleared at the start), each counted once.
+t.test("sanitize_winners_the_summary_counts_every_sanitizer_run_once", function()
+  local s = session_of(r, fresh_store(dir .. "/h10.db"))
+  local by = play(s, { START, A, S })
+  s.sanitize_s = 3.0
+  local run = { session = s, recipe = r, started = core.now() - 10, record = { short = "x" }, results = { by.A, by.S },
+                funnel = require("kwb.outcomes").counts(), evaluated = 2, skipped = 0, repeats = 0, partial = 0,
+                timing_s = 0, strategy_name = "grid", sanitize_base = 1.0, start_s = 0.5 }
+  t.eq(by.A.seconds.sanitize, 0.25, "A's own seconds (within the 3.0)")
+  local st = require("kwb.summary").summary(run).stages
+  t.eq(st.sanitize, 2.0)
+  t.eq(st.start, 0.5)
+end)
+
 t.done()

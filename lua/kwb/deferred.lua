@@ -58,7 +58,11 @@ function M:settle_best(d, changed)
     local b = self.best
     local item = d.by_id[b.id]
     if not item then self.best = d.base; break end   -- (not this run's: not the best unsanitized)
-    self:sanitize(item.cand, b)
+    -- (found unsafe meanwhile by another recipe's evaluation at a shape both
+    -- time, kwb.store's known: that finding stands, the tools need not run)
+    local now = self.store:known(self.ctx, b.id)
+    if now and now.outcome == "unsafe" then b.outcome, b.reason, b.sanitized = "unsafe", now.reason, nil
+    else self:sanitize(item.cand, b) end
     b.sanitize_due = nil
     self.store:revise(self.ctx, item.cand, b, self.run_record)
     if b.outcome ~= "unsafe" then break end
@@ -76,7 +80,7 @@ function M:settle_best(d, changed)
         end
         if r.outcome == "accepted" then
           best = r
-          if not r.seconds.sanitize then r.sanitize_due = true end
+          if not r.sanitized then r.sanitize_due = true end
         end
         if r.outcome ~= was then changed(r, was); self.store:revise(self.ctx, it.cand, r, self.run_record) end
       end
@@ -91,7 +95,7 @@ function M:abandon_deferred()
   local d = self.deferred
   self.deferred = nil
   local b = self.best   -- (kept only where settling got as far as a clean best)
-  if d and b and not (b == d.base or b.outcome == "accepted" and b.seconds.sanitize and not b.sanitize_due) then
+  if d and b and not (b == d.base or b.outcome == "accepted" and b.sanitized and not b.sanitize_due) then
     self.best = d.base
   end
   if d then self:renote() end

@@ -282,13 +282,13 @@ function Session:complete(pending)
   local d = self.deferred
   -- (the same code cleared by the tools here before: measured again by try or --retime, the mark stays)
   local prior = san and (res.outcome == "accepted" or res.outcome == "slower") and self.store:known(self.ctx, res.id)
-  if prior and prior.sanitized == true and not prior.sanitize_due then
-    res.sanitized = true
-  elseif d and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then
+  if prior and prior.sanitized == true and not prior.sanitize_due then res.sanitized = true end
+  if d and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then
     -- (put off to the run's end: Session:settle sanitizes the best, or judges these again)
     d.list[#d.list + 1] = { cand = pending.cand, res = res }
     d.by_id[res.id] = d.list[#d.list]
-    res.sanitize_due = res.outcome == "accepted" or nil
+    res.sanitize_due = res.outcome == "accepted" and not res.sanitized or nil
+  elseif res.sanitized then   -- (kept: nothing to run)
   elseif res.outcome == "accepted" and san or res.outcome == "slower" and san == "all" then
     self:sanitize(pending.cand, res)
   end

@@ -165,8 +165,9 @@ function Store:revise(ctx, cand, res, run, was)
     local mine = {}
     for _, key in ipairs(ctx.shapes) do mine[key] = true end
     for _, row in ipairs(self.cache:results(cand.id)) do
-      if row.device == ctx.device and mine[row.shape] then
-        local verify = type(row.verify) == "table" and row.verify or {}
+      local verify = type(row.verify) == "table" and row.verify or {}
+      -- (only this evaluation's rows: another recipe's at a shape both time keeps its own verdict)
+      if row.device == ctx.device and mine[row.shape] and row.run == run.id and verify.seq == res.seq then
         for _, k in ipairs(revised) do verify[k] = res[k] end
         self.cache:revise_result { candidate = cand.id, device = ctx.device, shape = row.shape, outcome = res.outcome,
                                    verify = verify }

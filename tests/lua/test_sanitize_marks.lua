@@ -208,4 +208,74 @@ t.test("rev2_a_superseded_put_off_best_is_not_evaluated_again", function()
   t.truthy(later:known(by2.A.cand), "A (superseded; won no shape) is known to the next run, not evaluated again")
 end)
 
+-- a retimed result that keeps its mark skips d.list; when the
+-- put-off best that beat it is found unsafe, settle re-judges d.list from d.base
+-- alone and forgets it: a worse result becomes the best and is called accepted.
+t.test("sanitize_marks_a_kept_mark_is_judged_again_by_settle", function()
+  local store = fresh_store(dir .. "/m31.db")
+  local s = session_of(r, store)
+  local by = play(s, { START, A, S })
+  clean(s)
+  s:sanitize_winners {}
+  t.eq(store:known(s.ctx, by.S.id).sanitized, true, "S (slower, winner at n=2000) cleared")
+  local s2 = session_of(r, store)
+  s2:ensure_start()
+  t.eq(s2.best.id, by.A.id)
+  s2:defer_sanitizer()   -- a grid/list run, --retime
+  local by2 = play(s2, { { "S", { 0.4, 1.2 } }, { "B", { 0.2, 0.5 } }, { "C", { 0.45, 1.3 } } }, { unsafe = { B = true } })
+  t.eq(by2.S.outcome, "accepted"); t.eq(by2.S.sanitized, true, "S keeps its mark")
+  t.eq(by2.B.outcome, "accepted"); t.eq(by2.C.outcome, "slower")
+  s2:settle()
+  t.eq(by2.B.outcome, "unsafe")
+  local bad = {}
+  if s2.best.id ~= by2.S.id then bad[#bad+1] = "session best after settle is " .. tostring(s2.best.name) .. " (score " .. tostring(s2.best.score) .. "), not S (score " .. tostring(by2.S.score) .. ")" end
+  if by2.C.outcome ~= "slower" then bad[#bad+1] = "C (score " .. tostring(by2.C.score) .. ") re-judged " .. by2.C.outcome .. " though S beats it" end
+  if #bad > 0 then error(table.concat(bad, "; ")) end
+end)
+
+-- settle's new superseded-best revise passes no `was`; another
+-- context's `unsafe` row at a shared shape written meanwhile is overwritten
+-- with "accepted": a result Store:known read as unsafe reads accepted after.
+t.test("sanitize_marks_settling_keeps_another_recipes_unsafe_row", function()
+  local store = fresh_store(dir .. "/m32.db")
+  local s = session_of(r, store)
+  play(s, { START })
+  s:defer_sanitizer()
+  local by = play(s, { { "A", { 0.5, 1.5 } }, { "B", { 0.3, 1.0 } } })
+  t.eq(by.A.sanitize_due, true)
+  -- meanwhile another recipe over n=2000,4000 finds A unsafe
+  local r3 = make_recipe { name = "winners_big", shapes = { n = { 2000, 4000 } } }
+  local by3 = play(session_of(r3, store), { { "start", { 2.0, 4.0 } }, { "A", { 1.4, 2.8 } } }, { unsafe = { A = true } })
+  t.eq(by3.A.id, by.A.id)
+  t.eq(store:known(s.ctx, by.A.id).outcome, "unsafe", "before settle: r reads A unsafe (row n=2000)")
+  clean(s)
+  s:settle()
+  local row
+  for _, x in ipairs(store.cache:results(by.A.id)) do if x.shape == "n=2000" then row = x end end
+  local bad = {}
+  if store:known(s.ctx, by.A.id).outcome ~= "unsafe" then bad[#bad+1] = "after settle r reads A " .. store:known(s.ctx, by.A.id).outcome end
+  if row.outcome ~= "unsafe" then bad[#bad+1] = "the n=2000 row (r3's finding) now says " .. row.outcome end
+  if #bad > 0 then error(table.concat(bad, "; ")) end
+end)
+
+-- the put-off best another context found unsafe
+-- at a shared shape (read `unsafe` by Store:known) is still sanitized at n=1000
+-- and revised without `was`; its clean verdict overwrites the unsafe row and
+-- kwb export dispatches it at n=2000 (the rev2 hole #2, by another path).
+t.test("sanitize_marks_a_put_off_best_found_unsafe_elsewhere_stays_unsafe", function()
+  local store = fresh_store(dir .. "/m33.db")
+  local s = session_of(r, store)
+  play(s, { START })
+  s:defer_sanitizer()
+  local by = play(s, { { "B", { 0.3, 1.0 } } })
+  local r3 = make_recipe { name = "winners_big", shapes = { n = { 2000, 4000 } } }
+  play(session_of(r3, store), { { "start", { 2.0, 4.0 } }, { "B", { 1.0, 2.8 } } }, { unsafe = { B = true } })
+  t.eq(store:known(s.ctx, by.B.id).outcome, "unsafe", "before settle: r reads B unsafe")
+  clean(s)
+  s:settle()
+  local plan = require("kwb.export").plan(r, store:results(s.ctx))
+  t.truthy(not (plan[2].kernel and plan[2].kernel.id == by.B.id),
+           "kwb export dispatches B at n=2000 though r3's tools found it unsafe there (outcome now " .. store:known(s.ctx, by.B.id).outcome .. ")")
+end)
+
 t.done()

@@ -5,73 +5,18 @@
 -- measured again, a superseded put-off best known (not evaluated again).
 -- Planted medians through Session:complete; the tools stood in for.
 local t = require "t"
-local core = require "kwb.core"
 
-require "fake_cuda" ()
-local vecadd = require "fake_vecadd"
-local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
-local body = vecadd.vec .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n"
-local function launch(shape, p) return { grid = { (shape.n + p.BLOCK - 1) // p.BLOCK }, block = { p.BLOCK } } end
-
-local function make_recipe(extra)
-  local spec = { name = "winners", backend = "cuda", problem = vecadd.problem, shapes = { n = { 1000, 2000 } },
-                 verify_shapes = false, start = { source = body, defines = { BLOCK = 32 } }, sanitize = "best",
-                 launch = launch }
-  for k, v in pairs(extra or {}) do spec[k] = v end
-  if spec.sanitize == "omit" then spec.sanitize = nil end
-  return kwb.recipe(spec)
-end
+local P = require "sanitize_play"
+local dir, body = P.dir, P.body
+local make_recipe, fresh_store, session_of, play, clean = P.make_recipe, P.fresh_store, P.session_of, P.play, P.clean
 local r = make_recipe()
-
-local function fresh_store(path)
-  for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
-  return require("kwb.store").open(path)
-end
-local function session_of(rec, store) return require("kwb.session").new(rec, { store = store }) end
-
--- play(s, list, opts) -> results by name: each { name, { ms per shape, in the recipe's order } }
--- completed through Session:complete; "start" first. opts.unsafe: names the stand-in finds unsafe.
-local NAMES = {}
-local function play(s, list, opts)
-  opts = opts or {}
-  s.run_record = s.run_record or s.store:begin_run { recipe = "winners", source = "-- a test's", settings = {} }
-  local by = {}
-  s.sanitized = s.sanitized or {}
-  s.sanitize = function(_, cand, res)
-    local name = NAMES[cand.id]
-    s.sanitized[#s.sanitized + 1] = name
-    res.seconds.sanitize, res.sanitized = 0.25, true
-    if opts.unsafe and opts.unsafe[name] then res.outcome, res.reason, res.sanitized = "unsafe", "planted", nil end
-  end
-  for _, item in ipairs(list) do
-    local name, ms = item[1], item[2]
-    local cand = name == "start" and s:candidate(s.recipe.start, "start")
-                 or s:candidate({ source = body:gsub("b%[i%];", "b[i] + 0 * " .. #name .. name:byte(-1) .. ";"),
-                                  params = { BLOCK = 32 }, name = name .. ".cu" }, "grid")
-    NAMES[cand.id] = name
-    local shapes = {}
-    for j, sh in ipairs(s.recipe.shapes) do
-      local m = ms[j] * 1e-3
-      shapes[sh.key] = { median = m, ci_lo = m * 0.999, ci_hi = m * 1.001, n = 20, partial = false }
-    end
-    s.seq = s.seq + 1
-    local res = { id = cand.id, short = cand.short, origin = "grid", seq = s.seq, seed = 1, seconds = {},
-                  shapes = shapes, name = cand.name }
-    by[name] = s:complete { cand = cand, res = res, opts = { start = name == "start" }, t0 = core.now() }
-    by[name].cand = cand
-    if name == "start" then s.start, s.best = by.start, by.start end
-  end
-  return by
-end
-local function clean(s) s.sanitize = function(_, _, res) res.seconds.sanitize, res.sanitized = 0.25, true end end
-
-local START, A, S = { "start", { 1.0, 2.0 } }, { "A", { 0.5, 1.5 } }, { "S", { 0.8, 1.4 } }
+local START, A, S = P.START, P.A, P.S
 
 -- 1: another recipe's start kernel sharing the context (or this recipe's
 -- start from before its file was edited) is never sanitized; kwb export
 -- refuses it (start_id), sanitize_winners skips it, but the summary's
 -- per-shape winners (note_times) and kwb report's pick/baseline take it.
-t.test("rev2_summary_winner_is_never_another_recipes_start", function()
+t.test("sanitize_marks_summary_winner_is_never_another_recipes_start", function()
   local store = fresh_store(dir .. "/r1.db")
   local by = play(session_of(r, store), { START, A, S })
   local r2 = make_recipe { name = "winners_other", start = { source = body:gsub("b%[i%];", "b[i] + 0 * 77;"),
@@ -87,7 +32,7 @@ t.test("rev2_summary_winner_is_never_another_recipes_start", function()
            "the summary's winner at n=2000 is " .. later.shape_best["n=2000"].short .. ", the other recipe's start kernel")
 end)
 
-t.test("rev2_report_pick_is_never_another_recipes_start", function()
+t.test("sanitize_marks_report_pick_is_never_another_recipes_start", function()
   local store = fresh_store(dir .. "/r2.db")
   local s = session_of(r, store)
   local by = play(s, { START, { "S", { 0.9, 2.6 } } })   -- no accepted result: the pick is the start kernel
@@ -105,7 +50,7 @@ end)
 -- recipe over n=2000,4000 (the same candidate id: problem, source, defines,
 -- flags) has an `unsafe` row at n=2000; this recipe still reads it as a
 -- cleared `slower` result and kwb export dispatches it at n=2000.
-t.test("rev2_a_row_found_unsafe_is_never_named", function()
+t.test("sanitize_marks_a_row_found_unsafe_is_never_named", function()
   local store = fresh_store(dir .. "/r3.db")
   local s = session_of(r, store)
   local by = play(s, { START, A, S })
@@ -129,7 +74,7 @@ end)
 -- in ensure_start) is revised in the cache, but the change never reaches
 -- the run's report (no `revised` event), unlike the same change found at
 -- the run's end (sanitize_winners reports those that are not the run's).
-t.test("rev2_a_best_found_unsafe_at_the_start_is_reported", function()
+t.test("sanitize_marks_a_best_found_unsafe_at_the_start_is_reported", function()
   local store = fresh_store(dir .. "/r4.db")
   local repl = make_recipe { name = "winners_run", sanitize = "omit" }
   local s0 = session_of(repl, store)
@@ -166,7 +111,7 @@ end)
 -- cleared records the new measurement without the mark: kwb export stops
 -- naming it at once, and the next run's end runs the tools on the same code
 -- (same candidate id, same machine) again.
-t.test("rev2_a_retimed_winner_keeps_its_mark", function()
+t.test("sanitize_marks_a_retimed_winner_keeps_its_mark", function()
   local store = fresh_store(dir .. "/r5.db")
   local s = session_of(r, store)
   local by = play(s, { START, A, S })
@@ -193,7 +138,7 @@ end)
 -- (grid, list) and superseded keeps `sanitize_due` and is evaluated again in
 -- full by the next run that proposes it, though without the mark no reader
 -- would name it anyway.
-t.test("rev2_a_superseded_put_off_best_is_not_evaluated_again", function()
+t.test("sanitize_marks_a_superseded_put_off_best_is_not_evaluated_again", function()
   local store = fresh_store(dir .. "/r6.db")
   local s = session_of(r, store)
   s.run_record = store:begin_run { recipe = "winners", source = "-- a test's", settings = {} }

@@ -173,7 +173,10 @@ t.test("loop_summary_names_shapes_where_another_kernel_beats_the_pick", function
   t.eq(e.id, er.results[2].id)
   t.eq(e.params.SMALL_REPS, 1)
   t.eq(e.pick, sm.best_median["n=48"])
-  t.truthy(e.pick / e.median > 5, string.format("a tenfold gap in work measured as %.1fx", e.pick / e.median))
+  -- tenfold in work; a loaded machine measured 4.9x once (call overhead and
+  -- noise weigh on the small one), so the margin asked is 2.5x, still far
+  -- beyond the 2% that makes a shape `elsewhere`
+  t.truthy(e.pick / e.median > 2.5, string.format("a tenfold gap in work measured as %.1fx", e.pick / e.median))
 end)
 
 t.test("loop_cli_prints_the_shapes_faster_elsewhere_also_from_the_cache", function()

@@ -97,6 +97,17 @@ kwb_cuda_ctx *kwb_cuda_ctx_get(void) {
     return &ctx;
 }
 
+int kwb_cuda_mem_info(uint64_t *free_bytes, uint64_t *total_bytes) {
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return kwb_last_status();
+    size_t f = 0, t = 0;
+    int rc = kwb_cu_check(c->cu->MemGetInfo(&f, &t), "cuMemGetInfo");
+    if (rc) return rc;
+    *free_bytes = f;
+    *total_bytes = t;
+    return 0;
+}
+
 /* ---- kernels and launchers --------------------------------------------- */
 
 #define MAX_PARAMS 128

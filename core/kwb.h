@@ -446,6 +446,8 @@ int kwb_cuda_device_count(int *n);
 int kwb_cuda_device_info_get(int ordinal, kwb_cuda_device_info *d);
 int kwb_cuda_nvrtc_version(int *major, int *minor);
 int kwb_cuda_arch_valid(const char *arch);   /* sm_80, sm_90a, sm_100a, ... */
+/* Device memory free and in all (cuMemGetInfo) as the primary context sees it. */
+int kwb_cuda_mem_info(uint64_t *free_bytes, uint64_t *total_bytes);
 
 typedef enum kwb_cuda_kind { KWB_CUDA_NVRTC, KWB_CUDA_NVCC } kwb_cuda_kind;
 

@@ -70,6 +70,16 @@ static int l_device_info(lua_State *L) {
     return 1;
 }
 
+/* mem_info() -> free, total: device memory in bytes (the primary context's
+ * device), or nil, message, info. */
+static int l_mem_info(lua_State *L) {
+    uint64_t f = 0, t = 0;
+    if (kwb_cuda_mem_info(&f, &t)) return fail_run(L, "no-driver");
+    lua_pushinteger(L, (lua_Integer)f);
+    lua_pushinteger(L, (lua_Integer)t);
+    return 2;
+}
+
 /* ---- compile ----------------------------------------------------------- */
 
 /* A NULL-terminated array from the string list in field k of the table at
@@ -1100,7 +1110,7 @@ void kwb_lua_open_cuda(lua_State *L) {
     };
     static const luaL_Reg fns[] = {
         {"cuda_nvrtc_version", l_nvrtc_version}, {"cuda_device_count", l_device_count},
-        {"cuda_device_info", l_device_info}, {"cuda_compile", l_compile},
+        {"cuda_device_info", l_device_info}, {"cuda_mem_info", l_mem_info}, {"cuda_compile", l_compile},
         {"cuda_compile_many", l_compile_many}, {"cuda_prebuild", l_prebuild},
         {"cuda_prebuilds_running", l_prebuilds_running}, {"cuda_fn", l_fn}, {"cuda_buffer", l_dbuf_new},
         {"cuda_compare", l_compare}, {"cuda_redzones", l_redzones}, {"cuda_guard_layout", l_guard_layout}, {"cuda_checksum_host", l_checksum_host}, {"cuda_plan", l_plan_new},

@@ -31,6 +31,8 @@
 --                                         measured in the background; a later compile(...)
 --                                         of one finds it built (the cuda adapter: NVRTC);
 --   prebuild_wait(limit) (optional)       waits up to limit seconds for them to finish
+--   free_bytes() (optional)               the device memory free now (compute-sanitizer's
+--                                         runs go as many at once as it holds)
 --   fresh_timing, timed_call, verify_runs, pooled_checks (optional)
 --                                         the timed runs through kwb.timed: one call a
 --                                         sample, the samples verified against the reference

@@ -36,6 +36,8 @@ M.device = core.cuda_device_info
 -- nvrtc_version() -> "13.0", or nil, message, { code = "no-nvrtc" }
 M.nvrtc_version = core.cuda_nvrtc_version
 M.clocks = core.cuda_clocks
+-- mem_info() -> free, total: the device's memory in bytes, or nil, message, info
+M.mem_info = core.cuda_mem_info
 
 -- The kind of a device (what results and ceilings are keyed by): name, compute
 -- capability, SM count, memory and driver major version.

@@ -60,6 +60,25 @@ function M.bench(h, sh)
   return b
 end
 
+-- release(h): every device buffer the harness holds freed (its benches
+-- and their copies, the fixed inputs, the reference with its plans' scratch)
+-- and what it kept for the run forgotten: the next bench is made and filled
+-- afresh. A worker frees its share of the card so for compute-sanitizer's
+-- runs (kwb.measure_task.sanitize).
+function M.release(h)
+  local function free(buf) if buf and buf.free then buf:free() end end
+  for _, b in pairs(h.benches) do
+    for _, c in ipairs(b.copies or { b }) do
+      for name, buf in pairs(c.bufs) do if not (c.fixed and c.fixed[name]) then free(buf) end end
+      for _, buf in pairs(c.refs) do free(buf) end
+      for _, buf in pairs(c.init) do free(buf) end
+    end
+  end
+  for _, buf in pairs(h.fixed) do free(buf) end
+  h.benches, h.fixed, h.ref, h.kept_for, h.pools, h.fixed_done, h.fixed_sum = {}, {}, nil, nil, nil, {}, {}
+  collectgarbage()
+end
+
 local function fill(buf, init, seed, shape, bufs, stream)
   if type(init) == "function" then return init(buf, seed, shape, bufs) end
   local kind = init[1]

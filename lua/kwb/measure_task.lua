@@ -61,9 +61,13 @@ function M.sanitize(args)
   worker.deadline(nil, "waiting for the device")
   local locked = worker.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
-  -- (a tool's run killed from outside runs once more: two runs' time)
-  worker.deadline(2 * (sanitize.limit + 10) + measure.build_limit, "compute-sanitizer")
-  return sanitize.check(harness(args.recipe).recipe, args)
+    -- (each tool's run once, and again alone: a run killed from outside, or one that could not run, twice more at most)
+  worker.deadline(3 * #sanitize.tools * (sanitize.limit + 10) + measure.build_limit, "compute-sanitizer")
+  local h = harness(args.recipe)
+  -- the tools share the card with this worker's buffers: as many at once as
+  -- its free memory holds, and this worker's own freed for a run that could not get its share
+  local free = h.backend.free_bytes and h.backend.free_bytes()
+  return sanitize.check(h.recipe, args, { free = free, release = function() require("kwb.inputs").release(h) end })
 end
 
 -- profile(args) -> kwb.profile.task's answer: ncu on the candidate at
@@ -79,8 +83,13 @@ end
 
 -- sanitize_job(path): what each tool of kwb.sanitize runs, in a fresh kwb:
 -- the candidate built and called once at the job's shape, on fresh inputs.
--- An error exits with status 1.
+-- A failure that is not the candidate's (the recipe or the candidate's build
+-- not loading here, buffers that cannot be allocated, the device lost, an
+-- allocation failing inside the call) exits with kwb.sanitize.harness and
+-- a line "kwb-sanitize-harness <why>" on stderr; the candidate's call
+-- failing otherwise (its launch or a kernel fault) raises: status 1.
 function M.sanitize_job(path)
+  local sanitize = require "kwb.sanitize"
   local t0 = core.now()
   local stages, last = {}, t0
   local function stage(name)
@@ -88,27 +97,40 @@ function M.sanitize_job(path)
     stages[#stages + 1] = string.format("%s=%.3f", name, t - last)
     last = t
   end
-  local f = assert(io.open(path, "r"))
-  local spec = worker.decode(f:read("a"))
-  f:close()
-  local h = harness(spec.recipe)
-  stage("load")
-  local res = { seconds = {}, shapes = {} }
-  local fn = h:build(spec.cand, res)
-  if not fn then error("the candidate does not build here: " .. tostring(res.outcome) .. ": " .. tostring(res.reason), 0) end
-  stage("build")
-  local sh   -- a timed shape, or one kwb.sanitize scaled down from one
-  for _, s in ipairs(h.recipe.shapes) do if s.key == spec.shape then sh = s end end
-  if not sh and type(spec.vars) == "table" and assert(h.problem:check_shape(spec.vars)) then
-    sh = { shape = spec.vars, key = h.problem:shape_key(spec.vars) }
-    assert(sh.key == spec.shape, spec.shape)
+  local function harness_failed(why)
+    io.stderr:write("kwb-sanitize-harness ", (tostring(why):gsub("\n", " ")), "\n")
+    io.stderr:flush()
+    os.exit(sanitize.harness, true)
   end
-  local b = h:bench(assert(sh, spec.shape))
-  stage("bench")
-  require("kwb.inputs").fresh(h, b, math.tointeger(tonumber(spec.seed)) or 0, "sanitize")
-  stage("inputs")
-  local ok, err = h.backend.call(fn, b, b.args)
-  if not ok then error("the call failed at " .. sh.key .. ": " .. tostring(err), 0) end
+  local fn, h, b, sh
+  local ok, err = pcall(function()
+    local f = assert(io.open(path, "r"))
+    local spec = worker.decode(f:read("a"))
+    f:close()
+    h = harness(spec.recipe)
+    stage("load")
+    local res = { seconds = {}, shapes = {} }
+    fn = h:build(spec.cand, res)
+    if not fn then error("the candidate does not build here: " .. tostring(res.outcome) .. ": " .. tostring(res.reason), 0) end
+    stage("build")
+    -- a timed shape, or one kwb.sanitize scaled down from one
+    for _, s in ipairs(h.recipe.shapes) do if s.key == spec.shape then sh = s end end
+    if not sh and type(spec.vars) == "table" and assert(h.problem:check_shape(spec.vars)) then
+      sh = { shape = spec.vars, key = h.problem:shape_key(spec.vars) }
+      assert(sh.key == spec.shape, spec.shape)
+    end
+    b = h:bench(assert(sh, spec.shape))
+    stage("bench")
+    require("kwb.inputs").fresh(h, b, math.tointeger(tonumber(spec.seed)) or 0, "sanitize")
+    stage("inputs")
+  end)
+  if not ok then harness_failed(err) end
+  local called, cerr = h.backend.call(fn, b, b.args)
+  if not called then
+    -- (memory the call could not get, or a device gone, is the harness's: the tool's own allocations share the card)
+    if sanitize.not_the_candidates(cerr) then harness_failed("the call at " .. sh.key .. ": " .. tostring(cerr)) end
+    error("the call failed at " .. sh.key .. ": " .. tostring(cerr), 0)
+  end
   stage("call")
   -- where the tool's run spent its time inside kwb (kwb.sanitize keeps it)
   io.stderr:write("kwb-sanitize-stages ", table.concat(stages, " "), "\n")

@@ -23,6 +23,67 @@ M.limit = 300
 M.found = 86
 -- The status of a run killed by SIGKILL (128 + 9, core.exec's).
 M.killed = 137
+-- The status a tool's job ends with when it could not run for a reason not
+-- of the candidate's making (kwb.measure_task.sanitize_job: the recipe or
+-- the build not loading, buffers not allocated, the device lost), with a
+-- line "kwb-sanitize-harness <why>" on stderr: never a finding.
+M.harness = 87
+
+-- not_the_candidates(message) -> does a failed call's message say the
+-- harness lacked something (memory, a device) rather than the candidate's
+-- code failing? The tools' own allocations share the card with the job's.
+local harness_errors = { "CUDA_ERROR_OUT_OF_MEMORY", "cannot allocate", "CUDA_ERROR_NO_DEVICE",
+                         "CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_DEINITIALIZED",
+                         "CUDA_ERROR_SYSTEM_NOT_READY", "CUDA_ERROR_DEVICE_NOT_LICENSED" }
+function M.not_the_candidates(msg)
+  msg = tostring(msg)
+  for _, e in ipairs(harness_errors) do
+    if msg:find(e, 1, true) then return true end
+  end
+  return false
+end
+
+-- harness_failure(r) -> why a tool's run could not run (nil: it ran): the
+-- job's own word (M.harness), or the tool saying it ran out of memory or
+-- failed inside itself, where it reported no finding.
+function M.harness_failure(r)
+  if r.timed_out or r.status == 0 or r.status == M.found or r.status == M.killed then return nil end
+  local why = r.err:match("kwb%-sanitize%-harness ([^\n]*)")
+  if r.status == M.harness and why then return why end
+  for l in (r.out .. "\n" .. r.err):gmatch("[^\n]+") do
+    local body = l:match("^=========%s*(.*)$")
+    if body and (body:find("Internal Sanitizer Error", 1, true) or body:lower():find("out of memory", 1, true)) then
+      return body
+    end
+  end
+  return nil
+end
+
+-- bench_bytes(recipe, sh) -> the device bytes one tool's job allocates at
+-- shape sh: every buffer of the problem and the reference's copies of the
+-- outputs (kwb.inputs.bench).
+local dtype_bytes = { f64 = 8, i64 = 8, u64 = 8, f32 = 4, i32 = 4, u32 = 4, f16 = 2, bf16 = 2, i8 = 1, u8 = 1 }
+function M.bench_bytes(recipe, sh)
+  local n = 0
+  for _, a in ipairs(recipe.problem.buffers) do
+    local bytes = a.size(sh.shape) * dtype_bytes[a.dtype]
+    n = n + bytes * (a.role == "in" and 1 or a.role == "inout" and 3 or 2)
+  end
+  return n
+end
+
+-- What a tool's run takes on the device beyond its job's buffers, as a
+-- multiple of them (initcheck keeps a shadow of every byte's state; the
+-- tools' own reservations).
+M.overhead = 1.0
+
+-- at_once(need, free, n) -> how many of n tools may run at once with free
+-- bytes on the device (nil: unknown, all of them), each needing its job's
+-- bench (need bytes) and M.overhead of it again; at least one.
+function M.at_once(need, free, n)
+  if not free then return n end
+  return math.max(1, math.min(n, free // math.max(1, math.ceil(need * (1 + M.overhead)))))
+end
 
 -- The timed shape whose buffers hold the fewest elements: where memcheck and
 -- initcheck run.
@@ -209,19 +270,27 @@ end
 -- stages(err) -> the job's own split of its time ("load=s build=s ..."), from its stderr.
 function M.stages(err) return err and err:match("kwb%-sanitize%-stages ([^\n]*)") end
 
--- check(recipe, args) -> { seconds = { [tool] = s }, stages = { [tool] =
--- "load=s build=s bench=s inputs=s call=s", the job's own split } } when
--- every tool is clean, or with tool =, report =, shape =, log = the tool's
--- output (its first 16 KB): the first finding in the tools' order (they run
--- at once). A tool's run that ends past
--- M.limit or fails (the candidate's fault as likely as not) is a finding
--- too: a candidate the tools could not finish checking is not made the best.
--- One killed from outside twice is no finding: { outside = why } instead.
--- The candidate's PTX (opts.ptx, else ptx_of's) may leave racecheck out
--- (tools_for; `skipped` says so).
+-- check(recipe, args [, opts]) -> { seconds = { [tool] = s }, stages = {
+-- [tool] = "load=s build=s bench=s inputs=s call=s", the job's own split } }
+-- when every tool is clean, or with tool =, report =, shape =, log = the
+-- tool's output (its first 16 KB): the first finding in the tools' order. A
+-- tool's run past M.limit is a finding (a candidate the tools could not
+-- finish checking is not made the best), and so is the candidate's call
+-- failing under the tool. What is not the candidate's doing never is
+-- (INTEGRITY.md property 9): a run killed from outside (SIGKILL with no
+-- timeout) runs once more, and a second such end is { outside = why }; a
+-- run that could not run (M.harness_failure: no memory for the job's buffers
+-- or the tool's, the device lost) runs again alone, after the others, and,
+-- where opts.release frees this process's own device memory, once more
+-- after it; a last such end is { harness = why }.
+-- The tools run at once where the device's free memory (opts.free, bytes)
+-- holds a job's buffers and the tool's overhead for each (M.at_once), else
+-- as many at a time as it holds. The candidate's PTX (opts.ptx, else
+-- ptx_of's) may leave racecheck out (tools_for; `skipped` says so).
 -- args = { recipe = its absolute file, cand = { source, name, defines,
 -- params }, seed = "decimal" }. Raises when the tool cannot be started.
 function M.check(recipe, args, opts)
+  opts = opts or {}
   if not args.recipe then
     error(string.format("recipe %s: the sanitizers run the recipe from its file, and this one has none (give it a "
                         .. "file, or set sanitize = false)", recipe.name), 0)
@@ -234,50 +303,66 @@ function M.check(recipe, args, opts)
   local job, sh = M.job(recipe, args)
   local race_sh = M.race_shape(recipe)
   local race_job = race_sh.key ~= sh.key and M.job(recipe, args, race_sh) or job
-  local ptx = opts and opts.ptx or M.ptx_of(recipe, args.cand)
+  local ptx = opts.ptx or M.ptx_of(recipe, args.cand)
   local tools, skipped = M.tools_for(ptx, M.dynamic_smem(recipe, args.cand, sh)
                                           or M.dynamic_smem(recipe, args.cand, race_sh))
   local function at(tool) return tool == "racecheck" and race_sh or sh end
-  local seconds, stages = {}, {}
-  local finding = { seconds = seconds, stages = stages, skipped = next(skipped) and skipped or nil }
-  -- the tools run at once (each a process of its own, most of its time its
-  -- own start), and the first finding in the tools' order is the report
   local argvs = {}
   for i, tool in ipairs(tools) do
     argvs[i] = M.argv(tool_path, tool, M.kernels(recipe, args.cand, at(tool)), tool == "racecheck" and race_job or job)
   end
-  local rs, msg = core.exec_all(argvs, { timeout = M.limit, cap = 1 << 20 })
-  -- a tool's run killed from outside (SIGKILL with no timeout: kwb's own
-  -- kills are timeouts, and the candidate's code is device code) is not the
-  -- candidate's doing: that tool once more, and a second such end is said
-  -- as `outside`, never a finding (INTEGRITY.md property 9)
-  local again = {}
-  for i in ipairs(tools) do
-    if rs and rs[i].status == M.killed and not rs[i].timed_out then again[#again + 1] = i end
+  -- runs(list) -> each listed tool's run, as many at once as the memory holds
+  local need = math.max(M.bench_bytes(recipe, sh), M.bench_bytes(recipe, race_sh))
+  local function runs(list, width)
+    local rs = {}
+    for first = 1, #list, width do
+      local batch = {}
+      for j = first, math.min(#list, first + width - 1) do batch[#batch + 1] = argvs[list[j]] end
+      local got, msg = core.exec_all(batch, { timeout = M.limit, cap = 1 << 20 })
+      if not got then
+        os.remove(job); os.remove(race_job)
+        error(string.format("compute-sanitizer at %s did not start: %s", sh.key, tostring(msg)), 0)
+      end
+      for j, r in ipairs(got) do rs[list[first + j - 1]] = r end
+    end
+    return rs
   end
-  if #again > 0 then
-    local argv2 = {}
-    for j, i in ipairs(again) do argv2[j] = argvs[i] end
-    local rs2
-    rs2, msg = core.exec_all(argv2, { timeout = M.limit, cap = 1 << 20 })
-    for j, i in ipairs(again) do rs[i] = rs2 and rs2[j] or nil end
-    if not rs2 then rs = nil end
+  local all = {}
+  for i in ipairs(tools) do all[i] = i end
+  local rs = runs(all, M.at_once(need, opts.free, #tools))
+  -- killed from outside: once more; could not run: again alone (and after
+  -- this process's own device memory is freed, where it can be)
+  local function again(pick, width)
+    local list = {}
+    for i in ipairs(tools) do if pick(rs[i]) then list[#list + 1] = i end end
+    if #list == 0 then return false end
+    local rs2 = runs(list, width)
+    for _, i in ipairs(list) do rs[i] = rs2[i] end
+    return true
   end
+  local function killed(r) return r.status == M.killed and not r.timed_out end
+  local function no_run(r) return M.harness_failure(r) ~= nil end
+  again(killed, #tools)
+  if again(no_run, 1) and opts.release then
+    for i in ipairs(tools) do
+      if no_run(rs[i]) then opts.release(); again(no_run, 1); break end
+    end
+  end
+  os.remove(job)
   os.remove(race_job)
-  if not rs then
-    os.remove(job)
-    error(string.format("compute-sanitizer at %s did not start: %s", sh.key, tostring(msg)), 0)
-  end
-  for i, tool in ipairs(tools) do
-    local r = rs[i]
-    seconds[tool], stages[tool] = r.seconds, M.stages(r.err)
-  end
-  -- (a run killed from outside twice is no finding; another tool's finding stands beside it)
-  local outside
+  local seconds, stages = {}, {}
+  for i, tool in ipairs(tools) do seconds[tool], stages[tool] = rs[i].seconds, M.stages(rs[i].err) end
+  local finding = { seconds = seconds, stages = stages, skipped = next(skipped) and skipped or nil }
+  -- (a run that could not run or was killed from outside is no finding; another tool's finding stands beside it)
+  local outside, harness
   for i, tool in ipairs(tools) do
     local r = rs[i]
     local report
-    if r.status == M.killed and not r.timed_out then
+    local why = M.harness_failure(r)
+    if why then
+      harness = harness or string.format("compute-sanitizer's %s run at %s could not run (%s): not the candidate's "
+                                         .. "doing, so not its outcome", tool, at(tool).key, why:sub(1, 300))
+    elseif killed(r) then
       outside = outside or string.format("compute-sanitizer's %s run at %s was killed from outside (SIGKILL) twice: "
                                          .. "not the candidate's doing, so not its outcome", tool, at(tool).key)
     elseif r.timed_out then
@@ -289,13 +374,11 @@ function M.check(recipe, args, opts)
     end
     if report then
       local text = r.out .. "\n" .. r.err
-      finding = { tool = tool, shape = at(tool).key, report = report, log = text:sub(1, 16384), seconds = seconds, stages = stages,
-                  skipped = finding.skipped }
-      break
+      return { tool = tool, shape = at(tool).key, report = report, log = text:sub(1, 16384), seconds = seconds,
+               stages = stages, skipped = finding.skipped }
     end
   end
-  os.remove(job)
-  if not finding.tool then finding.outside = outside end
+  finding.outside, finding.harness = outside, harness
   return finding
 end
 

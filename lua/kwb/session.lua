@@ -348,7 +348,9 @@ function Session:sanitize(cand, res)
   else
     finding = require("kwb.sanitize").check(self.recipe, args)
   end
-  if finding.outside then error(finding.outside .. "; candidate " .. tostring(res.short or res.id), 0) end
+  -- (a tool's run killed from outside twice, or one that could not run: the run stops without an outcome for it)
+  local not_its = finding.outside or finding.harness
+  if not_its then error(not_its .. "; candidate " .. tostring(res.short or res.id), 0) end
   res.seconds.sanitize = core.now() - t0
   self.sanitize_s = (self.sanitize_s or 0) + res.seconds.sanitize   -- (a run's summary: stages.sanitize)
   for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end

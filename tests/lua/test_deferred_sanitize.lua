@@ -354,6 +354,12 @@ t.test("deferred_sanitize_a_lost_sanitizer_worker_is_never_the_candidates_outcom
   t.eq(ok, false)
   t.eq(err, "compute-sanitizer's memcheck run at n=1000 was killed from outside (SIGKILL) twice; candidate " .. cand.short)
   t.eq(res.outcome, "accepted")
+  -- a tool's run that could not run (kwb.sanitize's harness) likewise
+  res, ok, err = try({ ok = true, value = { harness = "compute-sanitizer's initcheck run at n=1000 could not run "
+                                                      .. "(CUDA_ERROR_OUT_OF_MEMORY)" } })
+  t.eq(ok, false)
+  t.eq(err, "compute-sanitizer's initcheck run at n=1000 could not run (CUDA_ERROR_OUT_OF_MEMORY); candidate " .. cand.short)
+  t.eq(res.outcome, "accepted", "not unsafe")
   -- a finding is still the candidate's
   res, ok = try({ ok = true, value = { tool = "memcheck", shape = "n=1000", report = "Invalid __global__ read" } })
   t.truthy(ok)

@@ -257,7 +257,7 @@ exit 86]]
   end
 end)
 
-t.test("sanitize_a_run_past_the_limit_or_a_failed_run_is_a_finding", function()
+t.test("sanitize_a_run_past_the_limit_or_a_failed_call_is_a_finding", function()
   with_tool(tool("slow", "exec sleep 30"), 1, function()
     local t0 = require("kwb.core").now()
     local f = sanitize.check(r4, args4)
@@ -265,11 +265,136 @@ t.test("sanitize_a_run_past_the_limit_or_a_failed_run_is_a_finding", function()
     t.eq(f.report, "ran past 1 s (a candidate the tool cannot finish checking is not made the best)")
     t.truthy(require("kwb.core").now() - t0 < 10, "killed at the limit")
   end)
-  with_tool(tool("fails", "echo 'the job: out of memory' >&2; exit 3"), nil, function()
+  -- the job raising (status 1: the candidate's call failed under the tool)
+  with_tool(tool("fails", "echo 'the call failed at n=32: CUDA_ERROR_ILLEGAL_ADDRESS' >&2; exit 1"), nil, function()
     local f = sanitize.check(r4, args4)
     t.eq(f.tool, "memcheck")
-    t.eq(f.report, "the run failed (exit 3): the job: out of memory")
+    t.eq(f.report, "the run failed (exit 1): the call failed at n=32: CUDA_ERROR_ILLEGAL_ADDRESS")
   end)
+end)
+
+-- A tool's run that could not run (its job's buffers not allocated, the
+-- device lost: kwb.measure_task.sanitize_job's status 87 and its line, or
+-- the tool saying it ran out of memory) is the harness's, never the
+-- candidate's (INTEGRITY.md property 9): that tool runs again alone, after
+-- the others; where the caller can free its own device memory, once more
+-- after that; a last such end is `harness`, and no finding.
+local oom = "echo 'kwb-sanitize-harness nvfp4_moe: cannot allocate argument w13q (3758096384 x u8) at T=1: cannot "
+            .. "allocate 3758096384 bytes on the device: CUDA_ERROR_OUT_OF_MEMORY' >&2; exit 87"
+t.test("sanitize_a_run_that_could_not_allocate_runs_again_alone_and_is_never_a_finding", function()
+  local log, count = dir .. "/oom-log", dir .. "/oom-count"
+  io.open(count, "w"):close()
+  -- each run logs its start and end; the first run of each tool fails to allocate
+  with_tool(tool("oom_once", string.format([[
+echo "start $2" >> %s
+n=$(grep -c "^$2$" %s)
+echo "$2" >> %s
+if [ "$n" -lt 1 ]; then sleep 0.3; echo "end $2" >> %s; %s; fi
+sleep 0.3
+echo "end $2" >> %s]], log, count, count, log, oom, log)), nil, function()
+    local released = 0
+    local f = sanitize.check(r4, args4, { release = function() released = released + 1 end })
+    t.eq(f.tool, nil, tostring(f.report))
+    t.eq(f.harness, nil)
+    t.eq(released, 0, "the second runs found their memory: nothing freed")
+  end)
+  local lines = {}
+  for l in io.lines(log) do lines[#lines + 1] = l end
+  -- the first three at once, then each alone, one after another
+  t.eq(table.concat(lines, ",", 7), "start memcheck,end memcheck,start racecheck,end racecheck,start initcheck,end initcheck")
+  local first = {}
+  for i = 1, 3 do first[i] = lines[i] end
+  table.sort(first)
+  t.eq(table.concat(first, ","), "start initcheck,start memcheck,start racecheck", "at once")
+  -- never able to run: the caller's memory freed once, and then the harness's failure, not the candidate's
+  with_tool(tool("oom_always", "case \"$*\" in *initcheck*) " .. oom .. " ;; esac"), nil, function()
+    local released = 0
+    local f = sanitize.check(r4, args4, { release = function() released = released + 1 end })
+    t.eq(f.tool, nil)
+    t.eq(released, 1)
+    t.eq(f.harness, "compute-sanitizer's initcheck run at n=32 could not run (nvfp4_moe: cannot allocate argument w13q "
+         .. "(3758096384 x u8) at T=1: cannot allocate 3758096384 bytes on the device: CUDA_ERROR_OUT_OF_MEMORY): not "
+         .. "the candidate's doing, so not its outcome")
+  end)
+  -- the tool itself out of memory, no finding reported
+  with_tool(tool("tool_oom", "case \"$*\" in *racecheck*) echo '========= Error: out of memory'; exit 1 ;; esac"), nil,
+            function()
+    local f = sanitize.check(r4, args4, { ptx = ".shared" })
+    t.eq(f.tool, nil)
+    t.eq(f.harness, "compute-sanitizer's racecheck run at n=32 could not run (Error: out of memory): not the "
+         .. "candidate's doing, so not its outcome")
+  end)
+  -- a finding beside a run that could not run stands
+  with_tool(tool("oom_and_found", "case \"$*\" in *initcheck*) " .. oom .. " ;; *memcheck*) echo '========= Error: "
+                 .. "found'; exit 86 ;; esac"), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "memcheck")
+    t.eq(f.report, "Error: found")
+  end)
+end)
+
+-- The real job (kwb.measure_task.sanitize_job), under a stand-in tool that
+-- runs it as it is given, on a recipe whose buffers cannot be allocated (a
+-- host vecadd at n = 2^45: 128 TiB a buffer): the job says why with its
+-- status and line, and the check calls it the harness's, not a finding.
+t.test("sanitize_a_job_whose_buffers_cannot_be_allocated_is_the_harness_not_the_candidate", function()
+  local core = require "kwb.core"
+  local file = dir .. "/huge.lua"
+  local f = assert(io.open(file, "w"))
+  f:write([[
+return kwb.recipe { name = "huge", problem = require("kwb.problems.vecadd") {}, shapes = { n = { 1 << 45 } },
+                    verify_shapes = false, start = "]] .. host.resolve("kernels/host") .. [[/matmul_naive.c" }
+]])
+  f:close()
+  local huge = kwb.load(file)
+  local src = "void vecadd(int n, const float *a, const float *b, float *c) { for (int i = 0; i < n; i++) c[i] = a[i] + b[i]; }\n"
+  local runs = dir .. "/huge-runs"
+  with_tool(tool("passthrough", string.format([[
+echo "$2" >> %s
+while [ "$1" != "%s" ]; do shift; done
+exec "$@"]], runs, core.self_exe())), nil, function()
+    local released = 0
+    local fd = sanitize.check(huge, { recipe = file, cand = { source = src, name = "v.c" }, seed = "1" },
+                              { release = function() released = released + 1 end })
+    t.eq(fd.tool, nil, tostring(fd.report))
+    t.eq(fd.harness, "compute-sanitizer's memcheck run at n=35184372088832 could not run (vecadd: cannot allocate "
+         .. "argument a (35184372088832 x f32) at n=35184372088832: out of memory allocating 140737488355328 bytes): "
+         .. "not the candidate's doing, so not its outcome")
+    t.eq(released, 1)
+  end)
+  local n = {}
+  for l in io.lines(runs) do n[l] = (n[l] or 0) + 1 end
+  t.eq(n.memcheck, 3, "at once, alone, and alone after the release")
+  t.eq(n.initcheck, 3)
+  t.eq(n.racecheck, 1, "racecheck's job, at the shape scaled down for it (" .. sanitize.race_shape(huge).key
+       .. "), allocated and ran clean")
+end)
+
+-- The tools go as many at once as the device's free memory holds: a job's
+-- buffers (every buffer of the problem at the shape, the outputs twice)
+-- and as much again for the tool.
+t.test("sanitize_tools_run_as_many_at_once_as_the_memory_holds", function()
+  t.eq(sanitize.bench_bytes(r4, { shape = { n = 32 } }), 32 * 4 * 4, "a, b and c, and the reference's c")
+  t.eq(sanitize.at_once(512, 1024 * 3, 3), 3)
+  t.eq(sanitize.at_once(512, 1024 * 3 - 1, 3), 2)
+  t.eq(sanitize.at_once(512, 100, 3), 1, "one at least")
+  t.eq(sanitize.at_once(512, nil, 3), 3, "unknown: all")
+  local moe = kwb.load("recipes/nvfp4_moe.lua")
+  t.eq(sanitize.bench_bytes(moe, sanitize.shape(moe)), 18320764992,
+       "nvfp4_moe at T = 1: its three weight layouts (17.06 GiB) and the activations")
+  t.eq(sanitize.at_once(18320764992, 58 << 30, 3), 1, "an 80 GB card beside a worker's 20 GB: one at a time")
+  local log = dir .. "/width-log"
+  with_tool(tool("width", string.format([[
+echo "start $2" >> %s
+sleep 0.2
+echo "end $2" >> %s]], log, log)), nil, function()
+    local f = sanitize.check(r4, args4, { free = 2 * 256 })
+    t.eq(f.tool, nil)
+  end)
+  local lines = {}
+  for l in io.lines(log) do lines[#lines + 1] = l end
+  t.eq(table.concat(lines, ","), "start memcheck,end memcheck,start racecheck,end racecheck,start initcheck,end initcheck",
+       "one at a time")
 end)
 
 -- A tool's run killed from outside (SIGKILL, kwb's own kills being

@@ -27,6 +27,9 @@ end
 
 function B.buffer(dtype, n) return assert(api().buffer(dtype, n)) end
 
+-- free_bytes() -> the device memory free now, in bytes (nil where unknown).
+function B.free_bytes() return (api().mem_info()) end
+
 -- Device buffers lie between guard bands (kwb.cuda.buffer), checked after
 -- every call, all of a bench's in one launch; after a timed run the same
 -- launch counts the outputs' elements still poison (`outs`).

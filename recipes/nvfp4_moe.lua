@@ -4,12 +4,17 @@
 -- accumulation). Built for sm_90a.
 -- Every shape verified (relative L2 <= 5e-3 against
 -- kernels/nvfp4_moe/ref.cu) and timed (CUDA graph, cold L2), for T from 1 to
--- 4096 tokens under uniform and skewed routing. Start: kernels/nvfp4_moe/
--- baseline.cu (a warp per output row, no token sorting). The template
--- kernels/nvfp4_moe/w4a16.cu sorts tokens by expert and runs tiled MMA GEMMs;
--- the default strategy sweeps its tile sizes, warps, split-K, prefetch, staging,
--- the weight layout it reads (linear, or the fragment-major copy) and whether,
--- from how many tokens an expert, the large-batch GEMMs run on wgmma.
+-- 4096 tokens under uniform and skewed routing. The template
+-- kernels/nvfp4_moe/w4a16.cu sorts tokens by expert and runs tiled MMA GEMMs,
+-- picking its kernels by tokens an expert: mma.sync below WG_SWITCH, the
+-- register-A wgmma kernels (LW = 2) from there. The start kernel is the
+-- template at the best settings measured by hand (docs/perf.md); the model
+-- (`llm+tune`) proposes template changes and the spaces a tuner sweeps. With
+-- no model configured (KWB_MODEL, or --model PROVIDER:NAME) its replies are
+-- replayed from transcripts/nvfp4_moe.json, written by hand
+-- (tools/nvfp4_transcript.lua). kernels/nvfp4_moe/baseline.cu (a warp per
+-- output row, no token sorting) stays as a plain kernel to compare with
+-- (bench/nvfp4_moe.lua).
 --   kwb recipes/nvfp4_moe.lua [--json] [--budget N] [--minutes M] [--strategy grid]
 local moe = require "kwb.problems.nvfp4_moe"
 
@@ -117,13 +122,21 @@ local function w4a16(s, p)
                  h = { "bf16", s.T * s.K * s.I }, y = { "f32", s.T * s.K * s.H } } }
 end
 
+-- The best settings measured by hand (docs/perf.md): the mma.sync kernels of
+-- the H200 table (2026-12-03) up to T = 256, and from 16 tokens an expert
+-- (T >= 512) the register-A wgmma kernels at 128 tokens a tile, two
+-- warpgroups a block (H100, 2026-12-06: 7.26 ms at T = 1024, 12.78 at 4096).
+local best = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
+               SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 2, WG_SWITCH = 16, L_WG = 2,
+               RG_N = 128, RG_WG = 2, RG_S = 4, RG_PF = 2, RG_ORD = 0, RG_OCC = 1, RG_M = 1 }
+
 return kwb.recipe {
   name     = "nvfp4_moe",
   backend  = "cuda",
   problem  = moe {},
   shapes   = { T = { 1, 4, 16, 64, 256, 1024, 4096 }, H = { 7168 }, I = { 2048 }, E = { 256 }, K = { 8 },
                skew = { 0, 1 } },
-  start    = { file = "../kernels/nvfp4_moe/baseline.cu", defines = { BASELINE = 1 } },
+  start    = { file = "../kernels/nvfp4_moe/w4a16.cu", defines = best },
   template = "../kernels/nvfp4_moe/w4a16.cu",
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
@@ -170,22 +183,22 @@ return kwb.recipe {
       end
       return true
     end,
-    -- where the search begins when the cache knows no better point: the best settings measured
-    -- by hand on the H200 (docs/perf.md, 2026-12-03)
-    start = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
-              SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2,
-              RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2, RG_ORD = 0, RG_OCC = 2, RG_M = 1 },
+    -- where the search begins when the cache knows no better point: the start kernel's settings
+    start = best,
   },
   arch     = "sm_90a",   -- wgmma (LW = 1, 2) exists only on the arch-specific target
   launch   = function(s, p)
     if p.BASELINE then return baseline(s) end
     return w4a16(s, p)
   end,
-  strategy = "anneal",
+  -- the model proposes template changes and their spaces; the tuner sweeps each
+  strategy = { "llm+tune", sweep = 8, tuner = "anneal" },
   budget   = { candidates = 200, minutes = 5, timeout = 10 },
   timing   = { warmup = 0.01, min_samples = 5, cap = 0.15, target = 0.02 },
-  -- for the agents that propose kernels: what they read, and who they are
-  model    = { provider = "openai", model = "gpt-5", key_env = "OPENAI_API_KEY" },
+  -- who proposes (KWB_MODEL, else the replies replayed from a transcript written by hand), and what it reads
+  model    = kwb.agent.from_env() or { provider = "replay", file = "transcripts/nvfp4_moe.json" },
+  ideas    = { "Tokens an expert decide the kernel: mma.sync while few, wgmma with the weights in registers from 16.",
+               "A layer may dispatch per T: a kernel that wins only at some T is still worth keeping." },
   context  = { "../hwdocs/hopper.md", "../modeldocs/nvfp4.md", "../modeldocs/deepseek_moe.md",
                "../kernels/nvfp4_moe/w4a16.cu" },
 }

@@ -139,7 +139,10 @@ t.test("nvfp4_recipe_lw2_plan_takes_the_register_a_kernels_from_wg_switch", func
 end)
 
 t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function()
-  local st = r.space.start
+  -- (around the mma.sync settings of the H200 table, docs/perf.md 2026-12-03)
+  local st = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
+               SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 0, WG_SWITCH = 32, L_WG = 2,
+               RG_N = 64, RG_WG = 1, RG_S = 4, RG_PF = 2, RG_ORD = 0, RG_OCC = 2, RG_M = 1 }
   local function with(over) return setmetatable(over, { __index = st }) end
   t.eq(r.space.restrict(with { LW = 0, L_WG = 1 }), false, "L_WG without the wgmma kernels")
   t.eq(r.space.restrict(with { LW = 0, WG_SWITCH = 64 }), false)
@@ -241,10 +244,65 @@ end)
 t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
-       "DN_KW=2 DN_RW=2 L2PF=128 LW=0 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 RG_M=1 "
-       .. "RG_N=64 RG_OCC=2 RG_ORD=0 RG_PF=2 RG_S=4 RG_WG=1 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=32 WL=1 WS=0 WS_S=2")
+       "DN_KW=2 DN_RW=2 L2PF=128 LW=2 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 RG_M=1 "
+       .. "RG_N=128 RG_OCC=1 RG_ORD=0 RG_PF=2 RG_S=4 RG_WG=2 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=16 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
-  t.eq(r.strategy.name, "anneal")
+  -- the start kernel is the template at those settings, not the plain kernel baseline.cu
+  t.eq(r.start.file:match("[^/]*$"), "w4a16.cu")
+  t.eq(require("kwb.loop").params_text(r.start.defines), require("kwb.loop").params_text(st))
+  -- mma.sync up to T = 256, the register-A wgmma kernels from T = 1024 (16 tokens an expert from T = 512)
+  local kernels = {}
+  for _, sh in ipairs(r.shapes) do
+    if sh.shape.skew == 0 then kernels[#kernels + 1] = sh.shape.T .. ":" .. r.launch(sh.shape, st).steps[2][1] end
+  end
+  t.eq(table.concat(kernels, " "), "1:w4_up 4:w4_up 16:w4_up 64:w4_up 256:w4_up_l 1024:w4_up_rg 4096:w4_up_rg")
+  t.eq(r.strategy.name, "llm+tune")
+end)
+
+-- With no model configured the flagship replays transcripts/nvfp4_moe.json
+-- (tools/nvfp4_transcript.lua): two sweeps of the template, a hack, a third
+-- sweep, a reply with no kernel. Every point of every sweep has a launch
+-- plan at every shape that names only the problem's buffers and scratch.
+t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
+  t.eq(r.model.provider, "replay")
+  t.eq(r.model.file:match("[^/]*$"), "nvfp4_moe.json")
+  local reply = require "kwb.reply"
+  local sp = require "kwb.strategies.space"
+  local replies = require("kwb.agents.replay").load(r.model.file)
+  t.eq(#replies, 5)
+  local template = assert(kwb.host.read_file("kernels/nvfp4_moe/w4a16.cu"))
+  local names = {}
+  for _, a in ipairs(r.problem.args) do names[a.name] = true end
+  local sizes = {}
+  for i, rp in ipairs(replies) do
+    local p = reply.proposal(rp.text, r)
+    if i == 5 then
+      t.eq(p.no_code, "the reply has no ```cuda code block")
+    elseif i == 3 then
+      t.eq(p.space, nil)
+      t.truthy(p.source:find("__device__ unsigned int kept_calls;", 1, true), "the hack keeps state on the device")
+    else
+      t.eq(p.source, template, "reply " .. i .. ": the template as it stands")
+      local n = 0
+      for k = 1, sp.size(p.space) do
+        local params = sp.params(p.space, sp.nth(p.space, k))
+        if not p.space.restrict or p.space.restrict(params) then
+          n = n + 1
+          t.eq(r.space.restrict(params), true, "reply " .. i .. ": a point the recipe allows")
+          for _, sh in ipairs(r.shapes) do
+            local plan = r.launch(sh.shape, params)
+            for _, st in ipairs(plan.steps) do
+              for _, a in ipairs(st.args) do
+                t.truthy(type(a) == "table" or names[a] or plan.scratch[a], st[1] .. " " .. tostring(a))
+              end
+            end
+          end
+        end
+      end
+      sizes[#sizes + 1] = n
+    end
+  end
+  t.eq(table.concat(sizes, " "), "33 72 162", "the points each sweep may take")
 end)
 
 t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
@@ -310,6 +368,15 @@ if cuda.nvrtc_version() then
       local hit = m.resources and r.rules:check_ptx(m:ptx(), specs[i].source or "", specs[i].name or specs[i].file)
       t.eq(hit and (tostring(hit.rule) .. " " .. tostring(hit.where)), nil, "spec " .. i .. " passes the PTX rules")
     end
+    -- the transcript's hack is forbidden on what is built (a device variable it writes), the start passes
+    local replies = require("kwb.agents.replay").load(r.model.file)
+    local hack = require("kwb.reply").proposal(replies[3].text, r).source
+    local hm = assert(cuda.compile { source = hack, name = "hack.cu", defines = r.start.defines, arch = r.arch })
+    local hit = r.rules:check_ptx(hm:ptx(), hack, "hack.cu")
+    t.eq(hit and hit.rule, "global-state")
+    t.eq(hit and hit.word, "kept_calls")
+    local sm = assert(cuda.compile { source = src, name = "w4a16.cu", defines = r.start.defines, arch = r.arch })
+    t.eq(r.rules:check_ptx(sm:ptx(), src, "w4a16.cu"), nil, "the start kernel passes")
     -- the wgmma kernels exist only for the arch-specific target
     for _, lw in ipairs { 1, 2 } do
       local m, msg = cuda.compile { source = src, name = "w4a16.cu", defines = { LW = lw }, arch = "sm_90" }

@@ -1,0 +1,99 @@
+-- tools/nvfp4_transcript.lua: writes recipes/transcripts/nvfp4_moe.json, the
+-- replies `kwb recipes/nvfp4_moe.lua` replays when no model is configured.
+-- No model wrote them: the prose is written by hand from docs/perf.md's
+-- measurements, and each reply's kernel is the template
+-- (kernels/nvfp4_moe/w4a16.cu) as it stands when this runs, with the space
+-- the prose proposes (every parameter the recipe's launch plan reads: the
+-- ones not swept keep the recipe's start values). One reply tries a hack and
+-- one has no kernel, as replies of real models do.
+--   ./kwb tools/nvfp4_transcript.lua     (from the top of the tree)
+local cjson = require "cjson"
+
+local template = assert(kwb.host.read_file("kernels/nvfp4_moe/w4a16.cu"))
+local recipe = kwb.load("recipes/nvfp4_moe.lua")
+local start = recipe.space.start
+
+-- A ```lua space block: every start value as a one-value list, the swept
+-- ones as given, and the restrict text (a function of p) as written.
+local function space(swept, restrict)
+  local names = {}
+  for k in pairs(start) do names[#names + 1] = k end
+  table.sort(names)
+  local lines = { "return {" }
+  for _, k in ipairs(names) do
+    local vals = swept[k] or { start[k] }
+    local parts = {}
+    for i, v in ipairs(vals) do parts[i] = tostring(v) end
+    lines[#lines + 1] = string.format("  %s = { %s },", k, table.concat(parts, ", "))
+  end
+  if restrict then lines[#lines + 1] = "  restrict = " .. restrict .. "," end
+  lines[#lines + 1] = "}"
+  return table.concat(lines, "\n")
+end
+
+local function reply(prose, code, lua)
+  local t = prose .. "\n\n```cuda\n" .. code .. "```\n"
+  if lua then t = t .. "\n```lua\n" .. lua .. "\n```\n" end
+  return { text = t }
+end
+
+local replies = {}
+
+replies[#replies + 1] = reply([[
+From T = 1024 the layer is compute-bound: an expert gets 32 tokens at T = 1024
+and 128 at T = 4096, and the register-A wgmma kernels (LW = 2) run there from
+16 tokens an expert. Which tile fits best depends on those counts: RG_N = 32 or
+64 tokens a tile wastes less of a tile at T = 1024, 128 tokens with two
+warpgroups reuses each dequantised weight fragment more at T = 4096, and two
+64-row groups a warpgroup (RG_M = 2) halve the activation copies per weight
+row. The template stays as it is; the tuner should sweep the tile shape and the
+blocks an SM holds.]], template, space({ RG_N = { 32, 64, 128 }, RG_WG = { 1, 2 }, RG_M = { 1, 2 },
+                                        RG_OCC = { 1, 2, 3 }, RG_PF = { 1, 2 } },
+  "function(p) if p.RG_WG * p.RG_OCC > 3 then return false end "
+  .. "if p.RG_M == 2 and (p.RG_PF ~= 1 or p.RG_WG * p.RG_OCC > 2) then return false end return true end"))
+
+replies[#replies + 1] = reply([[
+At T = 256 an expert gets 8 tokens on average, so the large-batch mma.sync
+kernels take the layer there (SWITCH = 8 tokens an expert on average), and they
+are latency-bound at few warps an SM. Taking them from 4 tokens an expert, with
+fewer weight rows a warp in the down projection (L_DN_RW) and more blocks an SM
+(L_MINB), should keep more loads in flight. Same template; a sweep of those.]],
+  template, space({ SWITCH = { 4, 8 }, L_DN_RW = { 1, 2, 4 }, L_UP_RW = { 2, 4 }, L_NT = { 2, 4 },
+                    L_MINB = { 2, 4, 8 } },
+  "function(p) local rw = p.L_UP_RW > p.L_DN_RW and p.L_UP_RW or p.L_DN_RW return p.L_MINB * 32 * rw * p.L_KW <= 1024 end"))
+
+-- the hack: the weights' dequantisation kept across calls in device memory
+local hacked = template:gsub("\n(extern \"C\" __global__ void __launch_bounds__%(256%)\nw4_combine)",
+  "\n// the last call's output, kept: a call that sees the same routing again copies it\n"
+  .. "__device__ unsigned int kept_calls;\n\n%1", 1)
+hacked = hacked:gsub("(\nw4_combine%b()%s*{)", "%1\n    if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(&kept_calls, 1u);", 1)
+assert(hacked ~= template and hacked:find("atomicAdd(&kept_calls", 1, true), "the template's w4_combine moved")
+replies[#replies + 1] = reply([[
+The benchmark calls the layer many times with the same weights, so most of the
+work repeats: counting the calls in a device variable lets the combine step
+know when it has seen this routing before and reuse the last output.]], hacked)
+
+replies[#replies + 1] = reply([[
+At T <= 64 the small-batch kernels stream the weights of the experts the
+routing reaches, so the question is how many loads each warp keeps in flight:
+split the K dimension over more warps (UP_KW, DN_KW), or give a warp more rows,
+and prefetch one or two chunks ahead (PF).]], template,
+  space({ UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4 }, PF = { 1, 2 } },
+        "function(p) local up, dn = p.UP_RW * p.UP_KW, p.DN_RW * p.DN_KW "
+        .. "return up <= 16 and dn <= 16 and p.MINB * 32 * (up > dn and up or dn) <= 1024 end"))
+
+replies[#replies + 1] = { text = [[
+Before the next change I would like to see where the time goes at T = 1024:
+an ncu profile of w4_up_rg (DRAM and issue-slot use, registers) would say
+whether the activation copies or the dequantisation limit it.]] }
+
+local out = {
+  note = "Written by hand for the flagship demo and the tests (no model produced it): the prose from docs/perf.md's "
+         .. "measurements, each kernel the template kernels/nvfp4_moe/w4a16.cu as tools/nvfp4_transcript.lua found it, "
+         .. "one reply a hack and one with no kernel.",
+  replies = replies,
+}
+local f = assert(io.open("recipes/transcripts/nvfp4_moe.json", "w"))
+f:write(cjson.encode(out), "\n")
+f:close()
+print(string.format("wrote recipes/transcripts/nvfp4_moe.json: %d replies", #replies))

@@ -170,6 +170,37 @@ t.test("openai_request_and_reply", function()
   end)
 end)
 
+-- The body's fields by name, sorted: "max_tokens messages model temperature".
+local function fields(body)
+  local names = {}
+  for k in pairs(body) do names[#names + 1] = k end
+  table.sort(names)
+  return table.concat(names, " ")
+end
+
+t.test("openai_reasoning_models_send_max_completion_tokens_and_no_temperature", function()
+  with_server(J(200, httpd.openai("a", { 1, 1 })) .. J(200, httpd.openai("b", { 1, 1 })), function(srv)
+    for _, name in ipairs { "gpt-5", "gpt-4.1" } do
+      local a = agent.new { provider = "openai", model = name, base_url = srv.url .. "/v1", temperature = 0.2,
+                            max_tokens = 999 }
+      t.eq(ask(a).text, name == "gpt-5" and "a" or "b", name)
+    end
+    local reqs = srv:requests()
+    t.eq(fields(reqs[1].body), "max_completion_tokens messages model", "gpt-5's fields")
+    t.eq(reqs[1].body.max_completion_tokens, 999, "gpt-5's max_completion_tokens")
+    t.eq(fields(reqs[2].body), "max_tokens messages model temperature", "gpt-4.1's fields")
+    t.eq(reqs[2].body.max_tokens, 999, "gpt-4.1's max_tokens")
+    t.eq(reqs[2].body.temperature, 0.2, "gpt-4.1's temperature")
+  end)
+  local openai = require "kwb.agents.openai"
+  local said = {}
+  for _, name in ipairs { "o1", "o1-mini", "o3", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "openai/o3", "gpt-4.1",
+                          "gpt-4o", "omni", "qwen2.5-coder", "claude-sonnet-4-5" } do
+    if openai.reasoning(name) then said[#said + 1] = name end
+  end
+  t.eq(table.concat(said, " "), "o1 o1-mini o3 o3-mini o4-mini gpt-5 gpt-5-mini openai/o3", "the reasoning models")
+end)
+
 t.test("anthropic_request_and_reply", function()
   with_server(J(200, httpd.anthropic("A plan, no code yet.", { 50, 7 })), function(srv)
     local a = agent.new { provider = "anthropic", model = "claude-test", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY" }

@@ -239,6 +239,27 @@ t.test("tool_calls_parse_in_both_apis", function()
     end)
 end)
 
+t.test("tool_choice_none_keeps_the_tools_in_both_apis", function()
+  with_server(J(200, httpd.openai("done", { 1, 1 })) .. J(200, httpd.anthropic("done", { 1, 1 })), function(srv)
+    local tools = { { name = "best", description = "d", parameters = { type = "object", properties = {} } } }
+    local convo = { messages = { { role = "user", content = "go" },
+                                 { role = "assistant", content = "", tool_calls = { { id = "c1", name = "best", arguments = {} } } },
+                                 { role = "tool", tool_call_id = "c1", content = "no best yet" } },
+                    tools = tools, tool_choice = "none" }
+    for _, spec in ipairs { { provider = "openai", model = "m", base_url = srv.url .. "/v1" },
+                            { provider = "anthropic", model = "m", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY" } } do
+      local a = agent.new(spec)
+      t.eq(a:wait(a:ask(convo)).text, "done", spec.provider)
+    end
+    local reqs = srv:requests()
+    t.eq(reqs[1].body.tools[1]["function"].name, "best", "openai: the tools stay")
+    t.eq(reqs[1].body.tool_choice, "none", "openai: no call asked for")
+    t.eq(reqs[2].body.tools[1].name, "best", "anthropic: the tools stay")
+    t.eq(reqs[2].body.tool_choice.type, "none", "anthropic: no call asked for")
+    t.eq(reqs[2].body.messages[2].content[1].type, "tool_use", "anthropic: beside the history's tool_use block")
+  end)
+end)
+
 t.test("a_truncated_json_reply_falls_back_to_the_next_model", function()
   with_server(J(200, '{"choices": [{"message": {"content": "he') .. J(200, httpd.openai("from the fallback", { 3, 4 })),
     function(srv)

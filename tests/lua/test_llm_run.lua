@@ -60,12 +60,13 @@ local function block(code, lang) return "```" .. (lang or "c") .. "\n" .. code .
 
 local J, O = httpd.entry, httpd.openai
 
-local function run_recipe(srv, strategy, budget)
+-- env: more variables ("NAME=value ...", these win); args: more run options.
+local function run_recipe(srv, strategy, budget, env, args)
   local cache = tmp .. "/llm_" .. strategy .. ".db"
   for _, s in ipairs { "", "-wal", "-shm" } do os.remove(cache .. s) end
   local p = assert(io.popen(string.format("KWB_TEST_MODEL_URL=%s/v1 KWB_TEST_MODEL_KEY=%s KWB_TEST_STRATEGY=%s "
-                                          .. "KWB_TEST_BUDGET=%d KWB_CACHE=%s ./kwb tests/recipes/llm_host.lua --json 2>&1",
-                                          srv.url, canary, strategy, budget, cache)))
+                                          .. "KWB_TEST_BUDGET=%d KWB_CACHE=%s %s ./kwb tests/recipes/llm_host.lua --json %s 2>&1",
+                                          srv.url, canary, strategy, budget, cache, env or "", args or "")))
   local out = p:read("a")
   p:close()
   local events = {}
@@ -270,6 +271,42 @@ t.test("agent_run_tool_calls_evaluate_and_compile_then_answer", function()
   local sm2 = by_event(events2, "summary")[1]
   t.eq(sm2.model.requests, 3)
   t.eq(sm2.model.input, 600)
+end)
+
+t.test("agent_run_last_turn_keeps_the_anthropic_tools_with_tool_choice_none", function()
+  local A = httpd.anthropic
+  local srv4 = httpd.start(table.concat {
+    J(200, A("The best first.", { 10, 1 }, { { id = "tu_1", name = "best", arguments = { detail = "" } } })),
+    J(200, A("Again.", { 10, 1 }, { { id = "tu_2", name = "best", arguments = { detail = "" } } })),
+    J(200, A("Does it build?", { 10, 1 }, { { id = "tu_3", name = "compile", arguments = { source = ikj } } })),
+    J(200, A("The answer:\n\n" .. block(ikj), { 10, 1 })),
+  })
+  local events4, out4 = run_recipe(srv4, "agent", 1, "KWB_TEST_MODEL_PROVIDER=anthropic KWB_TEST_MODEL_URL=" .. srv4.url)
+  local reqs = srv4:requests()
+  srv4:stop()
+  t.eq(#reqs, 4, "three turns of tool calls and the answer's; output:\n" .. out4:sub(1, 2000))
+  local function names(body)
+    local out = {}
+    for i, tool in ipairs(body.tools or {}) do out[i] = tool.name end
+    return table.concat(out, " ")
+  end
+  for i = 1, 3 do
+    t.eq(names(reqs[i].body), "compile evaluate best read_context", "the tools of turn " .. i)
+    t.eq(reqs[i].body.tool_choice, nil, "turn " .. i .. " lets the model choose")
+  end
+  local last = reqs[4].body
+  local uses = 0
+  for _, m in ipairs(last.messages) do
+    for _, b in ipairs(type(m.content) == "table" and m.content or {}) do
+      if b.type == "tool_use" then uses = uses + 1 end
+    end
+  end
+  t.eq(uses, 3, "the last request's history holds the three tool_use blocks")
+  t.eq(names(last), "compile evaluate best read_context", "the last request still defines the tools")
+  t.eq(last.tool_choice and last.tool_choice.type, "none", "and asks for no call")
+  local c = by_event(events4, "candidate")
+  t.eq(#c, 1, "the answer is the candidate")
+  t.eq(c[1].outcome, "accepted")
 end)
 
 t.test("a_run_whose_model_keeps_failing_stops_and_exits_1", function()

@@ -1,6 +1,8 @@
 -- tests/recipes/llm_host.lua: the host matmul with a model proposing, for
 -- tests/lua/test_llm_run.lua: the model is the scripted server at
--- $KWB_TEST_MODEL_URL (build/httpd), the strategy $KWB_TEST_STRATEGY.
+-- $KWB_TEST_MODEL_URL (build/httpd), speaking $KWB_TEST_MODEL_PROVIDER's API
+-- (openai unless set), with $KWB_TEST_MODEL_TIMEOUT seconds a request where
+-- set; the strategy $KWB_TEST_STRATEGY.
 local matmul = require "kwb.problems.matmul"
 
 local strategies = { tune = { "llm+tune", sweep = 3 }, agent = { "agent", turns = 3 } }
@@ -10,7 +12,9 @@ return kwb.recipe {
   problem  = matmul {},
   shapes   = { n = { 64, 96 } },
   start    = "../../kernels/host/matmul_naive.c",
-  model    = { provider = "openai", model = "test-model", base_url = os.getenv("KWB_TEST_MODEL_URL") or "http://127.0.0.1:1/v1",
+  model    = { provider = os.getenv("KWB_TEST_MODEL_PROVIDER") or "openai", model = "test-model",
+               base_url = os.getenv("KWB_TEST_MODEL_URL") or "http://127.0.0.1:1/v1",
+               timeout = tonumber(os.getenv("KWB_TEST_MODEL_TIMEOUT") or ""),
                key_env = "KWB_TEST_MODEL_KEY", price = { input = 1, output = 2 }, context_bytes = 200 },
   strategy = strategies[os.getenv("KWB_TEST_STRATEGY") or "tune"],
   context  = { "docs/gpu_notes.md", "docs/cpu_notes.md" },

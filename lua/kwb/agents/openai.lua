@@ -29,7 +29,8 @@ function M.reasoning(name)
 end
 
 -- request(spec, convo, key) -> { url =, headers =, body = }. convo: { system =,
--- messages = { { role =, content =, tool_calls =, tool_call_id = } }, tools = }.
+-- messages = { { role =, content =, tool_calls =, tool_call_id = } }, tools =,
+-- tool_choice = "none" (the tools defined, none to be called) }.
 function M.request(spec, convo, key)
   local msgs = {}
   if convo.system then msgs[1] = { role = "system", content = convo.system } end
@@ -43,6 +44,7 @@ function M.request(spec, convo, key)
       body.tools[i] = { type = "function", ["function"] = { name = t.name, description = t.description,
                                                            parameters = t.parameters } }
     end
+    if convo.tool_choice == "none" then body.tool_choice = "none" end
   end
   local headers = { "Content-Type: application/json" }
   if key then headers[#headers + 1] = "Authorization: Bearer " .. key end

@@ -228,6 +228,26 @@ function Agent:start(t)
   self.flying[#self.flying + 1] = t
 end
 
+-- Bytes of a body that is not the API's error an error message quotes.
+M.error_bytes = 300
+
+-- excerpt(text, n) -> its first n bytes (back to a whole UTF-8 character),
+-- each run of white space as one space, "..." where it was cut.
+function M.excerpt(text, n)
+  text = text or ""
+  local head = text:sub(1, n)
+  if #text > n then
+    local i = #head   -- a character cut in two is left out
+    while i > 0 and head:byte(i) >= 0x80 and head:byte(i) < 0xC0 do i = i - 1 end
+    if i > 0 and head:byte(i) >= 0xC0 then
+      local len = head:byte(i) >= 0xF0 and 4 or head:byte(i) >= 0xE0 and 3 or 2
+      if i + len - 1 > #head then head = head:sub(1, i - 1) end
+    end
+  end
+  head = head:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+  return #text > n and head .. "..." or head
+end
+
 -- An HTTP ticket whose request finished.
 function Agent:landed(t)
   local r = t.http.result
@@ -239,9 +259,12 @@ function Agent:landed(t)
   else
     local ok, j = pcall(cjson.decode, r.body)
     if ok and type(j) == "table" then usage = mod.usage(j) end
-    if r.status ~= 200 then
-      local text = ok and mod.error_text(j)
+    if r.status ~= 200 and ok and type(j) == "table" and j.error ~= nil then   -- the API's own error
+      local text = mod.error_text(j)
       why = string.format("HTTP %d%s", r.status, text and (": " .. text) or "")
+    elseif r.status ~= 200 then   -- a proxy's page, a wrong path: where it came from and how it begins
+      local head = M.excerpt(scrub(r.body, t.key), M.error_bytes)
+      why = string.format("HTTP %d from %s%s", r.status, t.req.url, head ~= "" and (": " .. head) or " (an empty body)")
     elseif not ok or type(j) ~= "table" then why = "the reply is not JSON: " .. tostring(j)
     else
       local good, rep, err = pcall(mod.parse, j)

@@ -287,6 +287,32 @@ t.test("an_http_error_names_the_status_and_the_apis_message", function()
   end)
 end)
 
+t.test("an_http_error_without_the_apis_error_names_the_url_and_the_body", function()
+  local html = "<!DOCTYPE html>\n<html>\n  <head><title>404 Not Found</title></head>\n  <body>\n"
+               .. string.rep("<p>nothing here</p>\n", 20) .. "</body>\n</html>\n"
+  local key_page = string.rep("x", 290) .. canary .. " end"   -- 314 bytes, 299 once the key is replaced
+  with_server(J(404, html, { "Content-Type: text/html" }) .. J(410, "", { "Content-Type: text/plain" })
+              .. J(404, '{"detail": "Not Found"}') .. J(403, key_page, { "Content-Type: text/plain" }),
+    function(srv)
+      local a = agent.new { provider = "openai", model = "m", base_url = srv.url .. "/v1" }
+      local url = srv.url .. "/v1/chat/completions"
+      local r = ask(a)
+      -- the first 300 bytes, white space runs as one space
+      t.eq(r.error, "openai:m: HTTP 404 from " .. url .. ": <!DOCTYPE html> <html> <head><title>404 Not Found</title>"
+                    .. "</head> <body> " .. string.rep("<p>nothing here</p> ", 11) .. "<p>n...")
+      t.eq(r.code, "http-404")
+      a = agent.new { provider = "openai", model = "m", base_url = srv.url .. "/v1", fallback = {
+                      provider = "anthropic", model = "n", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY" } }
+      t.eq(ask(a).error, "openai:m: HTTP 410 from " .. url .. " (an empty body); anthropic:n: HTTP 404 from " .. srv.url
+                         .. '/v1/messages: {"detail": "Not Found"}', "an empty body, a JSON body without error")
+      a = agent.new { provider = "openai", model = "m", base_url = srv.url .. "/v1", key_env = "KWB_TEST_MODEL_KEY" }
+      t.eq(ask(a).error, "openai:m: HTTP 403 from " .. url .. ": " .. string.rep("x", 290) .. "[key] end",
+           "the key is replaced before the body is cut")
+    end)
+  t.eq(agent.excerpt("ab\xc3\xa9c", 3), "ab...", "a character cut in two is left out")
+  t.eq(agent.excerpt("ab\xc3\xa9c", 4), "ab\xc3\xa9...", "a whole one stays")
+end)
+
 t.test("hostile_replies_fail_the_request_without_raising", function()
   local calls = '{"choices": [{"message": {"content": "", "tool_calls": [{"id": "c1", "type": "function", '
                 .. '"function": {"name": "evaluate", "arguments": "{\\"source\\": 1e999}"}}]}}], '

@@ -94,6 +94,7 @@ t.test("http_a_reply_slower_than_the_timeout_is_retried", function()
     t.eq(r.status, 200)
     t.eq(r.body, '{"on_time": 1}', "the second reply")
     t.eq(r.attempts, 2)
+    t.eq(r.unseen, 1, "one try went out and its reply never came")
     t.truthy(core.now() - t0 < 2.5, "did not wait for the slow reply")
   end)
 end)
@@ -112,6 +113,7 @@ t.test("http_a_refused_connection_fails_with_code_connect", function()
   local r = c:wait(c:post { url = "http://127.0.0.1:1/none", body = "{}" })
   t.eq(r.code, "connect")
   t.eq(r.attempts, 2)
+  t.eq(r.unseen, 0, "nothing went out")
 end)
 
 t.test("http_requests_are_in_flight_together", function()
@@ -336,6 +338,60 @@ t.test("hostile_replies_fail_the_request_without_raising", function()
       t.eq(a.usage.input, 70, "NaN counts nothing")
       t.eq(a.usage.requests, 4)
     end)
+end)
+
+t.test("a_request_whose_usage_never_came_counts_as_estimated", function()
+  local price = { input = 2, output = 8 }
+  local function cost(i, o) return (price.input * i + price.output * o) / 1e6 end
+  -- timed out on our side while the server worked on: the body's bytes / 4 in, max_tokens out
+  with_server(J(200, httpd.openai("late", { 5, 5 }), nil, "delay=3"), function(srv)
+    local a = agent.new({ provider = "openai", model = "m", base_url = srv.url .. "/v1", timeout = 0.5, max_tokens = 1000,
+                          price = price }, { http = { retries = 0 } })
+    local r = ask(a, "slow")
+    t.eq(r.code, "timeout")
+    local est = #srv:requests()[1].raw // 4
+    t.eq(est, 31, "the body's bytes / 4")
+    t.eq(a.usage.input, est, "input estimated")
+    t.eq(a.usage.output, 1000, "output: the max_tokens asked for")
+    t.eq(a.usage.cost, cost(est, 1000), "cost")
+    t.eq(r.cost, cost(est, 1000), "the failed request's cost")
+    t.eq(a.usage.estimated, true)
+    t.eq(a.usage.unseen, 1)
+    t.eq(r.estimated.requests, 1)
+  end)
+  -- the same, tried again: the answer's counts and the lost try's estimate
+  with_server(J(200, httpd.openai("late", { 5, 5 }), nil, "delay=3") .. J(200, httpd.openai("on time", { 100, 10 })),
+    function(srv)
+      local a = agent.new({ provider = "openai", model = "m", base_url = srv.url .. "/v1", timeout = 0.5, max_tokens = 1000,
+                            price = price }, { http = { base_delay = 0.01 } })
+      local r = ask(a, "slow")
+      t.eq(r.text, "on time")
+      t.eq(r.attempts, 2)
+      t.eq(r.usage.input, 100, "the reply's own counts")
+      t.eq(a.usage.input, 31 + 100)
+      t.eq(a.usage.output, 1000 + 10)
+      t.eq(r.cost, cost(31 + 100, 1000 + 10), "the reply's cost")
+      t.eq(a.usage.cost, r.cost)
+      t.eq(r.estimated.input, 31)
+    end)
+  -- a reply without usage: the provider's max_tokens (anthropic 8192) out
+  with_server(J(200, httpd.anthropic("no usage")), function(srv)
+    local a = agent.new { provider = "anthropic", model = "m", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY",
+                          price = price }
+    t.eq(ask(a, "x").text, "no usage")
+    local est = #srv:requests()[1].raw // 4
+    t.eq(a.usage.input, est)
+    t.eq(a.usage.output, 8192)
+    t.eq(a.usage.cost, cost(est, 8192))
+    t.eq(a.usage.unseen, 1)
+  end)
+  -- nothing went out: nothing counted
+  local a = agent.new({ provider = "openai", model = "m", base_url = "http://127.0.0.1:1/v1", price = price },
+                      { http = { retries = 0 } })
+  t.eq(ask(a).code, "connect")
+  t.eq(a.usage.input, 0)
+  t.eq(a.usage.cost, 0)
+  t.eq(a.usage.unseen, nil)
 end)
 
 t.test("the_key_is_scrubbed_from_errors_and_replies_in_any_spelling", function()

@@ -309,6 +309,30 @@ t.test("agent_run_last_turn_keeps_the_anthropic_tools_with_tool_choice_none", fu
   t.eq(c[1].outcome, "accepted")
 end)
 
+t.test("llm_run_cost_counts_a_timed_out_request_as_estimated", function()
+  -- the first try outlives the model's timeout (0.5 s) and is served anyway;
+  -- the retry answers: the run's cost is the reply's and the lost try's estimate
+  -- (its body's bytes / 4 in, 8192 out: no max_tokens asked), over budget.cost
+  local reply = O("The inner loop should be contiguous:\n\n" .. block(ikj), { 1000, 200 })
+  local srv5 = httpd.start(J(200, reply, nil, "delay=2") .. J(200, reply))
+  local events5, out5 = run_recipe(srv5, "tune", 8, "KWB_TEST_MODEL_TIMEOUT=0.5 KWB_TEST_COST=0.01")
+  local reqs = srv5:requests()
+  srv5:stop()
+  local sm5 = by_event(events5, "summary")[1] or {}
+  t.truthy(sm5.model, "a summary with the model's part; output:\n" .. out5:sub(1, 2000))
+  t.eq(#reqs, 2, "the lost try and the retry")
+  t.eq(reqs[1].raw, reqs[2].raw, "the same request")
+  local est = #reqs[1].raw // 4
+  t.eq(sm5.model.input, 1000 + est)
+  t.eq(sm5.model.output, 200 + 8192)
+  t.eq(sm5.model.cost, ((1000 + est) * 1 + (200 + 8192) * 2) / 1e6, "the run's cost")
+  t.eq(sm5.model.estimated, true)
+  t.eq(sm5.model.unseen, 1)
+  t.eq(sm5.model.requests, 1)
+  t.eq(sm5.stopped, "the cost budget (0.01) is spent", "the estimate spent the budget")
+  t.eq(#by_event(events5, "candidate"), 1, "the reply paid for is still evaluated")
+end)
+
 t.test("a_run_whose_model_keeps_failing_stops_and_exits_1", function()
   local bad = J(400, '{"error": {"message": "no such model"}}')
   local srv3 = httpd.start(bad .. bad .. bad)

@@ -2,7 +2,8 @@
 -- tests/lua/test_llm_run.lua: the model is the scripted server at
 -- $KWB_TEST_MODEL_URL (build/httpd), speaking $KWB_TEST_MODEL_PROVIDER's API
 -- (openai unless set), with $KWB_TEST_MODEL_TIMEOUT seconds a request where
--- set; the strategy $KWB_TEST_STRATEGY.
+-- set; the strategy $KWB_TEST_STRATEGY, the budget $KWB_TEST_BUDGET candidates
+-- and $KWB_TEST_COST.
 local matmul = require "kwb.problems.matmul"
 
 local strategies = { tune = { "llm+tune", sweep = 3 }, agent = { "agent", turns = 3 } }
@@ -20,7 +21,8 @@ return kwb.recipe {
   context  = { "docs/gpu_notes.md", "docs/cpu_notes.md" },
   ideas    = { "Reorder the loops so the inner one is contiguous." },
   flags    = { "-O3", "-march=native" },
-  budget   = { candidates = tonumber(os.getenv("KWB_TEST_BUDGET") or "8"), minutes = 2, timeout = 5, cost = 100 },
+  budget   = { candidates = tonumber(os.getenv("KWB_TEST_BUDGET") or "8"), minutes = 2, timeout = 5,
+               cost = tonumber(os.getenv("KWB_TEST_COST") or "100") },
   timing   = { warmup = 0.002, min_samples = 3, cap = 0.02, target = 0.05 },
   seed     = 5,
 }

@@ -347,6 +347,69 @@ t.test("a_run_whose_model_keeps_failing_stops_and_exits_1", function()
   t.truthy(text:find("stopped: the model failed 3 times in a row: openai:test-model: HTTP 400: no such model", 1, true), text)
 end)
 
+-- ---- --model PROVIDER:NAME ---------------------------------------------------
+
+t.test("run_option_model_parses_provider_and_name", function()
+  local cli = require "kwb.cli"
+  local function model(v)
+    local opts, err = cli.parse_run_options("--model", v)
+    if not opts then return err end
+    local keys = {}
+    for k, x in pairs(opts.model) do keys[#keys + 1] = k .. "=" .. (type(x) == "table" and table.concat(x, " ") or x) end
+    table.sort(keys)
+    return table.concat(keys, " ")
+  end
+  t.eq(model("openai:gpt-5"), "model=gpt-5 provider=openai")
+  t.eq(model("anthropic:claude-sonnet-4-5"), "model=claude-sonnet-4-5 provider=anthropic")
+  t.eq(model("openai:openai/o3:beta"), "model=openai/o3:beta provider=openai", "the name is what follows the first ':'")
+  t.eq(model("replay:recipes/transcripts/host_matmul_llm.json"),
+       "file=recipes/transcripts/host_matmul_llm.json provider=replay")
+  t.eq(model("command:sh -c cat"), "command=sh -c cat provider=command")
+  t.eq(model("gpt-5"), "'--model' needs PROVIDER:NAME (providers: openai, anthropic, command, replay), got 'gpt-5'")
+  t.eq(model("gemini:pro"), "'--model gemini:pro': unknown provider 'gemini' (known: openai, anthropic, command, replay)")
+  t.eq(model("openai:"), "'--model openai:': openai:, then a model name")
+  t.eq(model("replay: "), "'--model replay: ': replay:, then a transcript file")
+  t.eq(model("command:no-such-program-kwb"), "'--model command:no-such-program-kwb': no-such-program-kwb is not a program on PATH")
+  t.eq(select(2, cli.parse_run_options("--model")), "'--model' needs PROVIDER:NAME, got nothing")
+  local was = { provider = "openai", model = "m", base_url = "http://127.0.0.1:9/v1", key_env = "K", price = { input = 1 },
+                temperature = 0.5, max_tokens = 9, timeout = 3, fallback = { provider = "openai", model = "f" },
+                context_bytes = 200, profile = true }
+  local now = cli.with_model(was, { provider = "anthropic", model = "claude-sonnet-4-5" })
+  local keys = {}
+  for k in pairs(now) do keys[#keys + 1] = k end
+  table.sort(keys)
+  t.eq(table.concat(keys, " "), "context_bytes model profile provider", "the recipe's prompt settings alone stay")
+end)
+
+t.test("run_option_model_replaces_the_recipes_model_for_the_run", function()
+  local file = tmp .. "/model_replay.json"
+  local f = assert(io.open(file, "w"))
+  f:write(cjson.encode { replies = { { text = "Contiguous:\n\n" .. block(ikj), usage = { input = 40, output = 4 } } } })
+  f:close()
+  -- the recipe's model is the scripted server, which has nothing to say: the run never asks it
+  local srv6 = httpd.start("")
+  local events6, out6 = run_recipe(srv6, "tune", 1, nil, "--model replay:" .. file)
+  local reqs = srv6:requests()
+  srv6:stop()
+  local sm6 = by_event(events6, "summary")[1] or {}
+  t.truthy(sm6.model, "a summary with the model's part; output:\n" .. out6:sub(1, 2000))
+  t.eq(sm6.model.name, "replay:" .. file, "the summary names the option's model")
+  t.eq(sm6.model.requests, 1)
+  t.eq(sm6.model.input, 40)
+  t.eq(sm6.proposals[1].model, "replay:" .. file, "its proposal names it")
+  t.eq(#reqs, 0, "the recipe's model was not asked")
+  -- openai:NAME goes to OpenAI with its own key variable, not the recipe's server or key_env
+  local srv7 = httpd.start("")
+  local events7, out7 = run_recipe(srv7, "tune", 1, "OPENAI_API_KEY=", "--model openai:gpt-5")
+  local reqs7 = srv7:requests()
+  srv7:stop()
+  local sm7 = by_event(events7, "summary")[1] or {}
+  t.truthy(sm7.model, "output:\n" .. out7:sub(1, 2000))
+  t.eq(sm7.model.name, "openai:gpt-5")
+  t.eq(sm7.stopped, "the model failed 3 times in a row: openai:gpt-5: the variable OPENAI_API_KEY (model.key_env) is not set")
+  t.eq(#reqs7, 0, "nothing went to the recipe's server")
+end)
+
 -- ---- the CPU demo: the hand-written transcript, replayed ---------------------
 
 t.test("demo_replays_its_transcript_when_no_model_is_configured", function()

@@ -6,7 +6,8 @@
  *                      body = "{...}", connect_timeout = 10, timeout = 120 }
  *   for _, r in ipairs(m:wait(seconds)) do   -- the transfers that finished meanwhile
  *     -- r.id, r.status (0: no response), r.headers (lowercase names), r.body, r.seconds,
- *     -- r.error and r.code ("timeout" | "connect" | "transfer" | "tls" | "http-failed") on failure
+ *     -- r.error and r.code ("timeout" | "connect" | "transfer" | "tls" | "http-failed") on failure,
+ *     -- r.sent: whether the request went out (a server may have served one that failed after)
  *   end
  *   m:pending(); m:close()
  *
@@ -222,9 +223,12 @@ static void push_done(lua_State *L, lhttp *h, CURLMsg *msg) {
         if (*pp == x) { *pp = x->next; break; }
     curl_multi_remove_handle(h->multi, x->easy);
     h->pending--;
-    long status = 0;
+    long status = 0, request_size = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-    lua_createtable(L, 0, 7);
+    curl_easy_getinfo(x->easy, CURLINFO_REQUEST_SIZE, &request_size);
+    lua_createtable(L, 0, 8);
+    lua_pushboolean(L, request_size > 0);
+    lua_setfield(L, -2, "sent");
     lua_pushinteger(L, x->id);
     lua_setfield(L, -2, "id");
     lua_pushinteger(L, status);

@@ -8,7 +8,8 @@
 --   local reply = a:wait(t)    -- { text =, tool_calls =, usage =, cost =, seconds =, model =, transcript = }
 --                              -- or { error =, code = } when every model of the chain failed
 --   a.usage                    -- { requests =, retries =, failures =, input =, output =, cost =,
---                              --   estimated = (token counts from text lengths) }
+--                              --   estimated = (some token counts are estimates), unseen = (HTTP
+--                              --   tries whose usage never came, counted as estimates) }
 --
 -- The API key is read from the variable `key_env` names when a request is
 -- made and goes only into that request's headers: the transcript holds the
@@ -156,9 +157,22 @@ local function price(spec, u)
   return ((p.input or 0) * u.input + (p.output or 0) * u.output) / 1e6
 end
 
+-- Output tokens estimated for a request whose usage never came and that
+-- asked for no max_tokens (the provider's own default where it has one).
+M.unseen_output = 8192
+
+-- The estimated counts of n HTTP tries of request body `body` on spec whose
+-- usage never came (timed out or cut short after they went out, or a reply
+-- without usage): input, the body's bytes / 4; output, the max_tokens asked for.
+function M.estimate(spec, body, n)
+  local mod = M.provider(spec.provider)
+  return { input = n * (#body // 4), output = n * (spec.max_tokens or mod.max_tokens or M.unseen_output), requests = n }
+end
+
 -- A finished attempt into the usage, the transcript and the ticket. usage:
--- the counts of a reply that was paid for even though it failed.
-function Agent:finish(t, reply, why, sent, received, code, usage)
+-- the counts of a reply that was paid for even though it failed; guess:
+-- M.estimate's counts of tries whose usage never came, added to them.
+function Agent:finish(t, reply, why, sent, received, code, usage, guess)
   local spec = self.chain[t.link]
   local u = self.usage
   local seconds = core.now() - t.started
@@ -174,12 +188,18 @@ function Agent:finish(t, reply, why, sent, received, code, usage)
            request = scrub(sent or "", t.key), reply = keep_body(received, t.key), seconds = seconds,
            attempts = t.attempts or 1, purpose = t.purpose }
     usage = reply and reply.usage or usage
+    if guess then
+      usage = { input = (usage and usage.input or 0) + guess.input, output = (usage and usage.output or 0) + guess.output,
+                estimated = true }
+      u.unseen = (u.unseen or 0) + guess.requests
+    end
     if usage then
       local cost = price(spec, usage)
       u.estimated = u.estimated or usage.estimated
       u.input, u.output, u.cost = u.input + usage.input, u.output + usage.output, u.cost + cost
       tr.tokens_in, tr.tokens_out, tr.cost = usage.input, usage.output, cost
-      if reply then reply.cost = cost end
+      t.cost = cost
+      if reply then reply.cost, reply.estimated = cost, guess end
     end
     if not reply then tr.error = why end
     if self.record then tr.id = self.record(tr) end
@@ -198,7 +218,7 @@ function Agent:finish(t, reply, why, sent, received, code, usage)
     return self:start(t)
   end
   t.reply = { error = table.concat(t.errors, "; "), code = code or "model-failed", transcript = tr and tr.id,
-              cost = 0, seconds = seconds, model = M.name(spec) }
+              cost = t.cost or 0, estimated = guess, seconds = seconds, model = M.name(spec) }
 end
 
 function Agent:client()
@@ -211,7 +231,7 @@ end
 function Agent:start(t)
   local spec = self.chain[t.link]
   local mod = M.provider(spec.provider)
-  t.started, t.key, t.attempts = core.now(), nil, 1
+  t.started, t.key, t.attempts, t.cost = core.now(), nil, 1, nil
   if mod.call then   -- a program or a transcript: answered now
     local ok, reply, why, prompt, exhausted = pcall(mod.call, spec, t.convo, self.state)
     if not ok then reply, why = nil, tostring(reply) end
@@ -228,6 +248,26 @@ function Agent:start(t)
   self.flying[#self.flying + 1] = t
 end
 
+-- Bytes of a body that is not the API's error an error message quotes.
+M.error_bytes = 300
+
+-- excerpt(text, n) -> its first n bytes (back to a whole UTF-8 character),
+-- each run of white space as one space, "..." where it was cut.
+function M.excerpt(text, n)
+  text = text or ""
+  local head = text:sub(1, n)
+  if #text > n then
+    local i = #head   -- a character cut in two is left out
+    while i > 0 and head:byte(i) >= 0x80 and head:byte(i) < 0xC0 do i = i - 1 end
+    if i > 0 and head:byte(i) >= 0xC0 then
+      local len = head:byte(i) >= 0xF0 and 4 or head:byte(i) >= 0xE0 and 3 or 2
+      if i + len - 1 > #head then head = head:sub(1, i - 1) end
+    end
+  end
+  head = head:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+  return #text > n and head .. "..." or head
+end
+
 -- An HTTP ticket whose request finished.
 function Agent:landed(t)
   local r = t.http.result
@@ -235,20 +275,28 @@ function Agent:landed(t)
   t.attempts = r.attempts
   self.usage.retries = self.usage.retries + r.retries
   local why, reply, usage
+  -- tries the server may have served whose usage never came (timed out or
+  -- cut short after they went out, or a reply without usage) count as estimates
+  local unseen = r.unseen or 0
   if r.code then why = string.format("%s (%s)", r.error, r.code)
   else
     local ok, j = pcall(cjson.decode, r.body)
     if ok and type(j) == "table" then usage = mod.usage(j) end
-    if r.status ~= 200 then
-      local text = ok and mod.error_text(j)
+    if r.status == 200 and not (ok and type(j) == "table" and type(j.usage) == "table") then unseen = unseen + 1 end
+    if r.status ~= 200 and ok and type(j) == "table" and j.error ~= nil then   -- the API's own error
+      local text = mod.error_text(j)
       why = string.format("HTTP %d%s", r.status, text and (": " .. text) or "")
+    elseif r.status ~= 200 then   -- a proxy's page, a wrong path: where it came from and how it begins
+      local head = M.excerpt(scrub(r.body, t.key), M.error_bytes)
+      why = string.format("HTTP %d from %s%s", r.status, t.req.url, head ~= "" and (": " .. head) or " (an empty body)")
     elseif not ok or type(j) ~= "table" then why = "the reply is not JSON: " .. tostring(j)
     else
       local good, rep, err = pcall(mod.parse, j)
       if good then reply, why = rep, err else why = "the reply cannot be read: " .. tostring(rep) end
     end
   end
-  self:finish(t, reply, why, t.req.body, r.body, r.code or (r.status ~= 200 and "http-" .. r.status) or nil, usage)
+  local guess = unseen > 0 and M.estimate(self.chain[t.link], t.req.body, unseen) or nil
+  self:finish(t, reply, why, t.req.body, r.body, r.code or (r.status ~= 200 and "http-" .. r.status) or nil, usage, guess)
 end
 
 -- ask(convo [, purpose]) -> ticket

@@ -50,6 +50,48 @@ function M.take_cache(words)
   return rest
 end
 
+-- What --model's NAME is, per provider.
+local model_names = { openai = "a model name", anthropic = "a model name", replay = "a transcript file",
+                      command = "a program and its arguments" }
+
+-- parse_model("PROVIDER:NAME") -> a recipe's model table | nil, message:
+-- openai:NAME and anthropic:NAME { provider, model }, replay:FILE { provider,
+-- file } (FILE relative to the working directory, read now), command:'PROGRAM
+-- ARGS' { provider, command } (the program on PATH).
+function M.parse_model(v)
+  local agent = require "kwb.agent"
+  local known = table.concat(agent.providers, ", ")
+  local p, name = v:match("^([^:]*):(.*)$")
+  if not p then return nil, string.format("'--model' needs PROVIDER:NAME (providers: %s), got '%s'", known, v) end
+  if not agent.provider(p) then
+    return nil, string.format("'--model %s': unknown provider '%s' (known: %s)", v, p, known)
+  end
+  if not name:match("%S") then return nil, string.format("'--model %s': %s:, then %s", v, p, model_names[p]) end
+  if p == "replay" then
+    local ok, err = pcall(require("kwb.agents.replay").load, name)
+    if not ok then return nil, string.format("'--model %s': %s", v, tostring(err)) end
+    return { provider = p, file = name }
+  elseif p == "command" then
+    local argv = {}
+    for w in name:gmatch("%S+") do argv[#argv + 1] = w end
+    if not require("kwb.host").which(argv[1]) then
+      return nil, string.format("'--model %s': %s is not a program on PATH", v, argv[1])
+    end
+    return { provider = p, command = argv }
+  end
+  return { provider = p, model = name }
+end
+
+-- with_model(recipe_model, model) -> the model a run with --model asks: the
+-- option's, with the provider's defaults (URL, key variable), keeping only the
+-- recipe's settings of the prompt (context_bytes, profile).
+function M.with_model(old, model)
+  local out = {}
+  for k, v in pairs(model) do out[k] = v end
+  if old then out.context_bytes, out.profile = old.context_bytes, old.profile end
+  return out
+end
+
 -- parse_run_options(words...) -> opts for kwb.run.run | nil, message.
 function M.parse_run_options(...)
   local words, opts, i = {}, {}, 1
@@ -88,6 +130,9 @@ function M.parse_run_options(...)
       end
     elseif w == "--device" then opts.device, err = value(w, function(v) return v ~= "" and v end, "a device kind")
     elseif w == "--retime" then opts.retime, err = value(w, function(v) return v:match("^%x+$") and v end, "a candidate id")
+    elseif w == "--model" then
+      opts.model, err = value(w, function(v) return v end, "PROVIDER:NAME")
+      if opts.model then opts.model, err = M.parse_model(opts.model) end
     elseif w == "--strategy" then
       opts.strategy, err = value(w, function(v) return v end, "a strategy name")
       if opts.strategy and not strategy.known(opts.strategy) then err = strategy.unknown_message(opts.strategy) end
@@ -139,6 +184,7 @@ function M.run_recipe(recipe, ...)
     io.write(M.run_help(recipe))
     return 0
   end
+  if opts.model then recipe.model = M.with_model(recipe.model, opts.model) end
   if opts.retime then return M.retime(recipe, opts.retime) end
   local ok, e = pcall(require("kwb.run").run, recipe, opts)
   if not ok then

@@ -40,7 +40,10 @@ function M.main(...)
   end
   if reason then
     print(string.format("kwb demo: the research loop on the host, %s, because %s", recipe, reason))
-    if not require("kwb.agent").from_env() then
+    local opts = cli.parse_run_options(...)   -- (a bad one is the run's usage error, below)
+    if opts and opts.model then
+      print(string.format("kwb demo: the model is %s (--model)", require("kwb.agent").name(opts.model)))
+    elseif not require("kwb.agent").from_env() then
       print("kwb demo: no model is configured (KWB_MODEL is not set), so the model's replies are replayed from "
             .. "recipes/transcripts/host_matmul_llm.json, written by hand; README: \"Pointing a recipe at a model\"")
     else

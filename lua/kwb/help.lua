@@ -27,7 +27,7 @@ M.commands = {
     summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo",
     text = "The main demo (make run): recipes/nvfp4_moe.lua where a CUDA device is present, else the research loop "
       .. "on the host, recipes/host_matmul_llm.lua, its model's replies replayed from a transcript when no model is "
-      .. "configured (KWB_MODEL), and saying so. The run options are a recipe's." },
+      .. "configured (KWB_MODEL, or --model), and saying so. The run options are a recipe's." },
   { name = "cache", module = "kwb.cache_cli", usage = "kwb cache COMMAND [args]",
     summary = "the candidate cache: ls, show, best, diff, export, import, check, stats, gc",
     text = "What the candidate cache knows. Every command takes --json: its answer as one JSON object (ls, "
@@ -130,6 +130,9 @@ M.run_options = {
   { "--budget N", "evaluate at most N candidates" },
   { "--minutes M", "stop after M minutes" },
   { "--strategy S", strategies },
+  { "--model P:NAME", "the model for this run in place of the recipe's: openai:NAME, anthropic:NAME, replay:FILE or "
+    .. "command:'PROGRAM ARGS', with the provider's URL and key variable (of the recipe's model only context_bytes and "
+    .. "profile stay)" },
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
   { "--ahead N", "build up to N candidates ahead while one is measured, for a strategy whose proposals never depend on results (grid; default 4, 0: none; cuda)" },
@@ -146,7 +149,13 @@ M.env = {
   { "XDG_CACHE_HOME", "where the default cache goes: $XDG_CACHE_HOME/kwb/kwb.db (else ~/.cache/kwb/kwb.db)" },
   { "KWB_LUA_PATH", "directories searched before the bundled kwb modules (KWB_LUA_PATH=lua loads them from the "
     .. "source tree)" },
-  { "KWB_MODEL", "the model a recipe's model-driven strategy talks to, where the recipe names none" },
+  { "KWB_MODEL", "the model name kwb.agent.from_env() returns, nil when unset: a recipe that calls it takes that model "
+    .. "(recipes/host_matmul_llm.lua does, so kwb demo on the host, which says which model it uses; it replays its "
+    .. "transcript without one); other recipes, and runs given --model, do not read it" },
+  { "KWB_PROVIDER", "with KWB_MODEL: the provider kwb.agent.from_env() names (default openai)" },
+  { "KWB_BASE_URL", "with KWB_MODEL: the server's base URL kwb.agent.from_env() names (default: the provider's)" },
+  { "KWB_KEY_ENV", "with KWB_MODEL: the variable holding the key (default OPENAI_API_KEY or ANTHROPIC_API_KEY; none "
+    .. "with KWB_BASE_URL)" },
   { "KWB_HISTORY", "the REPL's history file (default ~/.kwb_history)" },
   { "CUDA_HOME", "the CUDA toolkit: NVRTC, nvcc, headers, compute-sanitizer (default /usr/local/cuda)" },
   { "KWB_NVRTC", "the NVRTC library to load, exactly (default: found under CUDA_HOME)" },

@@ -4,7 +4,8 @@
 --   local c = http.client { retries = 4 }
 --   local t = c:post { url = "https://...", headers = { "Content-Type: application/json" }, body = "{...}" }
 --   c:poll(0)                 -- moves every request on; returns the ones that finished
---   local r = c:wait(t)       -- { status =, body =, headers =, seconds =, attempts =, error =, code = }
+--   local r = c:wait(t)       -- { status =, body =, headers =, seconds =, attempts =, error =, code =,
+--                             --   unseen = tries the server may have served whose reply never came }
 --
 -- A request that fails with 429, a 5xx status or a connection error (refused,
 -- timed out, cut short) is tried again, up to `retries` more times, after the
@@ -70,13 +71,20 @@ end
 
 -- post { url =, headers =, body =, method =, timeout =, connect_timeout = } -> ticket
 function Client:post(req)
-  local t = { req = req, attempts = 0, retries = 0, started = core.now() }
+  local t = { req = req, attempts = 0, retries = 0, unseen = 0, started = core.now() }
   start(self, t)
   return t
 end
 
+-- Did the attempt r go out and end without its reply (timed out or cut
+-- short)? The server may have served it, and billed it.
+function M.unseen(r)
+  return r.sent == true and (r.code == "timeout" or r.code == "transfer")
+end
+
 -- One finished attempt: final, or queued for another try.
 local function finished(c, t, r, done)
+  if M.unseen(r) then t.unseen = t.unseen + 1 end
   if M.retryable(r) and t.retries < c.retries then
     t.retries = t.retries + 1
     t.last = r
@@ -84,7 +92,7 @@ local function finished(c, t, r, done)
     c.waiting[#c.waiting + 1] = t
     return
   end
-  r.attempts, r.retries, r.seconds = t.attempts, t.retries, core.now() - t.started
+  r.attempts, r.retries, r.seconds, r.unseen = t.attempts, t.retries, core.now() - t.started, t.unseen
   t.result = r
   done[#done + 1] = t
 end

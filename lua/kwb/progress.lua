@@ -178,7 +178,10 @@ end
 function Reporter:model(sm)
   local u = sm.model
   print(string.format("model %s: %d requests (%d retries, %d failed) · %d tokens in, %d out%s · %s", u.name, u.requests,
-    u.retries, u.failures, u.input, u.output, u.estimated and " (estimated)" or "",
+    u.retries, u.failures, u.input, u.output,
+    u.unseen and string.format(" (estimated, with %d %s whose usage never came)", u.unseen,
+                               u.unseen == 1 and "try" or "tries")
+      or u.estimated and " (estimated)" or "",
     u.priced and string.format("$%.4f", u.cost) or "no price given"))
   if not sm.proposals then return end
   local rows = {}

@@ -16,6 +16,10 @@ return function(checks)
     local near = nearest(p, known)
     if near ~= p then c:fail(f .. ".provider", "one of " .. table.concat(known, ", "), p, near and ("(did you mean '" .. near .. "'?)")) end
     if (p == "openai" or p == "anthropic") and v.model == nil then c:fail(f .. ".model", "a model name (required)", nil) end
+    if p == "openai" and v.temperature ~= nil and v.temperature ~= 1 and require("kwb.agents.openai").reasoning(v.model) then
+      c:fail(f .. ".temperature", string.format("no temperature: %s is a reasoning model, which takes only "
+                                                .. "the default (1)", v.model), false)
+    end
     if p == "command" then
       if v.command == nil then c:fail(f .. ".command", "the program and its arguments (required)", nil) end
       if not require("kwb.host").which(v.command[1]) then

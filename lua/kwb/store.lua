@@ -203,7 +203,8 @@ function Store:end_run(run, summary)
   local m = summary.model
   self.cache:end_run(run.id, summary.funnel, nil, m and { requests = m.requests, retries = m.retries,
                                                           failures = m.failures, input = m.input, output = m.output,
-                                                          cost = m.cost, model = m.name })
+                                                          cost = m.cost, model = m.name,
+                                                          estimated = m.estimated or nil, unseen = m.unseen })
 end
 
 function Store:runs() return self.cache:runs() end

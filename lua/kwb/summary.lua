@@ -44,7 +44,8 @@ local function model_part(run)
   local priced = false   -- a fallback's price counts too
   for _, m in ipairs(a.chain) do priced = priced or m.price ~= nil end
   return { name = require("kwb.agent").name(spec), requests = u.requests, retries = u.retries, failures = u.failures,
-           input = u.input, output = u.output, cost = u.cost, priced = priced, estimated = estimated },
+           input = u.input, output = u.output, cost = u.cost, priced = priced, estimated = estimated,
+           unseen = u.unseen },
          props
 end
 

@@ -1,7 +1,7 @@
 # Recipes on the command line: run options, schema errors, plain scripts.
 $ rm -rf build/test-recipe-cli && mkdir -p build/test-recipe-cli
 $ ./kwb recipes/host_matmul.lua --frobnicate
-kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --seed, --workers, --ahead, --queue, --device, --retime, --cache, --help, -h)
+kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --model, --seed, --workers, --ahead, --queue, --device, --retime, --cache, --help, -h)
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --budget x
@@ -10,6 +10,18 @@ try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --budget=x
 kwb: '--budget' needs a positive integer, got 'x'
+try 'kwb recipes/host_matmul.lua --help'
+[exit 2]
+$ ./kwb recipes/host_matmul.lua --model gpt-5
+kwb: '--model' needs PROVIDER:NAME (providers: openai, anthropic, command, replay), got 'gpt-5'
+try 'kwb recipes/host_matmul.lua --help'
+[exit 2]
+$ ./kwb recipes/host_matmul.lua --model=opneai:gpt-5
+kwb: '--model opneai:gpt-5': unknown provider 'opneai' (known: openai, anthropic, command, replay)
+try 'kwb recipes/host_matmul.lua --help'
+[exit 2]
+$ ./kwb recipes/host_matmul.lua --model replay:no/such.json
+kwb: '--model replay:no/such.json': replay transcript: cannot read no/such.json: No such file or directory
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --help | head -3

@@ -94,6 +94,7 @@ t.test("http_a_reply_slower_than_the_timeout_is_retried", function()
     t.eq(r.status, 200)
     t.eq(r.body, '{"on_time": 1}', "the second reply")
     t.eq(r.attempts, 2)
+    t.eq(r.unseen, 1, "one try went out and its reply never came")
     t.truthy(core.now() - t0 < 2.5, "did not wait for the slow reply")
   end)
 end)
@@ -112,6 +113,7 @@ t.test("http_a_refused_connection_fails_with_code_connect", function()
   local r = c:wait(c:post { url = "http://127.0.0.1:1/none", body = "{}" })
   t.eq(r.code, "connect")
   t.eq(r.attempts, 2)
+  t.eq(r.unseen, 0, "nothing went out")
 end)
 
 t.test("http_requests_are_in_flight_together", function()
@@ -170,6 +172,37 @@ t.test("openai_request_and_reply", function()
   end)
 end)
 
+-- The body's fields by name, sorted: "max_tokens messages model temperature".
+local function fields(body)
+  local names = {}
+  for k in pairs(body) do names[#names + 1] = k end
+  table.sort(names)
+  return table.concat(names, " ")
+end
+
+t.test("openai_reasoning_models_send_max_completion_tokens_and_no_temperature", function()
+  with_server(J(200, httpd.openai("a", { 1, 1 })) .. J(200, httpd.openai("b", { 1, 1 })), function(srv)
+    for _, name in ipairs { "gpt-5", "gpt-4.1" } do
+      local a = agent.new { provider = "openai", model = name, base_url = srv.url .. "/v1", temperature = 0.2,
+                            max_tokens = 999 }
+      t.eq(ask(a).text, name == "gpt-5" and "a" or "b", name)
+    end
+    local reqs = srv:requests()
+    t.eq(fields(reqs[1].body), "max_completion_tokens messages model", "gpt-5's fields")
+    t.eq(reqs[1].body.max_completion_tokens, 999, "gpt-5's max_completion_tokens")
+    t.eq(fields(reqs[2].body), "max_tokens messages model temperature", "gpt-4.1's fields")
+    t.eq(reqs[2].body.max_tokens, 999, "gpt-4.1's max_tokens")
+    t.eq(reqs[2].body.temperature, 0.2, "gpt-4.1's temperature")
+  end)
+  local openai = require "kwb.agents.openai"
+  local said = {}
+  for _, name in ipairs { "o1", "o1-mini", "o3", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "openai/o3", "gpt-4.1",
+                          "gpt-4o", "omni", "qwen2.5-coder", "claude-sonnet-4-5" } do
+    if openai.reasoning(name) then said[#said + 1] = name end
+  end
+  t.eq(table.concat(said, " "), "o1 o1-mini o3 o3-mini o4-mini gpt-5 gpt-5-mini openai/o3", "the reasoning models")
+end)
+
 t.test("anthropic_request_and_reply", function()
   with_server(J(200, httpd.anthropic("A plan, no code yet.", { 50, 7 })), function(srv)
     local a = agent.new { provider = "anthropic", model = "claude-test", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY" }
@@ -208,6 +241,27 @@ t.test("tool_calls_parse_in_both_apis", function()
     end)
 end)
 
+t.test("tool_choice_none_keeps_the_tools_in_both_apis", function()
+  with_server(J(200, httpd.openai("done", { 1, 1 })) .. J(200, httpd.anthropic("done", { 1, 1 })), function(srv)
+    local tools = { { name = "best", description = "d", parameters = { type = "object", properties = {} } } }
+    local convo = { messages = { { role = "user", content = "go" },
+                                 { role = "assistant", content = "", tool_calls = { { id = "c1", name = "best", arguments = {} } } },
+                                 { role = "tool", tool_call_id = "c1", content = "no best yet" } },
+                    tools = tools, tool_choice = "none" }
+    for _, spec in ipairs { { provider = "openai", model = "m", base_url = srv.url .. "/v1" },
+                            { provider = "anthropic", model = "m", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY" } } do
+      local a = agent.new(spec)
+      t.eq(a:wait(a:ask(convo)).text, "done", spec.provider)
+    end
+    local reqs = srv:requests()
+    t.eq(reqs[1].body.tools[1]["function"].name, "best", "openai: the tools stay")
+    t.eq(reqs[1].body.tool_choice, "none", "openai: no call asked for")
+    t.eq(reqs[2].body.tools[1].name, "best", "anthropic: the tools stay")
+    t.eq(reqs[2].body.tool_choice.type, "none", "anthropic: no call asked for")
+    t.eq(reqs[2].body.messages[2].content[1].type, "tool_use", "anthropic: beside the history's tool_use block")
+  end)
+end)
+
 t.test("a_truncated_json_reply_falls_back_to_the_next_model", function()
   with_server(J(200, '{"choices": [{"message": {"content": "he') .. J(200, httpd.openai("from the fallback", { 3, 4 })),
     function(srv)
@@ -235,6 +289,32 @@ t.test("an_http_error_names_the_status_and_the_apis_message", function()
   end)
 end)
 
+t.test("an_http_error_without_the_apis_error_names_the_url_and_the_body", function()
+  local html = "<!DOCTYPE html>\n<html>\n  <head><title>404 Not Found</title></head>\n  <body>\n"
+               .. string.rep("<p>nothing here</p>\n", 20) .. "</body>\n</html>\n"
+  local key_page = string.rep("x", 290) .. canary .. " end"   -- 314 bytes, 299 once the key is replaced
+  with_server(J(404, html, { "Content-Type: text/html" }) .. J(410, "", { "Content-Type: text/plain" })
+              .. J(404, '{"detail": "Not Found"}') .. J(403, key_page, { "Content-Type: text/plain" }),
+    function(srv)
+      local a = agent.new { provider = "openai", model = "m", base_url = srv.url .. "/v1" }
+      local url = srv.url .. "/v1/chat/completions"
+      local r = ask(a)
+      -- the first 300 bytes, white space runs as one space
+      t.eq(r.error, "openai:m: HTTP 404 from " .. url .. ": <!DOCTYPE html> <html> <head><title>404 Not Found</title>"
+                    .. "</head> <body> " .. string.rep("<p>nothing here</p> ", 11) .. "<p>n...")
+      t.eq(r.code, "http-404")
+      a = agent.new { provider = "openai", model = "m", base_url = srv.url .. "/v1", fallback = {
+                      provider = "anthropic", model = "n", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY" } }
+      t.eq(ask(a).error, "openai:m: HTTP 410 from " .. url .. " (an empty body); anthropic:n: HTTP 404 from " .. srv.url
+                         .. '/v1/messages: {"detail": "Not Found"}', "an empty body, a JSON body without error")
+      a = agent.new { provider = "openai", model = "m", base_url = srv.url .. "/v1", key_env = "KWB_TEST_MODEL_KEY" }
+      t.eq(ask(a).error, "openai:m: HTTP 403 from " .. url .. ": " .. string.rep("x", 290) .. "[key] end",
+           "the key is replaced before the body is cut")
+    end)
+  t.eq(agent.excerpt("ab\xc3\xa9c", 3), "ab...", "a character cut in two is left out")
+  t.eq(agent.excerpt("ab\xc3\xa9c", 4), "ab\xc3\xa9...", "a whole one stays")
+end)
+
 t.test("hostile_replies_fail_the_request_without_raising", function()
   local calls = '{"choices": [{"message": {"content": "", "tool_calls": [{"id": "c1", "type": "function", '
                 .. '"function": {"name": "evaluate", "arguments": "{\\"source\\": 1e999}"}}]}}], '
@@ -258,6 +338,60 @@ t.test("hostile_replies_fail_the_request_without_raising", function()
       t.eq(a.usage.input, 70, "NaN counts nothing")
       t.eq(a.usage.requests, 4)
     end)
+end)
+
+t.test("a_request_whose_usage_never_came_counts_as_estimated", function()
+  local price = { input = 2, output = 8 }
+  local function cost(i, o) return (price.input * i + price.output * o) / 1e6 end
+  -- timed out on our side while the server worked on: the body's bytes / 4 in, max_tokens out
+  with_server(J(200, httpd.openai("late", { 5, 5 }), nil, "delay=3"), function(srv)
+    local a = agent.new({ provider = "openai", model = "m", base_url = srv.url .. "/v1", timeout = 0.5, max_tokens = 1000,
+                          price = price }, { http = { retries = 0 } })
+    local r = ask(a, "slow")
+    t.eq(r.code, "timeout")
+    local est = #srv:requests()[1].raw // 4
+    t.eq(est, 31, "the body's bytes / 4")
+    t.eq(a.usage.input, est, "input estimated")
+    t.eq(a.usage.output, 1000, "output: the max_tokens asked for")
+    t.eq(a.usage.cost, cost(est, 1000), "cost")
+    t.eq(r.cost, cost(est, 1000), "the failed request's cost")
+    t.eq(a.usage.estimated, true)
+    t.eq(a.usage.unseen, 1)
+    t.eq(r.estimated.requests, 1)
+  end)
+  -- the same, tried again: the answer's counts and the lost try's estimate
+  with_server(J(200, httpd.openai("late", { 5, 5 }), nil, "delay=3") .. J(200, httpd.openai("on time", { 100, 10 })),
+    function(srv)
+      local a = agent.new({ provider = "openai", model = "m", base_url = srv.url .. "/v1", timeout = 0.5, max_tokens = 1000,
+                            price = price }, { http = { base_delay = 0.01 } })
+      local r = ask(a, "slow")
+      t.eq(r.text, "on time")
+      t.eq(r.attempts, 2)
+      t.eq(r.usage.input, 100, "the reply's own counts")
+      t.eq(a.usage.input, 31 + 100)
+      t.eq(a.usage.output, 1000 + 10)
+      t.eq(r.cost, cost(31 + 100, 1000 + 10), "the reply's cost")
+      t.eq(a.usage.cost, r.cost)
+      t.eq(r.estimated.input, 31)
+    end)
+  -- a reply without usage: the provider's max_tokens (anthropic 8192) out
+  with_server(J(200, httpd.anthropic("no usage")), function(srv)
+    local a = agent.new { provider = "anthropic", model = "m", base_url = srv.url, key_env = "KWB_TEST_MODEL_KEY",
+                          price = price }
+    t.eq(ask(a, "x").text, "no usage")
+    local est = #srv:requests()[1].raw // 4
+    t.eq(a.usage.input, est)
+    t.eq(a.usage.output, 8192)
+    t.eq(a.usage.cost, cost(est, 8192))
+    t.eq(a.usage.unseen, 1)
+  end)
+  -- nothing went out: nothing counted
+  local a = agent.new({ provider = "openai", model = "m", base_url = "http://127.0.0.1:1/v1", price = price },
+                      { http = { retries = 0 } })
+  t.eq(ask(a).code, "connect")
+  t.eq(a.usage.input, 0)
+  t.eq(a.usage.cost, 0)
+  t.eq(a.usage.unseen, nil)
 end)
 
 t.test("the_key_is_scrubbed_from_errors_and_replies_in_any_spelling", function()

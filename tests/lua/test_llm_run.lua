@@ -60,12 +60,13 @@ local function block(code, lang) return "```" .. (lang or "c") .. "\n" .. code .
 
 local J, O = httpd.entry, httpd.openai
 
-local function run_recipe(srv, strategy, budget)
+-- env: more variables ("NAME=value ...", these win); args: more run options.
+local function run_recipe(srv, strategy, budget, env, args)
   local cache = tmp .. "/llm_" .. strategy .. ".db"
   for _, s in ipairs { "", "-wal", "-shm" } do os.remove(cache .. s) end
   local p = assert(io.popen(string.format("KWB_TEST_MODEL_URL=%s/v1 KWB_TEST_MODEL_KEY=%s KWB_TEST_STRATEGY=%s "
-                                          .. "KWB_TEST_BUDGET=%d KWB_CACHE=%s ./kwb tests/recipes/llm_host.lua --json 2>&1",
-                                          srv.url, canary, strategy, budget, cache)))
+                                          .. "KWB_TEST_BUDGET=%d KWB_CACHE=%s %s ./kwb tests/recipes/llm_host.lua --json %s 2>&1",
+                                          srv.url, canary, strategy, budget, cache, env or "", args or "")))
   local out = p:read("a")
   p:close()
   local events = {}
@@ -272,6 +273,66 @@ t.test("agent_run_tool_calls_evaluate_and_compile_then_answer", function()
   t.eq(sm2.model.input, 600)
 end)
 
+t.test("agent_run_last_turn_keeps_the_anthropic_tools_with_tool_choice_none", function()
+  local A = httpd.anthropic
+  local srv4 = httpd.start(table.concat {
+    J(200, A("The best first.", { 10, 1 }, { { id = "tu_1", name = "best", arguments = { detail = "" } } })),
+    J(200, A("Again.", { 10, 1 }, { { id = "tu_2", name = "best", arguments = { detail = "" } } })),
+    J(200, A("Does it build?", { 10, 1 }, { { id = "tu_3", name = "compile", arguments = { source = ikj } } })),
+    J(200, A("The answer:\n\n" .. block(ikj), { 10, 1 })),
+  })
+  local events4, out4 = run_recipe(srv4, "agent", 1, "KWB_TEST_MODEL_PROVIDER=anthropic KWB_TEST_MODEL_URL=" .. srv4.url)
+  local reqs = srv4:requests()
+  srv4:stop()
+  t.eq(#reqs, 4, "three turns of tool calls and the answer's; output:\n" .. out4:sub(1, 2000))
+  local function names(body)
+    local out = {}
+    for i, tool in ipairs(body.tools or {}) do out[i] = tool.name end
+    return table.concat(out, " ")
+  end
+  for i = 1, 3 do
+    t.eq(names(reqs[i].body), "compile evaluate best read_context", "the tools of turn " .. i)
+    t.eq(reqs[i].body.tool_choice, nil, "turn " .. i .. " lets the model choose")
+  end
+  local last = reqs[4].body
+  local uses = 0
+  for _, m in ipairs(last.messages) do
+    for _, b in ipairs(type(m.content) == "table" and m.content or {}) do
+      if b.type == "tool_use" then uses = uses + 1 end
+    end
+  end
+  t.eq(uses, 3, "the last request's history holds the three tool_use blocks")
+  t.eq(names(last), "compile evaluate best read_context", "the last request still defines the tools")
+  t.eq(last.tool_choice and last.tool_choice.type, "none", "and asks for no call")
+  local c = by_event(events4, "candidate")
+  t.eq(#c, 1, "the answer is the candidate")
+  t.eq(c[1].outcome, "accepted")
+end)
+
+t.test("llm_run_cost_counts_a_timed_out_request_as_estimated", function()
+  -- the first try outlives the model's timeout (0.5 s) and is served anyway;
+  -- the retry answers: the run's cost is the reply's and the lost try's estimate
+  -- (its body's bytes / 4 in, 8192 out: no max_tokens asked), over budget.cost
+  local reply = O("The inner loop should be contiguous:\n\n" .. block(ikj), { 1000, 200 })
+  local srv5 = httpd.start(J(200, reply, nil, "delay=2") .. J(200, reply))
+  local events5, out5 = run_recipe(srv5, "tune", 8, "KWB_TEST_MODEL_TIMEOUT=0.5 KWB_TEST_COST=0.01")
+  local reqs = srv5:requests()
+  srv5:stop()
+  local sm5 = by_event(events5, "summary")[1] or {}
+  t.truthy(sm5.model, "a summary with the model's part; output:\n" .. out5:sub(1, 2000))
+  t.eq(#reqs, 2, "the lost try and the retry")
+  t.eq(reqs[1].raw, reqs[2].raw, "the same request")
+  local est = #reqs[1].raw // 4
+  t.eq(sm5.model.input, 1000 + est)
+  t.eq(sm5.model.output, 200 + 8192)
+  t.eq(sm5.model.cost, ((1000 + est) * 1 + (200 + 8192) * 2) / 1e6, "the run's cost")
+  t.eq(sm5.model.estimated, true)
+  t.eq(sm5.model.unseen, 1)
+  t.eq(sm5.model.requests, 1)
+  t.eq(sm5.stopped, "the cost budget (0.01) is spent", "the estimate spent the budget")
+  t.eq(#by_event(events5, "candidate"), 1, "the reply paid for is still evaluated")
+end)
+
 t.test("a_run_whose_model_keeps_failing_stops_and_exits_1", function()
   local bad = J(400, '{"error": {"message": "no such model"}}')
   local srv3 = httpd.start(bad .. bad .. bad)
@@ -284,6 +345,69 @@ t.test("a_run_whose_model_keeps_failing_stops_and_exits_1", function()
   local text = f:read("a")
   f:close()
   t.truthy(text:find("stopped: the model failed 3 times in a row: openai:test-model: HTTP 400: no such model", 1, true), text)
+end)
+
+-- ---- --model PROVIDER:NAME ---------------------------------------------------
+
+t.test("run_option_model_parses_provider_and_name", function()
+  local cli = require "kwb.cli"
+  local function model(v)
+    local opts, err = cli.parse_run_options("--model", v)
+    if not opts then return err end
+    local keys = {}
+    for k, x in pairs(opts.model) do keys[#keys + 1] = k .. "=" .. (type(x) == "table" and table.concat(x, " ") or x) end
+    table.sort(keys)
+    return table.concat(keys, " ")
+  end
+  t.eq(model("openai:gpt-5"), "model=gpt-5 provider=openai")
+  t.eq(model("anthropic:claude-sonnet-4-5"), "model=claude-sonnet-4-5 provider=anthropic")
+  t.eq(model("openai:openai/o3:beta"), "model=openai/o3:beta provider=openai", "the name is what follows the first ':'")
+  t.eq(model("replay:recipes/transcripts/host_matmul_llm.json"),
+       "file=recipes/transcripts/host_matmul_llm.json provider=replay")
+  t.eq(model("command:sh -c cat"), "command=sh -c cat provider=command")
+  t.eq(model("gpt-5"), "'--model' needs PROVIDER:NAME (providers: openai, anthropic, command, replay), got 'gpt-5'")
+  t.eq(model("gemini:pro"), "'--model gemini:pro': unknown provider 'gemini' (known: openai, anthropic, command, replay)")
+  t.eq(model("openai:"), "'--model openai:': openai:, then a model name")
+  t.eq(model("replay: "), "'--model replay: ': replay:, then a transcript file")
+  t.eq(model("command:no-such-program-kwb"), "'--model command:no-such-program-kwb': no-such-program-kwb is not a program on PATH")
+  t.eq(select(2, cli.parse_run_options("--model")), "'--model' needs PROVIDER:NAME, got nothing")
+  local was = { provider = "openai", model = "m", base_url = "http://127.0.0.1:9/v1", key_env = "K", price = { input = 1 },
+                temperature = 0.5, max_tokens = 9, timeout = 3, fallback = { provider = "openai", model = "f" },
+                context_bytes = 200, profile = true }
+  local now = cli.with_model(was, { provider = "anthropic", model = "claude-sonnet-4-5" })
+  local keys = {}
+  for k in pairs(now) do keys[#keys + 1] = k end
+  table.sort(keys)
+  t.eq(table.concat(keys, " "), "context_bytes model profile provider", "the recipe's prompt settings alone stay")
+end)
+
+t.test("run_option_model_replaces_the_recipes_model_for_the_run", function()
+  local file = tmp .. "/model_replay.json"
+  local f = assert(io.open(file, "w"))
+  f:write(cjson.encode { replies = { { text = "Contiguous:\n\n" .. block(ikj), usage = { input = 40, output = 4 } } } })
+  f:close()
+  -- the recipe's model is the scripted server, which has nothing to say: the run never asks it
+  local srv6 = httpd.start("")
+  local events6, out6 = run_recipe(srv6, "tune", 1, nil, "--model replay:" .. file)
+  local reqs = srv6:requests()
+  srv6:stop()
+  local sm6 = by_event(events6, "summary")[1] or {}
+  t.truthy(sm6.model, "a summary with the model's part; output:\n" .. out6:sub(1, 2000))
+  t.eq(sm6.model.name, "replay:" .. file, "the summary names the option's model")
+  t.eq(sm6.model.requests, 1)
+  t.eq(sm6.model.input, 40)
+  t.eq(sm6.proposals[1].model, "replay:" .. file, "its proposal names it")
+  t.eq(#reqs, 0, "the recipe's model was not asked")
+  -- openai:NAME goes to OpenAI with its own key variable, not the recipe's server or key_env
+  local srv7 = httpd.start("")
+  local events7, out7 = run_recipe(srv7, "tune", 1, "OPENAI_API_KEY=", "--model openai:gpt-5")
+  local reqs7 = srv7:requests()
+  srv7:stop()
+  local sm7 = by_event(events7, "summary")[1] or {}
+  t.truthy(sm7.model, "output:\n" .. out7:sub(1, 2000))
+  t.eq(sm7.model.name, "openai:gpt-5")
+  t.eq(sm7.stopped, "the model failed 3 times in a row: openai:gpt-5: the variable OPENAI_API_KEY (model.key_env) is not set")
+  t.eq(#reqs7, 0, "nothing went to the recipe's server")
 end)
 
 -- ---- the CPU demo: the hand-written transcript, replayed ---------------------

@@ -82,6 +82,11 @@ local cases = {
     head .. '  shapes = { n = { 8 } },\n  start = "k.c",\n  template = "k.c",\n'
       .. '  space = { BM = { 8, 16 }, restrict = function(p) return p.BM < 16 end,\n    start = { BM = 16 } },\n}\n',
     "DIR/r17.lua:8: recipe field 'space.start': is a point space.restrict excludes" },
+  { "recipe_openai_reasoning_model_takes_no_temperature",
+    head .. '  shapes = { n = { 8 } },\n  start = "k.c",\n'
+      .. '  model = { provider = "openai", model = "gpt-5", temperature = 0.2 },\n}\n',
+    "DIR/r18.lua:6: recipe field 'model.temperature': no temperature: gpt-5 is a reasoning model, which takes only "
+      .. "the default (1)" },
 }
 
 for _, c in ipairs(cases) do

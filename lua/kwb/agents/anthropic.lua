@@ -39,6 +39,7 @@ function M.request(spec, convo, key)
     for i, t in ipairs(convo.tools) do
       body.tools[i] = { name = t.name, description = t.description, input_schema = t.parameters }
     end
+    if convo.tool_choice == "none" then body.tool_choice = { type = "none" } end
   end
   local headers = { "Content-Type: application/json", "anthropic-version: " .. M.version }
   if key then headers[#headers + 1] = "x-api-key: " .. key end

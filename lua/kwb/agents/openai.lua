@@ -20,19 +20,31 @@ local function message(m)
   return out
 end
 
+-- Is the model one of OpenAI's reasoning models (o1, o3, o4-mini, ..., gpt-5*)?
+-- They take max_completion_tokens for max_tokens, and no temperature but
+-- the default. A "vendor/" prefix (OpenRouter's "openai/o3") is looked past.
+function M.reasoning(name)
+  local base = type(name) == "string" and name:match("[^/]*$") or ""
+  return base:match("^o%d") ~= nil or base:match("^gpt%-5") ~= nil
+end
+
 -- request(spec, convo, key) -> { url =, headers =, body = }. convo: { system =,
--- messages = { { role =, content =, tool_calls =, tool_call_id = } }, tools = }.
+-- messages = { { role =, content =, tool_calls =, tool_call_id = } }, tools =,
+-- tool_choice = "none" (the tools defined, none to be called) }.
 function M.request(spec, convo, key)
   local msgs = {}
   if convo.system then msgs[1] = { role = "system", content = convo.system } end
   for _, m in ipairs(convo.messages) do msgs[#msgs + 1] = message(m) end
-  local body = { model = spec.model, messages = msgs, temperature = spec.temperature, max_tokens = spec.max_tokens }
+  local body = { model = spec.model, messages = msgs }
+  if M.reasoning(spec.model) then body.max_completion_tokens = spec.max_tokens
+  else body.temperature, body.max_tokens = spec.temperature, spec.max_tokens end
   if convo.tools and #convo.tools > 0 then
     body.tools = {}
     for i, t in ipairs(convo.tools) do
       body.tools[i] = { type = "function", ["function"] = { name = t.name, description = t.description,
                                                            parameters = t.parameters } }
     end
+    if convo.tool_choice == "none" then body.tool_choice = "none" end
   end
   local headers = { "Content-Type: application/json" }
   if key then headers[#headers + 1] = "Authorization: Bearer " .. key end

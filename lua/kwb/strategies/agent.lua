@@ -11,8 +11,10 @@
 --
 -- A reply with no tool calls ends the proposal: its code block is the
 -- candidate (or no-code). After options.turns turns (6 by default), or once
--- the run's time is up, the model is asked for its answer without tools; at
--- most calls_per_turn calls are answered a turn, and evaluate leaves the
+-- the run's time is up, the model is asked for its answer with tool_choice
+-- "none" (the tools stay defined while the conversation holds tool calls:
+-- Anthropic's API refuses tool_use blocks without them); at most
+-- calls_per_turn calls are answered a turn, and evaluate leaves the
 -- budget's last candidate for the answer.
 local core = require "kwb.core"
 local llm = require "kwb.strategies.llm"
@@ -103,8 +105,12 @@ function S:propose(run)
   convo.tools = S.tools
   local parent = run.best and run.best.id
   for turn = 1, self.turns + 1 do
-    -- the last turn, or the run's time is up: an answer, no more tools
-    if turn > self.turns or core.now() >= run.deadline then convo.tools = nil end
+    -- the last turn, or the run's time is up: an answer, no more tool calls
+    local final = turn > self.turns or core.now() >= run.deadline
+    if final then
+      convo.tool_choice = "none"
+      if turn == 1 then convo.tools = nil end   -- (no tool call in the conversation yet)
+    end
     local r = self.agent:wait(self.agent:ask(convo, "agent"))
     if r.error then
       if self:gives_up(run, r) then return nil end
@@ -112,7 +118,7 @@ function S:propose(run)
     end
     self.failed = 0
     self.reply_model, self.reply_transcript = r.model, r.transcript
-    if #r.tool_calls == 0 or not convo.tools then
+    if #r.tool_calls == 0 or final then
       local prop = llm.proposal(run, r, parent, "agent")
       prop.space = nil   -- the answer is a kernel; a space goes with llm+tune
       return prop

@@ -202,4 +202,20 @@ t.test("baseline_host_matmul_llm_shows_the_column_on_a_cpu_machine", function()
   t.truthy(text:find("\nshape +start +this +speedup +baseline +vs baseline +"), text)
 end)
 
+-- The nvfp4_moe baseline "cublas" sorts the routing on the host (its GPU run:
+-- tests/gpu/baseline): each expert's slots in order, rows in expert order.
+t.test("baseline_cublas_routing_lists_each_expert_s_slots_in_order", function()
+  local route = require("kwb.nvfp4_cublas").route
+  -- T = 3 tokens, K = 2, E = 4: slots 0..5 go to experts 2 0 | 2 3 | 0 2
+  local rt = assert(route({ 2, 0, 2, 3, 0, 2 }, 3, 4, 2))
+  t.eq(table.concat({ rt.count[0], rt.count[1], rt.count[2], rt.count[3] }, " "), "2 0 3 1", "counts")
+  t.eq(table.concat({ rt.off[0], rt.off[1], rt.off[2], rt.off[3] }, " "), "0 2 2 5", "offsets")
+  t.eq(table.concat(rt.order, " "), "0 2 0 1 2 1", "the token of each row: expert 0's slots 1, 4; 2's 0, 2, 5; 3's 3")
+  t.eq(table.concat(rt.slot, " "), "2 0 3 5 1 4", "the row of each slot")
+  local none, why = route({ 0, 4 }, 1, 4, 2)
+  t.eq(none, nil)
+  t.eq(why, "slot 1 routes to expert 4, outside 0..3")
+  t.eq(kwb.load("recipes/nvfp4_moe.lua").baseline.name, "cublas", "the NVFP4 recipe's baseline")
+end)
+
 t.done()

@@ -82,10 +82,8 @@ end
 -- The run's baseline once measured (kwb.baseline): its medians, or why the
 -- run goes on without it.
 function Reporter:baseline(run, bl)
-  if self.mode == "json" then
-    emit { event = "baseline", name = bl.name, id = bl.id, median = bl.median, check = bl.check, error = bl.error,
-           seconds = bl.seconds }
-  elseif self.mode ~= "quiet" then
+  -- (--json: the summary event carries it)
+  if self.mode ~= "json" and self.mode ~= "quiet" then
     if bl.error then
       out(self, string.format("baseline %s: not measured, an error of the recipe: %s (the run goes on without it)",
                               bl.name, bl.error))
@@ -245,7 +243,7 @@ function Reporter:summary(run, sm)
   if st and sm.candidates > 0 then
     print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"
       .. "%s · ceilings %.1f s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
-      st.baseline and string.format(" · baseline %.1f s", st.baseline) or "", st.ceilings or 0, st.rest,
+      st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0, st.rest,
       (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))
   end
 end

@@ -78,10 +78,11 @@ local function stage_sums(run, elapsed)
   end
   sums.sanitize = math.max(0, (run.session.sanitize_s or 0) - (run.sanitize_base or 0))
   counted = counted + sums.sanitize
-  sums.start = math.max(0, run.start_s or 0)
-  sums.ceilings = math.max(0, (run.session.ceilings_s or 0) - (run.ceilings_base or 0))
+  -- (the baseline's measurement, right after the start kernel, is part of `start`; `baseline` says how much)
   sums.baseline = run.baseline and run.baseline.seconds or nil
-  sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings - (sums.baseline or 0))
+  sums.start = math.max(0, run.start_s or 0) + (sums.baseline or 0)
+  sums.ceilings = math.max(0, (run.session.ceilings_s or 0) - (run.ceilings_base or 0))
+  sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings)
   return sums
 end
 

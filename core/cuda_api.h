@@ -147,6 +147,7 @@ typedef struct kwb_cublas_api {
     int (*GemmEx)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int,
                   const void *, int, int, const void *, void *, int, int, int, int);
     int (*GetVersion)(cublasHandle_t, int *);
+    int (*SetWorkspace)(cublasHandle_t, void *, size_t);   /* NULL where the library lacks it */
 } kwb_cublas_api;
 
 /* Each loads its library on first use and returns the table, or NULL with

@@ -262,6 +262,7 @@ static void cublas_load(void) {
     LOAD(t, SetStream, "cublasSetStream_v2", 1);
     LOAD(t, GemmEx, "cublasGemmEx", 1);
     LOAD(t, GetVersion, "cublasGetVersion_v2", 1);
+    LOAD(t, SetWorkspace, "cublasSetWorkspace_v2", 0);
     cublas_ok = 1;
     return;
 fail:

@@ -369,6 +369,8 @@ typedef struct step {
     char *params;
     uint32_t *offsets;
     void **argv;           /* launchers: pointers into params */
+    int is_gemm;           /* a cublasGemmEx step: g, not l */
+    kwb_cuda_gemm g;
 } step;
 
 struct kwb_cuda_plan {
@@ -382,6 +384,8 @@ struct kwb_cuda_plan {
     uint32_t nev;
     kwb_cuda_buffer **poison;   /* poisoned before every timed run */
     uint32_t npoison;
+    cublasHandle_t blas;   /* made at the first gemm step, bound to the harness stream */
+    CUdeviceptr blas_ws;   /* its workspace: nothing is allocated while a graph captures */
 };
 
 static void plan_drop_graphs(kwb_cuda_plan *p) {
@@ -407,6 +411,9 @@ void kwb_cuda_plan_free(kwb_cuda_plan *p) {
     if (ctx_ready && kwb_cuda_ctx_get()) {
         plan_drop_graphs(p);
         for (uint32_t i = 0; i < p->nev; i++) ctx.cu->EventDestroy(p->ev[i]);
+        if (p->blas || p->blas_ws) ctx.cu->StreamSynchronize(ctx.stream);   /* no queued gemm still uses them */
+        if (p->blas) kwb_cublas()->Destroy(p->blas);
+        if (p->blas_ws) ctx.cu->MemFree(p->blas_ws);
     }
     free(p->ev);
     free(p->poison);
@@ -414,19 +421,16 @@ void kwb_cuda_plan_free(kwb_cuda_plan *p) {
     free(p);
 }
 
+static int plan_grow(kwb_cuda_plan *p);
+
 int kwb_cuda_plan_add(kwb_cuda_plan *p, const kwb_cuda_launch *l) {
     if (!l->fn) return kwb_fail(KWB_EINVAL, "a launch needs a kernel");
     for (int i = 0; i < 3; i++)
         if (!l->fn->launcher && (l->grid[i] == 0 || l->block[i] == 0))
             return kwb_fail(KWB_EINVAL, "grid and block dimensions must be >= 1 (got grid %u,%u,%u block %u,%u,%u)",
                             l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2]);
-    if (p->n == p->cap) {
-        uint32_t cap = p->cap ? p->cap * 2 : 4;
-        step *ns = realloc(p->steps, sizeof *ns * cap);
-        if (!ns) return kwb_fail(KWB_ENOMEM, "out of memory");
-        p->steps = ns;
-        p->cap = cap;
-    }
+    int grown = plan_grow(p);
+    if (grown) return grown;
     step *s = &p->steps[p->n];
     memset(s, 0, sizeof *s);
     s->l = *l;
@@ -449,10 +453,152 @@ int kwb_cuda_plan_add(kwb_cuda_plan *p, const kwb_cuda_launch *l) {
     return 0;
 }
 
+/* ---- gemm steps (cuBLAS) ----------------------------------------------- */
+
+/* cuBLAS's names for its statuses (cublas_api.h), for messages. */
+static const char *blas_status(int st) {
+    switch (st) {
+    case 1: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case 3: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case 7: return "CUBLAS_STATUS_INVALID_VALUE";
+    case 8: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case 11: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case 13: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case 14: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case 15: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case 16: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "an unknown cuBLAS status";
+    }
+}
+
+/* cudaDataType_t of a kwb dtype: CUDA_R_32F 0, CUDA_R_16F 2, CUDA_R_16BF 14; -1 otherwise. */
+static int blas_type(int dtype) {
+    if (dtype == KWB_F32) return 0;
+    if (dtype == KWB_F16) return 2;
+    if (dtype == KWB_BF16) return 14;
+    return -1;
+}
+
+/* The elements a column-major operand of rows x cols (as stored) with leading
+ * dimension ld spans from its first: ld * (cols - 1) + rows. */
+static uint64_t span(int64_t rows, int64_t cols, int64_t ld) { return (uint64_t)(ld * (cols - 1) + rows); }
+
+int kwb_cuda_gemm_check(const kwb_cuda_gemm *g, const int dtype[3], const uint64_t len[3]) {
+    if (g->m < 1 || g->n < 1 || g->k < 1)
+        return kwb_fail(KWB_EINVAL, "gemm dimensions must be >= 1 (got m %d, n %d, k %d)", g->m, g->n, g->k);
+    if ((g->trans_a != 0 && g->trans_a != 1) || (g->trans_b != 0 && g->trans_b != 1))
+        return kwb_fail(KWB_EINVAL, "gemm trans_a and trans_b are 0 (as stored) or 1 (transposed)");
+    if (blas_type(dtype[0]) < 0 || dtype[0] != dtype[1])
+        return kwb_fail(KWB_EINVAL, "gemm A and B must both be bf16, f16 or f32 (got %s and %s)",
+                        kwb_cuda_dtype_name(dtype[0]), kwb_cuda_dtype_name(dtype[1]));
+    if (dtype[2] != dtype[0] && dtype[2] != KWB_F32)
+        return kwb_fail(KWB_EINVAL, "gemm C must be %s or f32 (got %s)", kwb_cuda_dtype_name(dtype[0]),
+                        kwb_cuda_dtype_name(dtype[2]));
+    /* as stored: A is m x k (k x m transposed), B k x n (n x k), C m x n */
+    const char *names[3] = {"A", "B", "C"};
+    int64_t rows[3] = {g->trans_a ? g->k : g->m, g->trans_b ? g->n : g->k, g->m};
+    int64_t cols[3] = {g->trans_a ? g->m : g->k, g->trans_b ? g->k : g->n, g->n};
+    int64_t ld[3] = {g->lda, g->ldb, g->ldc};
+    uint64_t off[3] = {g->a_offset, g->b_offset, g->c_offset};
+    for (int i = 0; i < 3; i++) {
+        if (ld[i] < rows[i])
+            return kwb_fail(KWB_EINVAL, "gemm %s: its leading dimension %lld is under its %lld rows as stored",
+                            names[i], (long long)ld[i], (long long)rows[i]);
+        uint64_t need = span(rows[i], cols[i], ld[i]);
+        if (off[i] > len[i] || need > len[i] - off[i])
+            return kwb_fail(KWB_EINVAL, "gemm %s: %llu elements from offset %llu pass the end of its buffer of %llu",
+                            names[i], (unsigned long long)need, (unsigned long long)off[i],
+                            (unsigned long long)len[i]);
+    }
+    return 0;
+}
+
+/* The plan's cuBLAS handle, made once: bound to the harness stream, then
+ * given a workspace of its own (cublasSetStream resets the workspace, so
+ * that comes second), so that a gemm captured into a graph allocates
+ * nothing. */
+#define BLAS_WORKSPACE (32u << 20)   /* cuBLAS's advice for Hopper */
+
+static int plan_blas(kwb_cuda_plan *p, kwb_cuda_ctx *c) {
+    if (p->blas) return 0;
+    const kwb_cublas_api *cb = kwb_cublas();
+    if (!cb) return KWB_ERUN;
+    if (!cb->SetWorkspace) return kwb_fail(KWB_ERUN, "no cuBLAS gemm steps: libcublas lacks cublasSetWorkspace_v2");
+    if (!p->blas_ws) {
+        int rc = kwb_cu_check(c->cu->MemAlloc(&p->blas_ws, BLAS_WORKSPACE), "allocating the cuBLAS workspace");
+        if (rc) { p->blas_ws = 0; return rc; }
+    }
+    cublasHandle_t h = NULL;
+    int st = cb->Create(&h);
+    if (st != 0) return kwb_fail(KWB_ERUN, "cublasCreate failed: %s (%d)", blas_status(st), st);
+    st = cb->SetStream(h, c->stream);
+    if (st == 0) st = cb->SetWorkspace(h, (void *)(uintptr_t)p->blas_ws, BLAS_WORKSPACE);
+    if (st != 0) {
+        cb->Destroy(h);
+        return kwb_fail(KWB_ERUN, "binding cuBLAS to the harness stream failed: %s (%d)", blas_status(st), st);
+    }
+    p->blas = h;
+    return 0;
+}
+
+static int plan_grow(kwb_cuda_plan *p) {
+    if (p->n < p->cap) return 0;
+    uint32_t cap = p->cap ? p->cap * 2 : 4;
+    step *ns = realloc(p->steps, sizeof *ns * cap);
+    if (!ns) return kwb_fail(KWB_ENOMEM, "out of memory");
+    p->steps = ns;
+    p->cap = cap;
+    return 0;
+}
+
+int kwb_cuda_plan_add_gemm(kwb_cuda_plan *p, const kwb_cuda_gemm *g) {
+    if (!g->a || !g->b || !g->c) return kwb_fail(KWB_EINVAL, "a gemm step needs buffers a, b and c");
+    int dtype[3] = {kwb_cuda_buffer_dtype(g->a), kwb_cuda_buffer_dtype(g->b), kwb_cuda_buffer_dtype(g->c)};
+    uint64_t len[3] = {kwb_cuda_buffer_len(g->a), kwb_cuda_buffer_len(g->b), kwb_cuda_buffer_len(g->c)};
+    int rc = kwb_cuda_gemm_check(g, dtype, len);
+    if (rc) return rc;
+    kwb_cuda_ctx *c = kwb_cuda_ctx_get();
+    if (!c) return KWB_ERUN;
+    if ((rc = plan_blas(p, c)) || (rc = plan_grow(p))) return rc;
+    step *s = &p->steps[p->n];
+    memset(s, 0, sizeof *s);
+    s->is_gemm = 1;
+    s->g = *g;
+    p->n++;
+    plan_drop_graphs(p);
+    return 0;
+}
+
+/* One gemm step on the harness stream (the plan's handle is bound to it). */
+static int gemm_enqueue(kwb_cuda_plan *p, const step *s, uint32_t i) {
+    const kwb_cublas_api *cb = kwb_cublas();
+    if (!cb || !p->blas) return kwb_fail(KWB_ERUN, "step %u: the plan has no cuBLAS handle", i + 1);
+    const kwb_cuda_gemm *g = &s->g;
+    int ta = blas_type(kwb_cuda_buffer_dtype(g->a)), tc = blas_type(kwb_cuda_buffer_dtype(g->c));
+    size_t ea = kwb_cuda_buffer_bytes(g->a) / kwb_cuda_buffer_len(g->a);
+    size_t ec = kwb_cuda_buffer_bytes(g->c) / kwb_cuda_buffer_len(g->c);
+    void *a = (void *)(uintptr_t)(kwb_cuda_buffer_ptr(g->a) + g->a_offset * ea);
+    void *b = (void *)(uintptr_t)(kwb_cuda_buffer_ptr(g->b) + g->b_offset * ea);
+    void *cc = (void *)(uintptr_t)(kwb_cuda_buffer_ptr(g->c) + g->c_offset * ec);
+    /* CUBLAS_OP_N 0, CUBLAS_OP_T 1; CUBLAS_COMPUTE_32F 68; CUBLAS_GEMM_DEFAULT -1; alpha and
+     * beta host floats (the default pointer mode), read when the call is made */
+    int st = cb->GemmEx(p->blas, g->trans_a, g->trans_b, g->m, g->n, g->k, &g->alpha, a, ta, g->lda, b, ta, g->ldb,
+                        &g->beta, cc, tc, g->ldc, 68, -1);
+    if (st != 0)
+        return kwb_fail(KWB_ERUN, "step %u: cublasGemmEx (m %d, n %d, k %d) failed: %s (%d)", i + 1, g->m, g->n, g->k,
+                        blas_status(st), st);
+    return 0;
+}
+
 /* Enqueue every step on the harness stream. */
 static int plan_enqueue(kwb_cuda_plan *p, kwb_cuda_ctx *c) {
     for (uint32_t i = 0; i < p->n; i++) {
         step *s = &p->steps[i];
+        if (s->is_gemm) {
+            int rc = gemm_enqueue(p, s, i);
+            if (rc) return rc;
+            continue;
+        }
         kwb_cuda_launch *l = &s->l;
         char what[160];
         if (l->fn->launcher) {

@@ -593,6 +593,36 @@ int kwb_cuda_tensor_map_encode(void *map, int dtype, uint32_t rank, uint64_t add
 kwb_cuda_plan *kwb_cuda_plan_new(void);
 void kwb_cuda_plan_free(kwb_cuda_plan *p);
 int kwb_cuda_plan_add(kwb_cuda_plan *p, const kwb_cuda_launch *l);
+
+/* A plan step that is one cublasGemmEx on the plan's stream (so a graph of
+ * the plan captures it): C = alpha * op(A) * op(B) + beta * C in cuBLAS's
+ * column-major terms, op(A) m x k, op(B) k x n, C m x n; trans 0 is the
+ * operand as stored (CUBLAS_OP_N), 1 transposed (CUBLAS_OP_T). Offsets and
+ * leading dimensions count elements. A and B are both bf16, both f16 or
+ * both f32; C is of their type or f32; the compute type is fp32
+ * (CUBLAS_COMPUTE_32F). For row-major X [M, K] times row-major W [N, K]
+ * transposed into row-major Y [M, N]: trans_a 1, trans_b 0, m N, n M, k K,
+ * A W (lda K), B X (ldb K), C Y (ldc N). */
+typedef struct kwb_cuda_gemm {
+    int trans_a, trans_b;
+    int32_t m, n, k;
+    float alpha, beta;
+    kwb_cuda_buffer *a, *b, *c;
+    uint64_t a_offset, b_offset, c_offset;
+    int32_t lda, ldb, ldc;
+} kwb_cuda_gemm;
+
+/* The gemm's shape against operands of these dtypes and lengths (elements;
+ * [0] A, [1] B, [2] C): 0, or KWB_EINVAL naming what is wrong (a dimension
+ * under 1, a leading dimension under its rows, an operand past its buffer's
+ * end, types cuBLAS is not asked for here). Needs no device. */
+int kwb_cuda_gemm_check(const kwb_cuda_gemm *g, const int dtype[3], const uint64_t len[3]);
+/* Add a gemm step (checked as above with the buffers' own dtypes and
+ * lengths). The plan's cuBLAS handle is made at its first gemm step, bound
+ * to the harness stream with a workspace of its own (so a graph capture
+ * allocates nothing), and destroyed with the plan. KWB_EINVAL for a bad
+ * gemm; KWB_ERUN where cuBLAS cannot be loaded or started. */
+int kwb_cuda_plan_add_gemm(kwb_cuda_plan *p, const kwb_cuda_gemm *g);
 /* Run once and wait; a failure names the step and the CUDA error. */
 int kwb_cuda_plan_run(kwb_cuda_plan *p);
 

@@ -8,6 +8,7 @@ return kwb.recipe {
   problem  = matmul {},
   shapes   = { n = { 64, 128, 200 } },     -- 200: tiles that do not divide n
   start    = "../kernels/host/matmul_naive.c",
+  baseline = { file = "../kernels/host/matmul_ref.c", fn = "matmul_ref" },   -- timed beside the pick, never a candidate
   template = "../kernels/host/matmul_tiled.c",
   space    = {
     BM = { 4, 8, 16, 32, 64 }, BN = { 32, 64, 128, 256 }, BK = { 8, 16, 32, 64, 128 },

@@ -14,6 +14,7 @@ return kwb.recipe {
   problem  = matmul {},
   shapes   = { n = { 64, 128, 200 } },     -- 200: tiles that do not divide n
   start    = "../kernels/host/matmul_naive.c",
+  baseline = { file = "../kernels/host/matmul_ref.c", fn = "matmul_ref" },   -- timed beside the pick, never a candidate
   model    = kwb.agent.from_env() or { provider = "replay", file = "transcripts/host_matmul_llm.json" },
   strategy = { "llm+tune", sweep = 6 },
   ideas    = { "Loop order first: the inner loop should walk memory contiguously.",

@@ -137,6 +137,7 @@ return kwb.recipe {
   shapes   = { T = { 1, 4, 16, 64, 256, 1024, 4096 }, H = { 7168 }, I = { 2048 }, E = { 256 }, K = { 8 },
                skew = { 0, 1 } },
   start    = { file = "../kernels/nvfp4_moe/w4a16.cu", defines = best },
+  baseline = "cublas",   -- the layer in bf16 through cuBLAS, timed beside the pick (kwb.nvfp4_cublas)
   template = "../kernels/nvfp4_moe/w4a16.cu",
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },

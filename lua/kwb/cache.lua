@@ -395,6 +395,18 @@ function Cache:end_run(id, funnel, ended, usage)
   return true
 end
 
+-- amend_run(id, fields): fields merged into the run's settings (a run's
+-- baseline, measured after its record began: kwb.store's note_baseline).
+function Cache:amend_run(id, fields)
+  check_string(id, "run id")
+  local rows = self.db:exec("SELECT settings FROM run WHERE id = ?1", id)
+  if #rows == 0 then error("no run " .. id .. " in the cache", 2) end
+  local settings = decode(rows[1].settings, {})
+  for k, v in pairs(check_table(fields, "fields")) do settings[k] = v end
+  self.db:exec("UPDATE run SET settings = ?2 WHERE id = ?1", id, canon(settings))
+  return true
+end
+
 function Cache:runs()
   local rows = self.db:exec("SELECT * FROM run ORDER BY started, id")
   for _, r in ipairs(rows) do

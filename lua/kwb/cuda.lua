@@ -233,11 +233,31 @@ Plan.__index = Plan
 -- kernels in order, run and timed as one unit on the harness's stream.
 function M.plan(steps)
   local p = setmetatable({ ud = assert(core.cuda_plan()), steps = {} }, Plan)
-  for _, s in ipairs(steps or {}) do p:add(s) end
+  for _, s in ipairs(steps or {}) do
+    local ok, msg, info = p:add(s)
+    if not ok then return nil, msg, info end   -- (a gemm step without cuBLAS)
+  end
   return p
 end
 
+-- A step may instead be one cuBLAS gemm on the plan's stream (captured in the
+-- plan's graph, timed with the rest): { gemm = { m =, n =, k =, a = buf, lda =,
+-- b = buf, ldb =, c = buf, ldc = [, trans_a =, trans_b =, alpha =, beta =,
+-- a_offset =, b_offset =, c_offset =] } } in cuBLAS's column-major terms
+-- (kwb.h, kwb_cuda_gemm): A and B bf16, f16 or f32, C of their type or f32,
+-- fp32 compute. A wrong field raises; cuBLAS missing returns nil, message,
+-- { code = "no-cublas" }.
 function Plan:add(s)
+  if s.gemm ~= nil then
+    for key in pairs(s) do
+      if key ~= "gemm" then error(string.format("a gemm step has only the field 'gemm' (got '%s')", tostring(key)), 2) end
+    end
+    if type(s.gemm) ~= "table" then error("a gemm step's 'gemm' must be a table", 2) end
+    local ok, msg, info = self.ud:add_gemm(s.gemm)
+    if not ok then return nil, msg, info end
+    self.steps[#self.steps + 1] = s
+    return self
+  end
   local k = s[1] or s.kernel
   if type(k) ~= "table" or not k.fn then error("a plan step needs a kernel from mod:kernel()", 2) end
   for key in pairs(s) do

@@ -177,6 +177,9 @@ M.recipe_fields = {
   { "shapes", "the timed shapes: { n = { 64, 128 } } (the product of the lists) or a list of shapes (required)" },
   { "start", "the start kernel every score is relative to: a file path or { file = | source =, defines =, name = } "
     .. "(required)" },
+  { "baseline", "what a user would otherwise run, timed in the same run with the same timer and shown beside the "
+    .. "speed-ups (\"vs baseline\": its median over the kernel's); never a candidate: a name of the problem's "
+    .. "baselines (\"cublas\") or { file = | source =, defines =, fn = } (fn: its entry point)" },
   { "template", "a source file whose parameters the strategies fill in as #defines" },
   { "space", "the template's parameters: { NAME = { values... }, restrict = function(params) -> boolean, start = "
     .. "{ a point } }" },

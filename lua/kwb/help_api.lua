@@ -361,6 +361,8 @@ return {
   { "cache:end_run", "cache:end_run(id, funnel [, ended [, usage]]) -> true",
     "Records a run's end time (default now), funnel (outcome -> count) and the model's usage. Raises for an "
     .. "unknown run." },
+  { "cache:amend_run", "cache:amend_run(id, fields) -> true",
+    "Merges fields into a run record's settings: a run's baseline, measured after the record began (kwb report reads it)." },
   { "cache:runs", "cache:runs() -> runs", "Every run record, oldest first, settings, funnel and usage decoded." },
   { "cache:put_transcript", "cache:put_transcript { provider =, model =, request = [, ...] } -> id",
     "Stores one model request and its reply: run, purpose, prompt_hash, reply, tokens_in, tokens_out, seconds, "

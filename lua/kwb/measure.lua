@@ -65,7 +65,8 @@ function Harness:bench(sh) return inputs.bench(self, sh) end
 -- Build a candidate through the backend (its rules, compiler and views).
 -- Returns the callable kernel, or nil with the result filled in.
 function Harness:build(cand, res)
-  return backend.build(self.backend, cand, self.recipe, self.problem:prototype(), res)
+  -- (cand.fn: a baseline's own entry point, kwb.baseline)
+  return backend.build(self.backend, cand, self.recipe, self.problem:prototype(cand.fn), res)
 end
 
 -- Inputs unchanged and outputs right? nil, or "wrong", reason.

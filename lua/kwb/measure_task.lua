@@ -54,6 +54,13 @@ function M.measure(args)
            shapes = res.shapes, seconds = res.seconds, signal = res.signal }
 end
 
+-- baseline(args) -> the recipe's baseline measured (kwb.baseline.measure).
+function M.baseline(args)
+  local res = require("kwb.baseline").measure(harness(args.recipe), args)
+  if (res.error or ""):match("^crashed") then worker.retire() end   -- (as a crashed candidate's worker)
+  return res
+end
+
 -- sanitize(args) -> {} or the first finding (kwb.sanitize.check), with the
 -- device to itself as a measurement has it.
 function M.sanitize(args)

@@ -76,11 +76,34 @@ local function compile_expr(expr, vars, where)
   end
 end
 
+-- baselines = { name = { source = | file = (absolute), fn =, defines =, description = }
+-- or { plan = function(harness) -> maker | nil, why, description = } }: what a
+-- recipe's `baseline = "name"` may name (kwb.baseline).
+local function check_baselines(name, bls)
+  if bls == nil then return nil end
+  if type(bls) ~= "table" then fail(name, "'baselines' must be a table of name = { ... }") end
+  for k, b in pairs(bls) do
+    local where = string.format("baselines.%s", tostring(k))
+    if type(k) ~= "string" or not k:match("^[%w_%-]+$") then fail(name, "baseline names are words, got " .. tostring(k)) end
+    if type(b) ~= "table" then fail(name, where .. " must be a table") end
+    local kinds = (b.plan ~= nil and 1 or 0) + ((b.source ~= nil or b.file ~= nil) and 1 or 0)
+    if kinds ~= 1 or (b.plan ~= nil and type(b.plan) ~= "function") then
+      fail(name, where .. " needs either plan = function(harness) or source = | file =")
+    end
+    for f in pairs(b) do
+      if not ({ plan = 1, source = 1, file = 1, fn = 1, defines = 1, description = 1 })[f] then
+        fail(name, string.format("%s: unknown field '%s' (known: plan, source, file, fn, defines, description)", where, tostring(f)))
+      end
+    end
+  end
+  return bls
+end
+
 -- define(spec) -> problem object; raises on a malformed spec.
 function M.define(spec)
   if type(spec) ~= "table" then error("problem.define expects a table", 2) end
   local known = { name = 1, vars = 1, args = 1, fn = 1, reference = 1, tolerance = 1,
-                  bytes = 1, flops = 1, launch = 1, options = 1, description = 1, draw = 1, vary = 1 }
+                  bytes = 1, flops = 1, launch = 1, options = 1, description = 1, draw = 1, vary = 1, baselines = 1 }
   for k in pairs(spec) do
     if not known[k] then fail("'" .. tostring(spec.name) .. "'", "unknown field '" .. tostring(k) .. "'") end
   end
@@ -176,6 +199,7 @@ function M.define(spec)
   end
   if spec.launch ~= nil and type(spec.launch) ~= "function" then fail(name, "'launch' must be a function(shape, params)") end
   p.launch = spec.launch
+  p.baselines = check_baselines(name, spec.baselines)
   return p
 end
 

@@ -79,6 +79,21 @@ function Reporter:start_kernel(s, res, fresh)
   end
 end
 
+-- The run's baseline once measured (kwb.baseline): its medians, or why the
+-- run goes on without it.
+function Reporter:baseline(run, bl)
+  -- (--json: the summary event carries it)
+  if self.mode ~= "json" and self.mode ~= "quiet" then
+    if bl.error then
+      out(self, string.format("baseline %s: not measured, an error of the recipe: %s (the run goes on without it)",
+                              bl.name, bl.error))
+    else
+      out(self, string.format("baseline %s: %d shapes verified and timed (%.1f s)", bl.name, #run.recipe.shapes,
+                              bl.seconds or 0))
+    end
+  end
+end
+
 local function best_text(run)
   local b = run.session.best
   if b.outcome == "start" then return "best: the start kernel" end
@@ -139,24 +154,32 @@ function Reporter:evaluating(run, cand)
   self.live = true
 end
 
--- The per-shape table of a result against the start kernel.
-function Reporter:table(s, res)
-  local rows = {}
+-- The per-shape table of a result against the start kernel, and against
+-- the run's baseline where it has one (bl: kwb.baseline.run's).
+function Reporter:table(s, res, bl)
+  local rows, with = {}, bl and bl.median ~= nil
   for _, sh in ipairs(s.recipe.shapes) do
     local r, st = res.shapes[sh.key], s.start.shapes[sh.key]
     if r then
+      local vs = with and require("kwb.baseline").vs(bl, sh.key, r.median)
       rows[#rows + 1] = { sh.key, report.time(st.median), report.time(r.median),
         r.speedup and string.format("%.2fx", r.speedup) or "-",
         r.gbs and string.format("%.1f", r.gbs) or "-", r.gflops and string.format("%.1f", r.gflops) or "-",
         r.floor_frac and string.format("%.0f%%", 100 * r.floor_frac) or "-",
         string.format("%.1f%%", 100 * r.spread), r.partial and "partial" or r.noisy and "noisy" or "full" }
+      if with then   -- beside the speed-up: the baseline's time and its median over this one's
+        table.insert(rows[#rows], 5, bl.median[sh.key] and report.time(bl.median[sh.key]) or "-")
+        table.insert(rows[#rows], 6, vs and string.format("%.2fx", vs) or "-")
+      end
     end
   end
   print(string.format("%s %s: %s%s%s", res.short, res.origin or "", res.outcome,
     res.score and string.format(" · %.2fx geomean over the start kernel", res.score) or "",
     res.reason and (" · " .. res.reason) or ""))
   if #rows > 0 then
-    report.print_table({ { "shape", align = "left" }, "start", "this", "speedup", "GB/s", "GFLOP/s", "% floor", "spread", "timed" }, rows)
+    local head = { { "shape", align = "left" }, "start", "this", "speedup", "GB/s", "GFLOP/s", "% floor", "spread", "timed" }
+    if with then table.insert(head, 5, "baseline"); table.insert(head, 6, "vs baseline") end
+    report.print_table(head, rows)
   end
 end
 
@@ -164,14 +187,17 @@ end
 function Reporter:elsewhere(sm)
   print(string.format("faster elsewhere: at %d of %d shapes another kernel beats the pick by more than %.0f%%",
     #sm.elsewhere, sm.shape_count, 100 * summary.elsewhere_margin))
-  local rows = {}
+  local rows, with = {}, sm.baseline and sm.baseline.median ~= nil
   for _, e in ipairs(sm.elsewhere) do
     local what = e.start and "the start kernel" or (e.params and candidate.params_text(e.params)) or e.name or ""
     rows[#rows + 1] = { e.shape, report.time(e.pick), report.time(e.median), string.format("%.2fx", e.pick / e.median),
                         e.short, what }
+    if with then table.insert(rows[#rows], 5, e.vs_baseline and string.format("%.2fx", e.vs_baseline) or "-") end
   end
-  report.print_table({ { "shape", align = "left" }, "pick", "there", "gain", { "kernel", align = "left" },
-                       { "what", align = "left" } }, rows)
+  local head = { { "shape", align = "left" }, "pick", "there", "gain", { "kernel", align = "left" },
+                 { "what", align = "left" } }
+  if with then table.insert(head, 5, "vs baseline") end
+  report.print_table(head, rows)
 end
 
 -- What the model did: its usage, and each candidate a reply proposed.
@@ -201,11 +227,11 @@ function Reporter:summary(run, sm)
   local b = s.best
   if b.outcome == "start" then
     print(string.format("done: nothing beat the start kernel (%d candidates, %d known from the cache)", sm.candidates, sm.known))
-    if self.mode ~= "quiet" then self:table(s, b) end
+    if self.mode ~= "quiet" then self:table(s, b, run.baseline) end
   else
     print(string.format("done: best %s, %.2fx geomean over the start kernel%s", b.short, b.score,
       b.params and ("  " .. candidate.params_text(b.params)) or ""))
-    if self.mode ~= "quiet" then self:table(s, b) end
+    if self.mode ~= "quiet" then self:table(s, b, run.baseline) end
   end
   if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
   if self.mode ~= "quiet" and sm.model then self:model(sm) end
@@ -219,8 +245,8 @@ function Reporter:summary(run, sm)
   local st = sm.stages
   if st and sm.candidates > 0 then
     print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"
-      .. " · ceilings %.1f s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
-      st.ceilings or 0, st.rest,
+      .. "%s · ceilings %.1f s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
+      st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0, st.rest,
       (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))
   end
 end

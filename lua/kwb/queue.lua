@@ -44,7 +44,8 @@ M.results_ttl = 86400    -- a run's result stream outlives an abandoned run this
 -- The task functions a worker runs for a queue: evaluations, nothing else.
 M.tasks = { ["kwb.measure_task.measure"] = true, ["kwb.measure_task.sanitize"] = true,
             ["kwb.measure_task.build"] = true, ["kwb.measure_task.ceilings"] = true,
-            ["kwb.measure_task.device"] = true, ["kwb.measure_task.profile"] = true }
+            ["kwb.measure_task.device"] = true, ["kwb.measure_task.profile"] = true,
+            ["kwb.measure_task.baseline"] = true }   -- (a recipe's baseline: kwb.baseline)
 
 local function unescape(s)
   return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))

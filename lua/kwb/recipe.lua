@@ -394,6 +394,7 @@ function M.new(spec, level)
 
   if spec.start == nil then c:fail("start", "the start kernel (a file path), the baseline every score is relative to", nil) end
   r.start = c:candidate_spec("start", spec.start)
+  r.baseline = spec.baseline ~= nil and require("kwb.baseline").check(c, spec.baseline, p) or nil   -- (kwb.baseline)
   if spec.template ~= nil then r.template = c:path("template", spec.template) end
   if spec.space ~= nil then
     if not r.template then c:fail("space", "needs a 'template' (the source its parameters are filled into)", false) end
@@ -446,8 +447,7 @@ function M.new(spec, level)
   r.sanitize, r.sanitize_default = r.backend == "cuda" and (spec.sanitize == nil and "best" or spec.sanitize), spec.sanitize == nil
   r.dispatch = spec.dispatch or "nearest"   -- (kwb.sanitize: CUDA only, "best" unless set; kwb.export)
   if r.sanitize then require("kwb.sanitize").verify_race_shape(r) end   -- (racecheck's shape verified too)
-  if spec.cc ~= nil then a_string(c, "cc", spec.cc) end
-  r.cc = spec.cc
+  if spec.cc ~= nil then a_string(c, "cc", spec.cc) end; r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }
   if spec.timing ~= nil then
     c:subtable("timing", spec.timing, timing_spec)

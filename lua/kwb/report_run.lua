@@ -125,13 +125,41 @@ local function funnel_items(d)
   return items
 end
 
+-- The table's columns: shape, start, best, speedup, the floor %, and where
+-- a run measured the recipe's baseline, its time and the best's "vs
+-- baseline" (the baseline's median over the best's).
+local function shape_head(d)
+  local head = { "shape", "start", "best", "speedup", "% of the floor" }
+  if d.baseline and d.baseline.shapes then head[6], head[7] = "baseline", "vs baseline" end
+  return head
+end
+
 local function shape_rows(d)
   local rows = {}
+  local bl = d.baseline and d.baseline.shapes
   for i, s in ipairs(d.shapes) do
-    rows[i] = { s.key, report.time(s.start), report.time(s.median), s.speedup and string.format("%.2fx", s.speedup),
-                s.floor and string.format("%.0f%%", 100 * s.floor) }
+    rows[i] = { s.key, report.time(s.start), report.time(s.median), s.speedup and string.format("%.2fx", s.speedup) or "-",
+                s.floor and string.format("%.0f%%", 100 * s.floor) or "-" }
+    if bl then
+      local b = bl[s.key] and bl[s.key].median
+      rows[i][6] = b and report.time(b) or "-"
+      rows[i][7] = b and s.median and string.format("%.2fx", b / s.median) or "-"
+    end
   end
   return rows
+end
+
+-- One sentence on the baseline of the latest run that measured one.
+local function baseline_line(d)
+  local b = d.baseline
+  if not b then return nil end
+  if b.error then
+    return string.format("Baseline %s: not measured in run %s (an error of the recipe: %s).", b.name,
+                         b.run:sub(1, 12), b.error)
+  end
+  return string.format("Baseline %s%s: measured in run %s, timed like the candidates; \"vs baseline\" is its median "
+                       .. "over the best's.", b.name, b.description and (" (" .. b.description .. ")") or "",
+                       b.run:sub(1, 12))
 end
 
 -- The best's profiles (kwb profile), one sentence each: shape, class, why.
@@ -172,12 +200,15 @@ function M.markdown(d)
   L[#L + 1] = ""
   L[#L + 1] = "## The best at each shape"
   L[#L + 1] = ""
-  L[#L + 1] = "| shape | start | best | speedup | % of the floor |"
-  L[#L + 1] = "|---|---:|---:|---:|---:|"
-  for _, row in ipairs(shape_rows(d)) do
-    L[#L + 1] = "| " .. table.concat({ row[1], row[2], row[3], row[4] or "-", row[5] or "-" }, " | ") .. " |"
-  end
+  local head = shape_head(d)
+  L[#L + 1] = "| " .. table.concat(head, " | ") .. " |"
+  L[#L + 1] = "|---" .. string.rep("|---:", #head - 1) .. "|"
+  for _, row in ipairs(shape_rows(d)) do L[#L + 1] = "| " .. table.concat(row, " | ") .. " |" end
   L[#L + 1] = ""
+  if baseline_line(d) then
+    L[#L + 1] = baseline_line(d)
+    L[#L + 1] = ""
+  end
   L[#L + 1] = "## Convergence"
   L[#L + 1] = ""
   L[#L + 1] = "| candidate | best score so far |"
@@ -206,12 +237,13 @@ function M.html(d)
     speed[i] = { s.key, s.speedup }
     floor[i] = { s.key, s.floor and 100 * s.floor }
   end
-  local rows = {}
+  local rows, head = {}, {}
   for _, row in ipairs(shape_rows(d)) do
     local cells = {}
-    for i = 1, 5 do cells[i] = "<td>" .. esc(row[i] or "-") .. "</td>" end
+    for i = 1, #row do cells[i] = "<td>" .. esc(row[i]) .. "</td>" end
     rows[#rows + 1] = "<tr>" .. table.concat(cells) .. "</tr>"
   end
+  for i, h in ipairs(shape_head(d)) do head[i] = "<th>" .. esc(h) .. "</th>" end
   return table.concat({
     "<!DOCTYPE html>",
     '<html lang="en"><head><meta charset="utf-8"><title>' .. esc(r.name) .. ": kwb report</title>",
@@ -230,8 +262,8 @@ function M.html(d)
       .. bars_svg("speedup", "the best's speedup at each shape", speed, "%.2fx") .. "</section>",
     "<section><h2>Share of the physical floor</h2>"
       .. bars_svg("floor", "the best's % of the floor at each shape", floor, "%.0f%%") .. "</section>",
-    "<h2>The best at each shape</h2><table><tr><th>shape</th><th>start</th><th>best</th><th>speedup</th>"
-      .. "<th>% of the floor</th></tr>" .. table.concat(rows) .. "</table>",
+    "<h2>The best at each shape</h2><table><tr>" .. table.concat(head) .. "</tr>" .. table.concat(rows) .. "</table>",
+    baseline_line(d) and ("<p>" .. esc(baseline_line(d)) .. "</p>") or "",
     "<h2>Lineage of the best</h2><p>" .. esc(lineage_text(d)) .. "</p>",
     #profile_lines(d) > 0 and ("<h2>The best's bottleneck</h2><ul><li>" .. esc(table.concat(profile_lines(d), "\n"))
       :gsub("\n", "</li><li>") .. "</li></ul>") or "",
@@ -248,6 +280,7 @@ function M.write(recipe, dir, opts)
   local device = opts.device or require("kwb.backend").load(recipe.backend).device()
   local d = M.data(recipe, st:results(st:recipe_context(recipe, device)))
   d.device = device
+  d.baseline = st:baseline(recipe, device)   -- (the latest run's that measured one)
   for _, row in ipairs(st.cache:profiles(d.best.id) or {}) do   -- the best's bottleneck, where it was profiled
     if row.device == device then d.profiles = d.profiles or {}; d.profiles[#d.profiles + 1] = row end
   end

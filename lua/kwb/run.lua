@@ -283,6 +283,15 @@ function M.run(recipe, opts)
   if fresh ~= nil then run.report:start_kernel(s, start, fresh) end
   for _, c in ipairs(s.start_changes or {}) do run.report:revised(run, c.res, c.was) end   -- (not this run's)
   s.start_changes = nil
+  -- the recipe's baseline, once a run, right after the start kernel; never a
+  -- candidate; kept with the run's record for kwb report (kwb.baseline)
+  s.deadline = run.deadline
+  run.baseline = require("kwb.baseline").run(s)
+  s.deadline = nil
+  if run.baseline then
+    run.report:baseline(run, run.baseline)
+    s.store:note_baseline(run.record, run.baseline, recipe)
+  end
   run.best = s.best
   run.workers = s:workers() and s.pool.n or 0
   -- the model's requests move on while the workers measure

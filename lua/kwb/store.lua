@@ -209,6 +209,31 @@ end
 
 function Store:runs() return self.cache:runs() end
 
+-- note_baseline(run, baseline, recipe): the run's baseline (kwb.baseline),
+-- with the recipe and problem it was measured for, into the run's record
+-- (settings.baseline), where kwb report finds it.
+function Store:note_baseline(run, bl, recipe)
+  local keep = { recipe = recipe.name, problem = recipe.problem:key(), name = bl.name, id = bl.id,
+                 description = bl.description, error = bl.error, shapes = bl.shapes, check = bl.check,
+                 seconds = bl.seconds }
+  self.cache:amend_run(run.id, { baseline = keep })
+end
+
+-- baseline(recipe, device) -> the baseline of the latest run of this recipe
+-- (its name and problem) on this device kind that measured one, with its
+-- run's id and start time, or nil.
+function Store:baseline(recipe, device)
+  local found
+  for _, r in ipairs(self.cache:runs()) do
+    local b = r.settings.baseline
+    if b and r.settings.device == device and b.recipe == recipe.name and b.problem == recipe.problem:key() then
+      found = b
+      found.run, found.started = r.id, r.started
+    end
+  end
+  return found
+end
+
 -- transcript(t [, run]) -> id: one model request and its reply (kwb.agent).
 function Store:transcript(t, run)
   t.run = run and run.id

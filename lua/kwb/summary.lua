@@ -10,16 +10,27 @@ local M = {}
 -- mean over shapes; a layer may still dispatch per shape).
 M.elsewhere_margin = 0.02
 
-local function elsewhere(s, shapes, best, best_times)
+local vs = require("kwb.baseline").vs
+
+local function elsewhere(s, shapes, best, best_times, bl)
   local out = {}
   for _, sh in ipairs(shapes) do
     local w, mine = s.shape_best[sh.key], best_times[sh.key]
     if w and mine and w.id ~= best.id and w.median * (1 + M.elsewhere_margin) < mine then
       out[#out + 1] = { shape = sh.key, id = w.id, short = w.short, median = w.median, pick = mine,
-                        name = w.name, params = w.params, origin = w.origin, start = w.start }
+                        name = w.name, params = w.params, origin = w.origin, start = w.start,
+                        baseline = bl and bl.median and bl.median[sh.key], vs_baseline = vs(bl, sh.key, w.median) }
     end
   end
   return out
+end
+
+-- The run's baseline as the summary gives it (absent without one): its name,
+-- medians per shape, or the error that left the run without it.
+local function baseline_part(bl)
+  if not bl then return nil end
+  return { name = bl.name, id = bl.id, description = bl.description, median = bl.median, check = bl.check,
+           error = bl.error, seconds = bl.seconds }
 end
 
 -- The model's part: its usage, and every candidate a reply proposed with its
@@ -68,7 +79,9 @@ local function stage_sums(run, elapsed)
   end
   sums.sanitize = math.max(0, (run.session.sanitize_s or 0) - (run.sanitize_base or 0))
   counted = counted + sums.sanitize
-  sums.start = math.max(0, run.start_s or 0)
+  -- (the baseline's measurement, right after the start kernel, is part of `start`; `baseline` says how much)
+  sums.baseline = run.baseline and run.baseline.seconds or nil
+  sums.start = math.max(0, run.start_s or 0) + (sums.baseline or 0)
   sums.ceilings = math.max(0, (run.session.ceilings_s or 0) - (run.ceilings_base or 0))
   sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings)
   return sums
@@ -78,14 +91,17 @@ function M.summary(run)
   local s = run.session
   local elapsed = core.now() - run.started
   local best = s.best
-  local speedup, start_times, best_times = {}, {}, {}
+  local speedup, start_times, best_times, floor, against = {}, {}, {}, {}, {}
+  local bl = run.baseline
   for _, sh in ipairs(run.recipe.shapes) do
     local r = best.shapes[sh.key]
     speedup[sh.key] = r and r.speedup or nil
     start_times[sh.key] = s.start.shapes[sh.key].median
     best_times[sh.key] = r and r.median or nil
+    floor[sh.key] = r and r.floor_frac or nil
+    against[sh.key] = vs(bl, sh.key, r and r.median)
   end
-  local faster = elsewhere(s, run.recipe.shapes, best, best_times)
+  local faster = elsewhere(s, run.recipe.shapes, best, best_times, bl)
   local model, proposals = model_part(run)
   return {
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
@@ -95,7 +111,9 @@ function M.summary(run)
     exhausted = run.exhausted or false, seconds = elapsed,
     per_second = elapsed > 0 and run.evaluated / elapsed or 0,
     best = { id = best.id, short = best.short, score = best.score, speedup = speedup, params = best.params,
-             origin = best.origin, start = best.outcome == "start" },
+             origin = best.origin, start = best.outcome == "start", floor = next(floor) and floor or nil,
+             vs_baseline = next(against) and against or nil },
+    baseline = baseline_part(bl),
     start = { id = s.start.id, median = start_times },
     best_median = best_times,
     -- absent when the pick is the fastest at every shape (an empty table would be a JSON object)

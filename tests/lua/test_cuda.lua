@@ -276,4 +276,28 @@ if not driver then
   end)
 end
 
+-- A gemm step's fields are checked before any device is needed: misuse raises,
+-- naming the field (kwb_cuda_gemm_check pins the shapes: tests/unit/test_cuda.c).
+t.test("gemm_step_misuse_raises_naming_the_field", function()
+  local p = cuda.plan()
+  local function add(g) return function() p:add { gemm = g } end end
+  local ok = { m = 4, n = 2, k = 3, lda = 4, ldb = 3, ldc = 4, a = 1, b = 1, c = 1 }
+  local function with(k, v)
+    local g = {}
+    for key, x in pairs(ok) do g[key] = x end
+    g[k] = v
+    return g
+  end
+  t.raises(add(with("m", 0)), "gemm field 'm' must be an integer >= 1 (got 0)")
+  t.raises(add(with("ldc", nil)), "gemm field 'ldc' is required")
+  t.raises(add(with("k", 2.5)), "gemm field 'k' must be an integer (got number)")
+  t.raises(add(with("a_offset", -1)), "gemm field 'a_offset' must be an integer >= 0 (got -1)")
+  t.raises(add(with("trans_a", "T")), "gemm field 'trans_a' must be true or false")
+  t.raises(add(with("alpha", "1")), "gemm field 'alpha' must be a number")
+  t.raises(add(with("lda_", 4)), "unknown gemm field 'lda_'")
+  t.raises(add(ok), "gemm field 'a' must be a device buffer (got number)")
+  t.raises(function() p:add { gemm = ok, grid = 1 } end, "a gemm step has only the field 'gemm' (got 'grid')")
+  t.eq(#p.steps, 0, "nothing was added")
+end)
+
 t.done()

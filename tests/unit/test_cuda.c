@@ -177,6 +177,69 @@ static void test_device_calls_fail_plainly_without_a_driver(void) {
     CHECK_INT(kwb_cuda_measure_copy(1 << 20, 1, &s), KWB_ERUN);
 }
 
+/* A row-major [M, K] x [N, K]^T -> [M, N] gemm in cuBLAS's terms (kwb.h). */
+static kwb_cuda_gemm row_major_gemm(int M, int N, int K) {
+    kwb_cuda_gemm g;
+    memset(&g, 0, sizeof g);
+    g.trans_a = 1;
+    g.m = N, g.n = M, g.k = K;
+    g.lda = K, g.ldb = K, g.ldc = N;
+    g.alpha = 1;
+    return g;
+}
+
+static void test_gemm_check_pins_shapes_types_and_extents(void) {
+    int bf[3] = {KWB_BF16, KWB_BF16, KWB_F32};
+    kwb_cuda_gemm g = row_major_gemm(3, 5, 16);   /* W [5, 16], X [3, 16], Y [3, 5] */
+    uint64_t len[3] = {5 * 16, 3 * 16, 3 * 5};
+    CHECK_INT(kwb_cuda_gemm_check(&g, bf, len), 0);
+    /* one element short in each operand in turn */
+    for (int i = 0; i < 3; i++) {
+        uint64_t shorter[3] = {len[0], len[1], len[2]};
+        shorter[i]--;
+        CHECK_INT(kwb_cuda_gemm_check(&g, bf, shorter), KWB_EINVAL);
+    }
+    CHECK_STR(kwb_last_error(), "gemm C: 15 elements from offset 0 pass the end of its buffer of 14");
+    /* an offset that moves B past its end: expert 1 of two in a [2, 3, 16] buffer is fine, 2 is not */
+    uint64_t two[3] = {len[0], 2 * 3 * 16, len[2]};
+    g.b_offset = 3 * 16;
+    CHECK_INT(kwb_cuda_gemm_check(&g, bf, two), 0);
+    g.b_offset = 3 * 16 + 1;
+    CHECK_INT(kwb_cuda_gemm_check(&g, bf, two), KWB_EINVAL);
+    CHECK_STR(kwb_last_error(), "gemm B: 48 elements from offset 49 pass the end of its buffer of 96");
+    g = row_major_gemm(3, 5, 16);
+    g.lda = 15;
+    CHECK_INT(kwb_cuda_gemm_check(&g, bf, len), KWB_EINVAL);
+    CHECK_STR(kwb_last_error(), "gemm A: its leading dimension 15 is under its 16 rows as stored");
+    g = row_major_gemm(0, 5, 16);
+    CHECK_INT(kwb_cuda_gemm_check(&g, bf, len), KWB_EINVAL);
+    CHECK_STR(kwb_last_error(), "gemm dimensions must be >= 1 (got m 5, n 0, k 16)");
+    g = row_major_gemm(3, 5, 16);
+    int mixed[3] = {KWB_BF16, KWB_F16, KWB_F32};
+    CHECK_INT(kwb_cuda_gemm_check(&g, mixed, len), KWB_EINVAL);
+    CHECK_STR(kwb_last_error(), "gemm A and B must both be bf16, f16 or f32 (got bf16 and f16)");
+    int i32c[3] = {KWB_BF16, KWB_BF16, KWB_I32};
+    CHECK_INT(kwb_cuda_gemm_check(&g, i32c, len), KWB_EINVAL);
+    CHECK_STR(kwb_last_error(), "gemm C must be bf16 or f32 (got i32)");
+    g.trans_b = 2;
+    CHECK_INT(kwb_cuda_gemm_check(&g, bf, len), KWB_EINVAL);
+    /* as stored, untransposed: A m x k with lda >= m */
+    kwb_cuda_gemm n = {0};
+    n.m = 4, n.n = 2, n.k = 3, n.lda = 4, n.ldb = 3, n.ldc = 4;
+    uint64_t nl[3] = {12, 6, 8};
+    CHECK_INT(kwb_cuda_gemm_check(&n, bf, nl), 0);
+    n.lda = 3;
+    CHECK_INT(kwb_cuda_gemm_check(&n, bf, nl), KWB_EINVAL);
+}
+
+static void test_gemm_step_needs_buffers(void) {
+    kwb_cuda_plan *p = kwb_cuda_plan_new();
+    kwb_cuda_gemm g = row_major_gemm(1, 1, 1);
+    CHECK_INT(kwb_cuda_plan_add_gemm(p, &g), KWB_EINVAL);
+    CHECK_STR(kwb_last_error(), "a gemm step needs buffers a, b and c");
+    kwb_cuda_plan_free(p);
+}
+
 int main(void) {
     RUN(test_arch_names);
     RUN(test_fp8_fp4_dtype_names);
@@ -184,5 +247,7 @@ int main(void) {
     RUN(test_parallel_builds_report_resources);
     RUN(test_prebuild_copies_its_specs_and_fills_the_directory);
     RUN(test_device_calls_fail_plainly_without_a_driver);
+    RUN(test_gemm_check_pins_shapes_types_and_extents);
+    RUN(test_gemm_step_needs_buffers);
     return UNIT_EXIT();
 }

@@ -29,6 +29,10 @@ void matmul_ref(int n, const float *a, const float *b, float *c) {
 }
 ]]
 
+-- The baseline "rows": the reference's loop as a plain C kernel (no abort:
+-- an allocation that fails leaves c unwritten, which kwb finds).
+local rows = reference:gsub("void matmul_ref%(", "void matmul_rows("):gsub("if %(!acc%) abort%(%);", "if (!acc) return;")
+
 return function(opts)
   opts = opts or {}
   for k in pairs(opts) do
@@ -46,6 +50,9 @@ return function(opts)
       { "c", "f32", shape = "n*n", role = "out" },
     },
     reference = { source = reference, fn = "matmul_ref", flags = { "-O3" } },
+    -- a recipe's `baseline = "rows"`: the same row-accumulator loop as plain C, built with the recipe's flags
+    baselines = { rows = { source = rows, fn = "matmul_rows",
+                           description = "i-k-j loop over a row of double sums, as the reference" } },
     tolerance = opts.tolerance or { atol = 1e-3, rtol = 1e-4 },
     bytes = "3 * n * n * 4",
     flops = "2 * n * n * n",

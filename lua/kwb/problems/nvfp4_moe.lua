@@ -171,6 +171,9 @@ setmetatable(M, { __call = function(_, opts)
       { "out", "bf16", shape = "T*H", role = "out" },
     },
     reference = { cuda = { source = ref_source, fn = "nvfp4_moe_ref_up", launch = M.ref_launch } },
+    -- a recipe's `baseline = "cublas"`: the same layer in bf16 through cuBLAS (kwb.nvfp4_cublas)
+    baselines = { cublas = { plan = function(h) return require("kwb.nvfp4_cublas").open(h) end,
+                             description = "bf16 weights dequantised once, a cublasGemmEx per active expert" } },
     tolerance = opts.tolerance or { rel_l2 = 5e-3 },
     bytes = M.min_bytes,
     flops = M.flops,

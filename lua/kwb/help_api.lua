@@ -163,6 +163,9 @@ return {
   { "kwb.cuda.device_kind", "kwb.cuda.device_kind([device]) -> kind",
     "The text results and ceilings are keyed by: name, sm_XX, SM count, GiB of memory and the driver's major "
     .. "version. device: a kwb.cuda.device table; without one, device 0's, raising when there is none." },
+  { "kwb.cuda.mem_info", "kwb.cuda.mem_info() -> free, total | nil, message, info",
+    "The device's memory free now and in all, in bytes, as kwb's context sees it (cuMemGetInfo): how many "
+    .. "compute-sanitizer runs fit at once. info.code \"no-driver\" (or \"no-device\") without one." },
   { "kwb.cuda.nvrtc_version", "kwb.cuda.nvrtc_version() -> version | nil, message, info",
     "NVRTC's version as \"major.minor\". info.code \"no-nvrtc\" when it cannot be loaded." },
   { "kwb.cuda.clocks", "kwb.cuda.clocks() -> { sm_mhz =, temp =, reasons = } | nil, message, info",

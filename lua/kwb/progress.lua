@@ -198,6 +198,8 @@ function Reporter:elsewhere(sm)
                  { "what", align = "left" } }
   if with then table.insert(head, 5, "vs baseline") end
   report.print_table(head, rows)
+  -- the layer's choice: these winners where they win, the pick elsewhere
+  print("a layer dispatching per shape takes these there, the pick elsewhere: `kwb export RECIPE.lua DIR` writes it")
 end
 
 -- What the model did: its usage, and each candidate a reply proposed.

@@ -1026,6 +1026,9 @@ w4_down_wg(DN_ARGS) {
 #endif
 #define RG_STAGE (256 * RG_N)                        // a stage: RG_N tokens x 128 elements of bf16
 #define RG_SMEM (RG_S * RG_STAGE + 4 * RG_N + 1024)  // + the token rows' table, + room to align to 1024
+// The functions below take these settings as a configuration (RgCfg), so a
+// module may hold the kernels at more than one: w4_up_rg and w4_down_rg are
+// the instance at the RG_* settings.
 
 #if LW == 2
 #if RG_N != 32 && RG_N != 64 && RG_N != 128
@@ -1071,6 +1074,12 @@ __device__ __forceinline__ void rg_mma(float (&d)[64], const u32 (&a)[4], unsign
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
+template <int N_, int WG_, int S_, int PF_, int M_, int ORD_> struct RgCfg {
+    // (an enum: no storage in the module; lower case: PF, N and the like are macros)
+    enum : int { n = N_, wg = WG_, s = S_, pf = PF_, m = M_, ord = ORD_, threads = 128 * WG_, stage = 256 * N_ };
+};
+typedef RgCfg<RG_N, RG_WG, RG_S, RG_PF, RG_M, RG_ORD> Rg;
+
 __device__ __forceinline__ uint2 ld_stream8(const unsigned char *p) {
     uint2 v;
     asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
@@ -1110,16 +1119,17 @@ __device__ __forceinline__ void rg_dequant(const RgRaw (&r)[2], u32 (&a)[8][4]) 
 }
 
 // This thread's cp.async copies of chunk c's activations into its stage:
-// 16-byte piece u & 15 of token row u >> 4 for u = tid, tid + RG_THREADS, ...
+// 16-byte piece u & 15 of token row u >> 4 for u = tid, tid + C::threads, ...
 // (rows: the tile's element offsets into act), then a commit: an empty group
 // past the end keeps the count of groups uniform.
+template <class C>
 __device__ __forceinline__ void rg_copy_act(u32 sm, int c, int nch, const u16 *act, const int *rows, int tid) {
     if (c < nch) {
-        const u32 st = sm + (c % RG_S) * RG_STAGE;
+        const u32 st = sm + (c % C::s) * C::stage;
 #pragma unroll
-        for (int i = 0; i < RG_N * 16 / RG_THREADS; i++) {
-            const int u = tid + RG_THREADS * i, r = u >> 4, kb = (u >> 3) & 1, pc = u & 7;
-            cp16_a(st + kb * (RG_N * 128) + r * 128 + ((pc ^ (r & 7)) << 4), act + rows[r] + 128 * c + 64 * kb + 8 * pc);
+        for (int i = 0; i < C::n * 16 / C::threads; i++) {
+            const int u = tid + C::threads * i, r = u >> 4, kb = (u >> 3) & 1, pc = u & 7;
+            cp16_a(st + kb * (C::n * 128) + r * 128 + ((pc ^ (r & 7)) << 4), act + rows[r] + 128 * c + 64 * kb + 8 * pc);
         }
     }
     cp_commit();
@@ -1128,9 +1138,10 @@ __device__ __forceinline__ void rg_copy_act(u32 sm, int c, int nch, const u16 *a
 // The token table of a work item (count tokens from first; the missing ones
 // point at the last real row, their columns never stored): each row's element
 // offset into the activations (x row pairs[t] / div, or h row t when div is 0).
+template <class C>
 __device__ __forceinline__ void rg_rows(int *rows, const int *pairs, int first, int count, int div, int stride,
                                         int tid) {
-    for (int r = tid; r < RG_N; r += RG_THREADS) {
+    for (int r = tid; r < C::n; r += C::threads) {
         const int t = first + min(r, count - 1);
         rows[r] = (div ? pairs[t] / div : t) * stride;
     }
@@ -1149,10 +1160,11 @@ __device__ __forceinline__ void rg_load(RgRaw (&r)[2], const unsigned char *cons
 
 // One chunk's 8 MMAs (k16 slices of the stage at st) on acc, issued as one
 // group: the descriptors made before the stage opens (wgmma.fence).
-__device__ __forceinline__ void rg_chunk_mma(float (&acc)[RG_N / 2], const u32 (&a)[8][4], u32 st) {
+template <class C>
+__device__ __forceinline__ void rg_chunk_mma(float (&acc)[C::n / 2], const u32 (&a)[8][4], u32 st) {
     unsigned long long db[8];
 #pragma unroll
-    for (int s = 0; s < 8; s++) db[s] = wg_desc(st + (s >> 2) * (RG_N * 128) + 32 * (s & 3));
+    for (int s = 0; s < 8; s++) db[s] = wg_desc(st + (s >> 2) * (C::n * 128) + 32 * (s & 3));
     wg_hold(acc);
     wg_fence();
 #pragma unroll
@@ -1162,30 +1174,31 @@ __device__ __forceinline__ void rg_chunk_mma(float (&acc)[RG_N / 2], const u32 (
 }
 
 // The K loop of one work item: acc = this warpgroup's 64 weight rows x the
-// tile's RG_N tokens over nch chunks of 128. wq[row], ws[row]: the lane's
+// tile's C::n tokens over nch chunks of 128. wq[row], ws[row]: the lane's
 // codes and scales of rows g and g + 8 at chunk 0; act, rows: the
 // activations and the tile's token table (rg_copy_act).
-__device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch, const unsigned char *const *wq,
+template <class C>
+__device__ __forceinline__ void rg_kloop(float (&acc)[C::n / 2], u32 sm, int nch, const unsigned char *const *wq,
                                          const unsigned char *const *ws, const u16 *act, const int *rows,
                                          int tid) {
-    constexpr int D = RG_S - 2;                       // chunks of activations copied ahead
-    RgRaw raw[RG_PF][2];
+    constexpr int D = C::s - 2;                       // chunks of activations copied ahead
+    RgRaw raw[C::pf][2];
     u32 a[2][8][4];
-    auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, act, rows, tid); };
+    auto copy_act = [&](int c) { rg_copy_act<C>(sm, c, nch, act, rows, tid); };
     auto step = [&](int c, u32 (&ac)[8][4], RgRaw (&rc)[2]) {
         rg_dequant(rc, ac);
-        if (c + RG_PF < nch) rg_load(rc, wq, ws, c + RG_PF);
+        if (c + C::pf < nch) rg_load(rc, wq, ws, c + C::pf);
         cp_wait<D - 1>();             // this thread's copies of chunk c are in
         fence_async_smem();           // visible to the tensor cores
         __syncthreads();              // and everyone else's
-        rg_chunk_mma(acc, ac, sm + (c % RG_S) * RG_STAGE);
+        rg_chunk_mma<C>(acc, ac, sm + (c % C::s) * C::stage);
         wg_wait<1>();                 // chunk c - 1 is done with its A set and its stage
         copy_act(c + D);
     };
 #pragma unroll
-    for (int i = 0; i < RG_N / 2; i++) acc[i] = 0.0f;
+    for (int i = 0; i < C::n / 2; i++) acc[i] = 0.0f;
 #pragma unroll
-    for (int p = 0; p < RG_PF; p++)
+    for (int p = 0; p < C::pf; p++)
         if (p < nch) rg_load(raw[p], wq, ws, p);
 #pragma unroll
     for (int d = 0; d < D; d++) copy_act(d);
@@ -1193,7 +1206,7 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
     // makes ptxas serialise every wgmma (C7513)
     for (int c = 0; c < nch; c += 2) {
         step(c, a[0], raw[0]);
-        step(c + 1, a[1], raw[RG_PF - 1]);
+        step(c + 1, a[1], raw[C::pf - 1]);
     }
     wg_wait<0>();
     wg_hold(acc);
@@ -1201,31 +1214,32 @@ __device__ __forceinline__ void rg_kloop(float (&acc)[RG_N / 2], u32 sm, int nch
     __syncthreads();                  // every warpgroup is done with every stage and the table
 }
 
-// The K loop with two row groups a warpgroup (RG_M = 2): acc[m] = group m's 64
+// The K loop with two row groups a warpgroup (C::m = 2): acc[m] = group m's 64
 // weight rows x the tile's tokens; wq[m][row], ws[m][row] as rg_kloop's. A
 // chunk: for each group, wait until its MMAs of the chunk before are done
 // (wait_group 1: all but the other group's newest), dequantise into its A set,
 // then (group 0) wait for the chunk's activations and the barrier, and issue
 // its 8 MMAs as one group. The stage of chunk c - 2 is refilled after the
 // barrier of c, when every warpgroup has retired both groups of c - 2. Codes
-// one chunk ahead (RG_PF is 1 here).
-__device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int nch,
+// one chunk ahead (C::pf is 1 here).
+template <class C>
+__device__ __forceinline__ void rg_kloop2(float (&acc)[2][C::n / 2], u32 sm, int nch,
                                           const unsigned char *const (*wq)[2], const unsigned char *const (*ws)[2],
                                           const u16 *act, const int *rows, int tid) {
-    constexpr int D = RG_S - 2;
+    constexpr int D = C::s - 2;
     RgRaw raw[2][2];
     u32 a[2][8][4];
-    auto copy_act = [&](int c) { rg_copy_act(sm, c, nch, act, rows, tid); };
+    auto copy_act = [&](int c) { rg_copy_act<C>(sm, c, nch, act, rows, tid); };
 #pragma unroll
     for (int m = 0; m < 2; m++) {
 #pragma unroll
-        for (int i = 0; i < RG_N / 2; i++) acc[m][i] = 0.0f;
+        for (int i = 0; i < C::n / 2; i++) acc[m][i] = 0.0f;
         rg_load(raw[m], wq[m], ws[m], 0);
     }
 #pragma unroll
     for (int d = 0; d < D; d++) copy_act(d);
     for (int c = 0; c < nch; c++) {
-        const u32 st = sm + (c % RG_S) * RG_STAGE;
+        const u32 st = sm + (c % C::s) * C::stage;
 #pragma unroll
         for (int m = 0; m < 2; m++) {
             wg_wait<1>();             // this group's MMAs of chunk c - 1 are done with its A set
@@ -1236,7 +1250,7 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
                 fence_async_smem();
                 __syncthreads();
             }
-            rg_chunk_mma(acc[m], a[m], st);
+            rg_chunk_mma<C>(acc[m], a[m], st);
         }
         copy_act(c + D);
     }
@@ -1247,57 +1261,57 @@ __device__ __forceinline__ void rg_kloop2(float (&acc)[2][RG_N / 2], u32 sm, int
     __syncthreads();                  // every warpgroup is done with every stage and the table
 }
 
-// The K loop of a work item for RG_M row groups a warpgroup.
-__device__ __forceinline__ void rg_kloop_m(float (&acc)[RG_M][RG_N / 2], u32 sm, int nch,
+// The K loop of a work item for C::m row groups a warpgroup.
+template <class C>
+__device__ __forceinline__ void rg_kloop_m(float (&acc)[C::m][C::n / 2], u32 sm, int nch,
                                            const unsigned char *const (*wq)[2], const unsigned char *const (*ws)[2],
                                            const u16 *act, const int *rows, int tid) {
-#if RG_M == 2
-    rg_kloop2(acc, sm, nch, wq, ws, act, rows, tid);
-#else
-    rg_kloop(acc[0], sm, nch, wq[0], ws[0], act, rows, tid);
-#endif
+    if constexpr (C::m == 2) rg_kloop2<C>(acc, sm, nch, wq, ws, act, rows, tid);
+    else rg_kloop<C>(acc[0], sm, nch, wq[0], ws[0], act, rows, tid);
 }
 
-// Work item wi of ntiles x rblocks in RG_ORD's order: its row block, and its
+// Work item wi of ntiles x rblocks in C::ord's order: its row block, and its
 // tile's expert, first pair and token count.
+template <class C>
 __device__ __forceinline__ int rg_item(long long wi, int ntiles, int rblocks, const int4 *tiles, int &e, int &first,
                                        int &count) {
-    const int tile = (int)(RG_ORD ? wi / rblocks : wi % ntiles), rb = (int)(RG_ORD ? wi % rblocks : wi / ntiles);
+    const int tile = (int)(C::ord ? wi / rblocks : wi % ntiles), rb = (int)(C::ord ? wi % rblocks : wi / ntiles);
     const int4 tl = tiles[tile];
     e = tl.x, first = tl.y, count = tl.z;
     return rb;
 }
 
-extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC)
-w4_up_rg(UP_ARGS) {
+// The GEMMs of one configuration: up (gate, up, SiLU-and-mul into h) and down (into y).
+template <class C>
+__device__ __forceinline__ void rg_up(UP_ARGS) {
     extern __shared__ __align__(1024) unsigned char rsm[];
     const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
-    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + RG_S * RG_STAGE);
+    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + C::s * C::stage);
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
-    const int ntiles = meta[0], rblocks = I / (32 * RG_WG * RG_M);
+    const int ntiles = meta[0], rblocks = I / (32 * C::wg * C::m);
     const long long rowb = H / 2, sfb = H / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
         int e, first, count;
-        const int rb = rg_item(wi, ntiles, rblocks, tiles, e, first, count);
-        int i[RG_M];                  // the h column of row group m (its gate row, and its up row I later)
-        const unsigned char *wq[RG_M][2], *ws[RG_M][2];
+        const int rb = rg_item<C>(wi, ntiles, rblocks, tiles, e, first, count);
+        int i[C::m];                  // the h column of row group m (its gate row, and its up row I later)
+        const unsigned char *wq[C::m][2], *ws[C::m][2];
 #pragma unroll
-        for (int m = 0; m < RG_M; m++) {
-            i[m] = rb * 32 * RG_WG * RG_M + 32 * (RG_M * wg + m) + 8 * warp + g;
+        for (int m = 0; m < C::m; m++) {
+            i[m] = rb * 32 * C::wg * C::m + 32 * (C::m * wg + m) + 8 * warp + g;
             const long long gate = (long long)e * 2 * I + i[m], up = gate + I;
             wq[m][0] = w13q + gate * rowb + 16 * q;
             wq[m][1] = w13q + up * rowb + 16 * q;
             ws[m][0] = w13sf + gate * sfb;
             ws[m][1] = w13sf + up * sfb;
         }
-        rg_rows(rows, pairs, first, count, K, H, tid);
-        float acc[RG_M][RG_N / 2];
-        rg_kloop_m(acc, sm, H / 128, wq, ws, x, rows, tid);
+        rg_rows<C>(rows, pairs, first, count, K, H, tid);
+        float acc[C::m][C::n / 2];
+        rg_kloop_m<C>(acc, sm, H / 128, wq, ws, x, rows, tid);
         const float s2 = w13s2[e] * 256.0f;
 #pragma unroll
-        for (int m = 0; m < RG_M; m++)
+        for (int m = 0; m < C::m; m++)
 #pragma unroll
-            for (int j = 0; j < RG_N / 8; j++)
+            for (int j = 0; j < C::n / 8; j++)
 #pragma unroll
                 for (int b = 0; b < 2; b++) {
                     const int tok = 8 * j + 2 * q + b;
@@ -1309,36 +1323,36 @@ w4_up_rg(UP_ARGS) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC)
-w4_down_rg(DN_ARGS) {
+template <class C>
+__device__ __forceinline__ void rg_down(DN_ARGS) {
     extern __shared__ __align__(1024) unsigned char rsm[];
     const u32 sm = (smem_u32(rsm) + 1023u) & ~1023u;
-    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + RG_S * RG_STAGE);
+    int *rows = (int *)(rsm + (sm - smem_u32(rsm)) + C::s * C::stage);
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, q = lane & 3;
-    const int ntiles = meta[0], rblocks = H / (64 * RG_WG * RG_M);
+    const int ntiles = meta[0], rblocks = H / (64 * C::wg * C::m);
     const long long rowb = I / 2, sfb = I / 16;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
         int e, first, count;
-        const int rb = rg_item(wi, ntiles, rblocks, tiles, e, first, count);
-        int n[RG_M];                  // the output column of row group m's row g (and n + 8)
-        const unsigned char *wq[RG_M][2], *ws[RG_M][2];
+        const int rb = rg_item<C>(wi, ntiles, rblocks, tiles, e, first, count);
+        int n[C::m];                  // the output column of row group m's row g (and n + 8)
+        const unsigned char *wq[C::m][2], *ws[C::m][2];
 #pragma unroll
-        for (int m = 0; m < RG_M; m++) {
-            n[m] = rb * 64 * RG_WG * RG_M + 64 * (RG_M * wg + m) + 16 * warp + g;
+        for (int m = 0; m < C::m; m++) {
+            n[m] = rb * 64 * C::wg * C::m + 64 * (C::m * wg + m) + 16 * warp + g;
             const long long r0 = (long long)e * H + n[m], r1 = r0 + 8;
             wq[m][0] = w2q + r0 * rowb + 16 * q;
             wq[m][1] = w2q + r1 * rowb + 16 * q;
             ws[m][0] = w2sf + r0 * sfb;
             ws[m][1] = w2sf + r1 * sfb;
         }
-        rg_rows(rows, pairs, first, count, 0, I, tid);
-        float acc[RG_M][RG_N / 2];
-        rg_kloop_m(acc, sm, I / 128, wq, ws, h, rows, tid);
+        rg_rows<C>(rows, pairs, first, count, 0, I, tid);
+        float acc[C::m][C::n / 2];
+        rg_kloop_m<C>(acc, sm, I / 128, wq, ws, h, rows, tid);
         const float s2 = w2s2[e] * 256.0f;
 #pragma unroll
-        for (int m = 0; m < RG_M; m++)
+        for (int m = 0; m < C::m; m++)
 #pragma unroll
-            for (int j = 0; j < RG_N / 8; j++)
+            for (int j = 0; j < C::n / 8; j++)
 #pragma unroll
                 for (int b = 0; b < 2; b++) {
                     const int tok = 8 * j + 2 * q + b;
@@ -1350,6 +1364,11 @@ w4_down_rg(DN_ARGS) {
                 }
     }
 }
+#define RG_UP_CALL T, H, I, E, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h
+#define RG_DN_CALL T, H, I, E, K, pairs, tiles, meta, h, w2q, w2sf, w2s2, y
+
+extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_up_rg(UP_ARGS) { rg_up<Rg>(RG_UP_CALL); }
+extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_ARGS) { rg_down<Rg>(RG_DN_CALL); }
 #endif   // LW == 2
 #endif   // LW
 

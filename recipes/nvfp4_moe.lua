@@ -63,6 +63,17 @@ local function w4a16(s, p)
              and s.H % (64 * rg_wg * rg_m) == 0
   if lw == 2 and not rg then wg = false end
   local rg_occ = p.RG_OCC or (rg_wg == 2 and 1 or rg_n == 32 and 3 or 2)
+  -- a second register-A instance, where a template has one (w4_up_rg2, w4_down_rg2: RG2_N
+  -- tokens a tile, RG2_WG warpgroups, RG2_M row groups, RG2_OCC blocks an SM; RG_S, RG_PF
+  -- and RG_ORD shared), from RG2_FROM tokens an expert (0 or none: never)
+  local rg2 = ""
+  if rg and (p.RG2_FROM or 0) > 0 and s.T * s.K >= p.RG2_FROM * s.E then
+    local n2, wg2, m2 = p.RG2_N or rg_n, p.RG2_WG or rg_wg, p.RG2_M or 1
+    if s.I % (32 * wg2 * m2) == 0 and s.H % (64 * wg2 * m2) == 0 then
+      rg_n, rg_wg, rg_m, rg2 = n2, wg2, m2, "2"
+      rg_occ = p.RG2_OCC or (rg_wg == 2 and 1 or rg_n == 32 and 3 or 2)
+    end
+  end
   local nt = large and p.L_NT or p.NT
   local tt = rg and rg_n or wg and 64 * l_wg or 8 * nt
   local up_rw, dn_rw = large and p.L_UP_RW or p.UP_RW, large and p.L_DN_RW or p.DN_RW
@@ -87,7 +98,7 @@ local function w4a16(s, p)
     up_blocks = math.min(rg_occ, 233472 // (up_smem + 1024))
     dn_blocks = up_blocks
     up_rows, dn_rows = 32 * rg_wg * rg_m, 64 * rg_wg * rg_m
-    up, down, pk = "w4_up_rg", "w4_down_rg", "r"   -- the codes in the rg layout, the linear scales
+    up, down, pk = "w4_up_rg" .. rg2, "w4_down_rg" .. rg2, "r"   -- the codes in the rg layout, the linear scales
   elseif wg then
     -- w4a16.cu's WG_SMEM: three stages of activations (128 bytes a token) and dequantised
     -- weights (128 rows of 128 bytes), and 1 KB to align. Registers (about 150 a thread at

@@ -18,6 +18,7 @@ local start = recipe.space.start
 local function space(swept, restrict)
   local names = {}
   for k in pairs(start) do names[#names + 1] = k end
+  for k in pairs(swept) do if start[k] == nil then names[#names + 1] = k end end
   table.sort(names)
   local lines = { "return {" }
   for _, k in ipairs(names) do
@@ -39,18 +40,47 @@ end
 
 local replies = {}
 
+-- the first reply's change: a second register-A instance, taken from RG2_FROM tokens an expert
+local anchor = "extern \"C\" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_ARGS) "
+               .. "{ rg_down<Rg>(RG_DN_CALL); }\n"
+local two_tiles = template:gsub(anchor:gsub("%p", "%%%0"), function(line) return line .. [[
+
+// A second instance for the largest token counts: from RG2_FROM tokens an
+// expert the plan takes w4_up_rg2 and w4_down_rg2, with tiles of RG2_N tokens,
+// RG2_WG warpgroups and RG2_M row groups (RG_S, RG_PF and RG_ORD shared).
+#ifdef RG2_N
+#ifndef RG2_WG
+#define RG2_WG 2
+#endif
+#ifndef RG2_M
+#define RG2_M 1
+#endif
+#ifndef RG2_OCC
+#define RG2_OCC (RG2_WG == 2 ? 1 : RG2_N == 32 ? 3 : 2)
+#endif
+#if RG2_N != 32 && RG2_N != 64 && RG2_N != 128
+#error "RG2_N must be 32, 64 or 128"
+#endif
+typedef RgCfg<RG2_N, RG2_WG, RG_S, RG_PF, RG2_M, RG_ORD> Rg2;
+extern "C" __global__ void __launch_bounds__(128 * RG2_WG, RG2_OCC) w4_up_rg2(UP_ARGS) { rg_up<Rg2>(RG_UP_CALL); }
+extern "C" __global__ void __launch_bounds__(128 * RG2_WG, RG2_OCC) w4_down_rg2(DN_ARGS) { rg_down<Rg2>(RG_DN_CALL); }
+#endif
+]] end, 1)
+assert(two_tiles ~= template, "the template's w4_down_rg moved")
+
 replies[#replies + 1] = reply([[
-From T = 1024 the layer is compute-bound: an expert gets 32 tokens at T = 1024
-and 128 at T = 4096, and the register-A wgmma kernels (LW = 2) run there from
-16 tokens an expert. Which tile fits best depends on those counts: RG_N = 32 or
-64 tokens a tile wastes less of a tile at T = 1024, 128 tokens with two
-warpgroups reuses each dequantised weight fragment more at T = 4096, and two
-64-row groups a warpgroup (RG_M = 2) halve the activation copies per weight
-row. The template stays as it is; the tuner should sweep the tile shape and the
-blocks an SM holds.]], template, space({ RG_N = { 32, 64, 128 }, RG_WG = { 1, 2 }, RG_M = { 1, 2 },
-                                        RG_OCC = { 1, 2, 3 }, RG_PF = { 1, 2 } },
-  "function(p) if p.RG_WG * p.RG_OCC > 3 then return false end "
-  .. "if p.RG_M == 2 and (p.RG_PF ~= 1 or p.RG_WG * p.RG_OCC > 2) then return false end return true end"))
+From T = 1024 the layer is compute-bound, and one register-A tile does not
+fit both ends: an expert gets 32 tokens at T = 1024, where a 128-token tile of
+two warpgroups is three-quarters empty, and 128 at T = 4096, where it is full.
+The kernels already take their settings as a configuration (RgCfg), so the
+module can hold a second instance: w4_up_rg2 and w4_down_rg2 for the largest
+counts (RG2_*, from RG2_FROM tokens an expert), and w4_up_rg / w4_down_rg
+below it with a smaller tile. Keep 128 tokens and two warpgroups from 64
+tokens an expert (T = 2048 on), and sweep the smaller tile for T = 1024.]], two_tiles,
+  space({ RG_N = { 32, 64 }, RG_WG = { 1, 2 }, RG_OCC = { 1, 2, 3 }, RG2_FROM = { 64 }, RG2_N = { 128 },
+          RG2_WG = { 2 }, RG2_OCC = { 1 } },
+  -- (three blocks an SM of 64-token tiles spill: three only at 32 tokens)
+  "function(p) return p.RG_WG * p.RG_OCC <= 3 and (p.RG_OCC < 3 or p.RG_N == 32) end"))
 
 replies[#replies + 1] = reply([[
 At T = 256 an expert gets 8 tokens on average, so the large-batch mma.sync

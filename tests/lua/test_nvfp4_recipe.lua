@@ -259,6 +259,25 @@ t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   t.eq(r.strategy.name, "llm+tune")
 end)
 
+-- A second register-A instance (w4_up_rg2, w4_down_rg2, where a template has
+-- one) from RG2_FROM tokens an expert: its own tile, warpgroups and blocks.
+t.test("nvfp4_recipe_rg2_takes_the_second_register_a_instance_from_rg2_from", function()
+  local p = {}
+  for k, v in pairs(r.space.start) do p[k] = v end
+  p.RG_N, p.RG_WG, p.RG_OCC = 64, 1, 2
+  local function at(T, q)
+    local plan = r.launch({ T = T, H = 7168, I = 2048, E = 256, K = 8, skew = 0 }, q)
+    return string.format("%s %d %d %d %d", plan.steps[2][1], plan.steps[2].block, plan.steps[2].smem, plan.steps[1].args[4][2],
+                         plan.steps[3].grid)
+  end
+  t.eq(at(4096, p), "w4_up_rg 128 66816 64 264", "none: the first instance")
+  p.RG2_FROM, p.RG2_N, p.RG2_WG, p.RG2_OCC = 64, 128, 2, 1
+  t.eq(at(4096, p), "w4_up_rg2 256 132608 128 132", "128 tokens an expert: the second, one block of two warpgroups an SM")
+  t.eq(at(2048, p), "w4_up_rg2 256 132608 128 132", "64 tokens an expert: from RG2_FROM")
+  t.eq(at(1024, p), "w4_up_rg 128 66816 64 264", "32 tokens an expert: below it")
+  t.eq(at(256, p), "w4_up_l 128 0 16 4224", "8 tokens an expert: mma.sync")
+end)
+
 -- With no model configured the flagship replays transcripts/nvfp4_moe.json
 -- (tools/nvfp4_transcript.lua): two sweeps of the template, a hack, a third
 -- sweep, a reply with no kernel. Every point of every sweep has a launch
@@ -282,7 +301,13 @@ t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
       t.eq(p.space, nil)
       t.truthy(p.source:find("__device__ unsigned int kept_calls;", 1, true), "the hack keeps state on the device")
     else
-      t.eq(p.source, template, "reply " .. i .. ": the template as it stands")
+      if i == 1 then   -- the template with a second register-A instance (w4_up_rg2, w4_down_rg2)
+        t.eq(#p.source - #template, 793)
+        t.truthy(p.source:find("extern \"C\" __global__ void __launch_bounds__(128 * RG2_WG, RG2_OCC) w4_up_rg2(UP_ARGS)", 1,
+                               true))
+      else
+        t.eq(p.source, template, "reply " .. i .. ": the template as it stands")
+      end
       local n = 0
       for k = 1, sp.size(p.space) do
         local params = sp.params(p.space, sp.nth(p.space, k))
@@ -302,7 +327,7 @@ t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
       sizes[#sizes + 1] = n
     end
   end
-  t.eq(table.concat(sizes, " "), "33 72 162", "the points each sweep may take")
+  t.eq(table.concat(sizes, " "), "7 72 162", "the points each sweep may take")
 end)
 
 t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
@@ -377,6 +402,23 @@ if cuda.nvrtc_version() then
     t.eq(hit and hit.word, "kept_calls")
     local sm = assert(cuda.compile { source = src, name = "w4a16.cu", defines = r.start.defines, arch = r.arch })
     t.eq(r.rules:check_ptx(sm:ptx(), src, "w4a16.cu"), nil, "the start kernel passes")
+    -- the transcript's first reply (a second register-A instance): every point it sweeps builds
+    -- without spills or serialised MMAs and passes the rules
+    local rp = require("kwb.reply").proposal(replies[1].text, r)
+    local sp, rspecs = require "kwb.strategies.space", {}
+    for k = 1, sp.size(rp.space) do
+      local params = sp.params(rp.space, sp.nth(rp.space, k))
+      if rp.space.restrict(params) then rspecs[#rspecs + 1] = { source = rp.source, name = "rg2.cu", defines = params, arch = r.arch } end
+    end
+    t.eq(#rspecs, 7)
+    for i, m in ipairs(cuda.compile_all(rspecs)) do
+      t.truthy(m.resources and m.resources.w4_up_rg2 and m.resources.w4_down_rg2, "reply point " .. i .. ": " .. tostring(m.error))
+      for k, res in pairs(m.resources or {}) do
+        if k:match("_rg2?$") then t.eq(res.spill_stores + res.stack, 0, "reply point " .. i .. " " .. k .. " spills") end
+      end
+      t.eq((m.log or ""):match("[^\n]*wgmma[^\n]*serialized[^\n]*"), nil)
+      t.eq(m.resources and r.rules:check_ptx(m:ptx(), rp.source, "rg2.cu"), nil, "reply point " .. i .. " passes the rules")
+    end
     -- the wgmma kernels exist only for the arch-specific target
     for _, lw in ipairs { 1, 2 } do
       local m, msg = cuda.compile { source = src, name = "w4a16.cu", defines = { LW = lw }, arch = "sm_90" }

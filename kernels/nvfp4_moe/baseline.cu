@@ -15,33 +15,19 @@
 // Requirements: H % 16 == 0, I % 16 == 0; x, h, out 16-byte aligned; blockDim 256.
 // An expert id outside 0..E-1 makes NaN.
 //
-// Device code only, for NVRTC; no headers. Launch plan (in order, one stream):
+// Device code only, for NVRTC; no system headers. Launch plan (in order, one stream):
 //   nvfp4_moe_base_up    grid (ceil(I / 8), T*K), block 256, no dynamic shared memory
 //                        writes h bf16 [T*K, I] (scratch)
 //   nvfp4_moe_base_down  grid (ceil(H / 8), T),   block 256, no dynamic shared memory
 //                        writes out bf16 [T, H]
-// Compile check (no GPU needed): nvcc -arch=sm_90 -cubin -o /tmp/base.cubin kernels/nvfp4_moe/baseline.cu
+// Compile check (no GPU needed): nvcc -arch=sm_90 -Ikernels -cubin -o /tmp/base.cubin kernels/nvfp4_moe/baseline.cu
 
 #define BASE_WARPS 8
 
 __device__ __forceinline__ float base_bf16_lo(unsigned v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float base_bf16_hi(unsigned v) { return __uint_as_float(v & 0xffff0000u); }
 
-__device__ __forceinline__ unsigned short base_f32_to_bf16(float f) {
-    unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (unsigned short)(u >> 16);
-}
-
-__device__ __forceinline__ float base_e4m3_to_f32(unsigned c) {
-    unsigned e = (c >> 3) & 15u, m = c & 7u;
-    float v;
-    if ((c & 0x7fu) == 0x7fu) v = __uint_as_float(0x7fc00000u);
-    else if (e == 0) v = (float)m * 0.001953125f;
-    else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
-    return (c & 0x80u) ? -v : v;
-}
+#include "nvfp4_moe/decode.cuh"   // bf16 and e4m3 (ref.cu's)
 
 __device__ __forceinline__ void base_fill_lut(float *lut) {
     const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -78,7 +64,7 @@ __device__ __forceinline__ float base_row_dot(const float *lut, const unsigned c
     const uint4 *av = (const uint4 *)a;
     float acc = 0.0f;
     for (int c = lane * 8; c < cols; c += 256)
-        acc += base_dot8(lut, qr[c / 8], av[c / 8]) * base_e4m3_to_f32(sr[c / 16]);
+        acc += base_dot8(lut, qr[c / 8], av[c / 8]) * nvfp4_e4m3_to_f32(sr[c / 16]);
     return acc;
 }
 
@@ -105,7 +91,7 @@ nvfp4_moe_base_up(int T, int H, int I, int E, int K, const unsigned short *x, co
         float s2 = w13s2[e];
         gate *= s2;
         up *= s2;
-        h[tj * I + i] = base_f32_to_bf16(gate / (1.0f + __expf(-gate)) * up);
+        h[tj * I + i] = nvfp4_f32_to_bf16(gate / (1.0f + __expf(-gate)) * up);
     }
 }
 
@@ -131,5 +117,5 @@ nvfp4_moe_base_down(int T, int H, int I, int E, int K, const int *ids, const flo
         acc += tw[tj] * w2s2[e] * d;
     }
     acc = base_warp_sum(acc);
-    if (lane == 0) out[(long long)t * H + n] = base_f32_to_bf16(acc);
+    if (lane == 0) out[(long long)t * H + n] = nvfp4_f32_to_bf16(acc);
 }

@@ -9,34 +9,10 @@
 // and, once before it is measured, nvfp4_bl_dequant: the bf16 weights
 // e2m1(code) * e4m3(scale), exact in bf16 (at most 2 + 4 significant bits),
 // the per-expert s2 applied as the gemm's alpha. The decode is ref.cu's.
-// Device code only, for NVRTC; no headers (bf16 carried as unsigned short).
-// Compile check (no GPU needed): nvcc -arch=sm_90 -cubin -o /tmp/bl.cubin kernels/nvfp4_moe/cublas_base.cu
+// Device code only, for NVRTC; no system headers (bf16 carried as unsigned short).
+// Compile check (no GPU needed): nvcc -arch=sm_90 -Ikernels -cubin -o /tmp/bl.cubin kernels/nvfp4_moe/cublas_base.cu
 
-__device__ __forceinline__ float bl_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
-
-// Round to nearest even; NaN stays a (quiet) NaN (ref.cu's).
-__device__ __forceinline__ unsigned short bl_f32_to_bf16(float f) {
-    unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (unsigned short)(u >> 16);
-}
-
-// float8_e4m3fn: bias 7, subnormals, 0x7f / 0xff NaN (ref.cu's).
-__device__ __forceinline__ float bl_e4m3_to_f32(unsigned c) {
-    unsigned e = (c >> 3) & 15u, m = c & 7u;
-    float v;
-    if ((c & 0x7fu) == 0x7fu) v = __uint_as_float(0x7fc00000u);
-    else if (e == 0) v = (float)m * 0.001953125f;
-    else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
-    return (c & 0x80u) ? -v : v;
-}
-
-__device__ __forceinline__ float bl_e2m1_to_f32(unsigned c) {
-    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    float v = mag[c & 7u];
-    return (c & 8u) ? -v : v;
-}
+#include "nvfp4_moe/decode.cuh"   // bf16, e4m3 and e2m1 (ref.cu's)
 
 // w[i] = e2m1(code i) * e4m3(scale i / 16) for the n elements of a matrix set
 // stored [E, rows, cols] (cols a multiple of 16: element i's scale is i / 16;
@@ -46,7 +22,7 @@ extern "C" __global__ void nvfp4_bl_dequant(const unsigned char *q, const unsign
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         unsigned code = (q[i >> 1] >> ((unsigned)(i & 1) * 4u)) & 15u;
-        w[i] = bl_f32_to_bf16(bl_e2m1_to_f32(code) * bl_e4m3_to_f32(sf[i >> 4]));
+        w[i] = nvfp4_f32_to_bf16(nvfp4_e2m1_to_f32(code) * nvfp4_e4m3_to_f32(sf[i >> 4]));
     }
 }
 
@@ -67,7 +43,7 @@ extern "C" __global__ void nvfp4_bl_silu_mul(const float *hs, unsigned short *a,
     if (i >= I || r >= rows) return;
     float g = hs[(long long)r * 2 * I + i], u = hs[(long long)r * 2 * I + I + i];
     float silu = g / (1.0f + expf(-g));
-    a[(long long)r * I + i] = bl_f32_to_bf16(silu * u);
+    a[(long long)r * I + i] = nvfp4_f32_to_bf16(silu * u);
 }
 
 // Grid (ceil(H / 256), T), block 256: out[t][n] = bf16(sum over k, in order, of
@@ -79,5 +55,5 @@ extern "C" __global__ void nvfp4_bl_combine(const float *y, const int *slot, con
     if (n >= H || t >= T) return;
     float acc = 0.0f;
     for (int k = 0; k < K; k++) acc += tw[t * K + k] * y[(long long)slot[t * K + k] * H + n];
-    out[t * H + n] = bl_f32_to_bf16(acc);
+    out[t * H + n] = nvfp4_f32_to_bf16(acc);
 }

@@ -22,51 +22,25 @@
 // H and I are multiples of 16. A token with an expert id outside 0..E-1 gets
 // NaN in every output element.
 //
-// Device code only, for NVRTC; no headers (bf16 is carried as unsigned short).
+// Device code only, for NVRTC; no system headers (bf16 is carried as unsigned short).
 // Launch plan (in order, on one stream), block 128, S = min(64, ceil(T*K / REF_TT)):
 //   nvfp4_moe_ref_route    grid ceil(E / 128)
 //   nvfp4_moe_ref_up       grid (ceil(I / 128), E, S)
 //   nvfp4_moe_ref_down     grid (ceil(H / 128), E, S)
 //   nvfp4_moe_ref_combine  grid (ceil(H / 128), T)
-// Compile check (no GPU needed): nvcc -arch=sm_90 -cubin -o /tmp/ref.cubin kernels/nvfp4_moe/ref.cu
+// Compile check (no GPU needed): nvcc -arch=sm_90 -Ikernels -cubin -o /tmp/ref.cubin kernels/nvfp4_moe/ref.cu
 
 #define REF_TT 16   // token slots a thread carries: each weight it dequantises serves them all
 
-__device__ __forceinline__ float ref_bf16_to_f32(unsigned short h) {
-    return __uint_as_float((unsigned)h << 16);
-}
-
-// Round to nearest even; NaN stays a (quiet) NaN.
-__device__ __forceinline__ unsigned short ref_f32_to_bf16(float f) {
-    unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (unsigned short)(u >> 16);
-}
-
-// float8_e4m3fn: bias 7, subnormals, 0x7f / 0xff NaN.
-__device__ __forceinline__ float ref_e4m3_to_f32(unsigned c) {
-    unsigned e = (c >> 3) & 15u, m = c & 7u;
-    float v;
-    if ((c & 0x7fu) == 0x7fu) v = __uint_as_float(0x7fc00000u);
-    else if (e == 0) v = (float)m * 0.001953125f;                       // m * 2^-9
-    else v = __uint_as_float(((e + 120u) << 23) | (m << 20));           // 1.m * 2^(e-7)
-    return (c & 0x80u) ? -v : v;
-}
-
-__device__ __forceinline__ float ref_e2m1_to_f32(unsigned c) {
-    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    float v = mag[c & 7u];
-    return (c & 8u) ? -v : v;
-}
+#include "nvfp4_moe/decode.cuh"   // bf16, e4m3 and e2m1
 
 // Columns c..c+7 (c a multiple of 8) of row `row` (counted over all experts) of
 // an NVFP4 matrix set with `cols` columns, expert scale s2.
 __device__ __forceinline__ void ref_weights8(const unsigned char *q, const unsigned char *sf, float s2,
                                              long long row, int cols, int c, float w[8]) {
     unsigned codes = *(const unsigned *)(q + row * (cols / 2) + c / 2);   // column c + j in nibble j
-    float scale = ref_e4m3_to_f32(sf[row * (cols / 16) + c / 16]);
-    for (int j = 0; j < 8; j++) w[j] = ref_e2m1_to_f32((codes >> (4 * j)) & 15u) * scale * s2;
+    float scale = nvfp4_e4m3_to_f32(sf[row * (cols / 16) + c / 16]);
+    for (int j = 0; j < 8; j++) w[j] = nvfp4_e2m1_to_f32((codes >> (4 * j)) & 15u) * scale * s2;
 }
 
 // Elements c..c+7 (c a multiple of 8) of a bf16 row.
@@ -131,7 +105,7 @@ extern "C" __global__ void nvfp4_moe_ref_up(int T, int H, int I, int E, int K,
         for (int k = 0; k < REF_TT; k++)
             if (c0 + k < n) {
                 float silu = gate[k] / (1.0f + expf(-gate[k]));
-                h[(long long)mine[c0 + k] * I + i] = ref_f32_to_bf16(silu * up[k]);
+                h[(long long)mine[c0 + k] * I + i] = nvfp4_f32_to_bf16(silu * up[k]);
             }
     }
 }
@@ -191,5 +165,5 @@ extern "C" __global__ void nvfp4_moe_ref_combine(int T, int H, int E, int K, con
         }
         acc += tw[tj] * y[tj * H + n];
     }
-    out[t * H + n] = valid ? ref_f32_to_bf16(acc) : (unsigned short)0x7fc0;
+    out[t * H + n] = valid ? nvfp4_f32_to_bf16(acc) : (unsigned short)0x7fc0;
 }

@@ -486,7 +486,7 @@ local function emu_build(file, which)
   local src = "#define EMU_" .. which .. "\n" .. emu_threads_prelude_fmt:gsub("@FILE@", file) .. f:read("a") .. launchers
   f:close()
   local m, msg, info = host.compile { source = src, name = file:match("([%w_]+)%.cu$") .. "_cu_on_cpu.cc", cc = "c++",
-                                      flags = { "-x", "c++", "-std=c++20", "-pthread" } }
+                                      flags = { "-x", "c++", "-std=c++20", "-pthread", "-I" .. host.resolve("kernels") } }
   if not m then error(msg .. "\n" .. (info.log or "")) end
   return m
 end

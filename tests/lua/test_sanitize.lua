@@ -324,6 +324,18 @@ echo "end $2" >> %s]], log, count, count, log, oom, log)), nil, function()
     t.eq(f.harness, "compute-sanitizer's racecheck run at n=32 could not run (Error: out of memory): not the "
          .. "candidate's doing, so not its outcome")
   end)
+  -- the job's word counts only with the job's status, and the status only with the word: either alone is a
+  -- failed run, the candidate's (a module's host code that prints the line and exits otherwise gains nothing)
+  with_tool(tool("word_alone", "echo 'kwb-sanitize-harness no memory, honest' >&2; exit 1"), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "memcheck")
+    t.eq(f.report, "the run failed (exit 1): kwb-sanitize-harness no memory, honest")
+  end)
+  with_tool(tool("status_alone", "exit 87"), nil, function()
+    local f = sanitize.check(r4, args4)
+    t.eq(f.tool, "memcheck")
+    t.eq(f.report, "the run failed (exit 87): ")
+  end)
   -- a finding beside a run that could not run stands
   with_tool(tool("oom_and_found", "case \"$*\" in *initcheck*) " .. oom .. " ;; *memcheck*) echo '========= Error: "
                  .. "found'; exit 86 ;; esac"), nil, function()

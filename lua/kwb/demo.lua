@@ -9,6 +9,23 @@ local M = {}
 
 M.gpu_recipe = "recipes/nvfp4_moe.lua"
 M.cpu_recipe = "recipes/host_matmul_llm.lua"
+-- the transcript each replays when no model is configured (its `model` field)
+M.transcripts = { [M.gpu_recipe] = "recipes/transcripts/nvfp4_moe.json",
+                  [M.cpu_recipe] = "recipes/transcripts/host_matmul_llm.json" }
+
+-- model_line(recipe, ...) -> where the demo's model replies come from: the
+-- run's --model, KWB_MODEL, or the recipe's transcript, written by hand.
+function M.model_line(recipe, ...)
+  local agent = require "kwb.agent"
+  local opts = cli.parse_run_options(...)   -- (a bad one is the run's usage error, later)
+  if opts and opts.model then
+    return string.format("kwb demo: the model is %s (--model)", agent.name(opts.model))
+  elseif agent.from_env() then
+    return string.format("kwb demo: the model is %s (KWB_MODEL)", agent.name(agent.from_env()))
+  end
+  return string.format("kwb demo: no model is configured (KWB_MODEL is not set), so the model's replies are replayed "
+                       .. "from %s, written by hand; README: \"Pointing a recipe at a model\"", M.transcripts[recipe])
+end
 
 local function exists(path)
   local f = io.open(path, "r")
@@ -40,18 +57,10 @@ function M.main(...)
   end
   if reason then
     print(string.format("kwb demo: the research loop on the host, %s, because %s", recipe, reason))
-    local opts = cli.parse_run_options(...)   -- (a bad one is the run's usage error, below)
-    if opts and opts.model then
-      print(string.format("kwb demo: the model is %s (--model)", require("kwb.agent").name(opts.model)))
-    elseif not require("kwb.agent").from_env() then
-      print("kwb demo: no model is configured (KWB_MODEL is not set), so the model's replies are replayed from "
-            .. "recipes/transcripts/host_matmul_llm.json, written by hand; README: \"Pointing a recipe at a model\"")
-    else
-      print(string.format("kwb demo: the model is %s (KWB_MODEL)", require("kwb.agent").name(require("kwb.agent").from_env())))
-    end
   else
     print(string.format("kwb demo: the GPU recipe %s", recipe))
   end
+  print(M.model_line(recipe, ...))
   return cli.run_file(recipe, ...)
 end
 

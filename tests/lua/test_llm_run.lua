@@ -429,4 +429,17 @@ t.test("demo_replays_its_transcript_when_no_model_is_configured", function()
   t.truthy(text:find("stopped: the transcript recipes/transcripts/host_matmul_llm.json has no reply left (5 replayed)", 1, true))
 end)
 
+-- The GPU demo says the same of its own transcript (the flagship, recipes/nvfp4_moe.lua).
+t.test("demo_names_the_flagships_transcript_too", function()
+  local demo = require "kwb.demo"
+  local saved = os.getenv("KWB_MODEL")
+  t.eq(saved, nil, "the tests run with KWB_MODEL unset")
+  t.eq(demo.model_line(demo.gpu_recipe), "kwb demo: no model is configured (KWB_MODEL is not set), so the model's "
+       .. "replies are replayed from recipes/transcripts/nvfp4_moe.json, written by hand; README: \"Pointing a recipe "
+       .. "at a model\"")
+  t.eq(demo.model_line(demo.gpu_recipe, "--json", "--model", "anthropic:claude-sonnet-4-5"),
+       "kwb demo: the model is anthropic:claude-sonnet-4-5 (--model)")
+  t.eq(require("kwb.load").load(demo.gpu_recipe).model.file:match("recipes/transcripts/.*$"), demo.transcripts[demo.gpu_recipe])
+end)
+
 t.done()

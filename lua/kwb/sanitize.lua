@@ -329,7 +329,8 @@ function M.check(recipe, args, opts)
   end
   local all = {}
   for i in ipairs(tools) do all[i] = i end
-  local rs = runs(all, M.at_once(need, opts.free, #tools))
+  local width = M.at_once(need, opts.free, #tools)
+  local rs = runs(all, width)
   -- killed from outside: once more; could not run: again alone (and after
   -- this process's own device memory is freed, where it can be)
   local function again(pick, width)
@@ -342,7 +343,7 @@ function M.check(recipe, args, opts)
   end
   local function killed(r) return r.status == M.killed and not r.timed_out end
   local function no_run(r) return M.harness_failure(r) ~= nil end
-  again(killed, #tools)
+  again(killed, width)
   if again(no_run, 1) and opts.release then
     for i in ipairs(tools) do
       if no_run(rs[i]) then opts.release(); again(no_run, 1); break end

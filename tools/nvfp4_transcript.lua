@@ -2,8 +2,8 @@
 -- replies `kwb recipes/nvfp4_moe.lua` replays when no model is configured.
 -- No model wrote them: the prose is written by hand from docs/perf.md's
 -- measurements, and each reply's kernel is the template
--- (kernels/nvfp4_moe/w4a16.cu) as it stands when this runs, with the space
--- the prose proposes (every parameter the recipe's launch plan reads: the
+-- (kernels/nvfp4_moe/w4a16.cu) as it stands when this runs (the first with a
+-- second register-A instance added to it), with the space the prose proposes (every parameter the recipe's launch plan reads: the
 -- ones not swept keep the recipe's start values). One reply tries a hack and
 -- one has no kernel, as replies of real models do.
 --   ./kwb tools/nvfp4_transcript.lua     (from the top of the tree)

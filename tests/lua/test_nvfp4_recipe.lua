@@ -279,9 +279,10 @@ t.test("nvfp4_recipe_rg2_takes_the_second_register_a_instance_from_rg2_from", fu
 end)
 
 -- With no model configured the flagship replays transcripts/nvfp4_moe.json
--- (tools/nvfp4_transcript.lua): two sweeps of the template, a hack, a third
--- sweep, a reply with no kernel. Every point of every sweep has a launch
--- plan at every shape that names only the problem's buffers and scratch.
+-- (tools/nvfp4_transcript.lua): a template change (a second register-A
+-- instance) with its sweep, a sweep of the template, a hack, a third sweep,
+-- a reply with no kernel. Every point of every sweep has a launch plan at
+-- every shape that names only the problem's buffers and scratch.
 t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
   t.eq(r.model.provider, "replay")
   t.eq(r.model.file:match("[^/]*$"), "nvfp4_moe.json")

@@ -139,11 +139,7 @@ function M.measure(h, args)
     local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
     worker.deadline(require("kwb.measure").harness_limit, "the baseline " .. args.name)
     out.error = measure_plan(h, bl, out)
-    -- (a failed launch or timing may leave the device context spoiled: the worker is not kept for the candidates)
-    if out.error then
-      out.shapes = {}
-      if worker.serving() then worker.retire() end
-    end
+    if out.error then out.shapes = {} end
   end
   out.seconds = core.now() - t0
   return out

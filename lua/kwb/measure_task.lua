@@ -57,7 +57,9 @@ end
 -- baseline(args) -> the recipe's baseline measured (kwb.baseline.measure).
 function M.baseline(args)
   local res = require("kwb.baseline").measure(harness(args.recipe), args)
-  if (res.error or ""):match("^crashed") then worker.retire() end   -- (as a crashed candidate's worker)
+  -- a crashed source baseline, or a plan baseline that failed (its launch or timing may leave the device
+  -- context spoiled), retires the worker as a crashed candidate does
+  if (res.error or ""):match("^crashed") or (res.error and args.name) then worker.retire() end
   return res
 end
 

@@ -944,14 +944,20 @@ static int l_plan_add(lua_State *L) {
 static const char *const gemm_fields[] = {"m", "n", "k", "a", "lda", "b", "ldb", "c", "ldc", "trans_a", "trans_b",
                                           "alpha", "beta", "a_offset", "b_offset", "c_offset", NULL};
 
-static lua_Integer gemm_int(lua_State *L, const char *k, int required, lua_Integer def, lua_Integer lo) {
+/* A gemm field: an integer from lo to hi (sizes and leading dimensions are
+ * cuBLAS's int; offsets are elements into a buffer, checked against its
+ * length by kwb_cuda_plan_add_gemm, and may pass 2^31 in a buffer of many
+ * experts' weights). */
+static lua_Integer gemm_int(lua_State *L, const char *k, int required, lua_Integer def, lua_Integer lo,
+                            lua_Integer hi) {
     int t = lua_getfield(L, 2, k);
     lua_Integer v = def;
     if (t == LUA_TNIL && required) luaL_error(L, "gemm field '%s' is required", k);
     if (t != LUA_TNIL) {
         if (!lua_isinteger(L, -1)) luaL_error(L, "gemm field '%s' must be an integer (got %s)", k, luaL_typename(L, -1));
         v = lua_tointeger(L, -1);
-        if (v < lo || v > 0x7fffffff) luaL_error(L, "gemm field '%s' must be an integer >= %d (got %d)", k, (int)lo, (int)v);
+        if (v < lo) luaL_error(L, "gemm field '%s' must be an integer >= %I (got %I)", k, lo, v);
+        if (v > hi) luaL_error(L, "gemm field '%s' must be at most %I, cuBLAS's int (got %I)", k, hi, v);
     }
     lua_pop(L, 1);
     return v;
@@ -1001,15 +1007,15 @@ static int l_plan_add_gemm(lua_State *L) {
     }
     kwb_cuda_gemm g;
     memset(&g, 0, sizeof g);
-    g.m = (int32_t)gemm_int(L, "m", 1, 0, 1);
-    g.n = (int32_t)gemm_int(L, "n", 1, 0, 1);
-    g.k = (int32_t)gemm_int(L, "k", 1, 0, 1);
-    g.lda = (int32_t)gemm_int(L, "lda", 1, 0, 1);
-    g.ldb = (int32_t)gemm_int(L, "ldb", 1, 0, 1);
-    g.ldc = (int32_t)gemm_int(L, "ldc", 1, 0, 1);
-    g.a_offset = (uint64_t)gemm_int(L, "a_offset", 0, 0, 0);
-    g.b_offset = (uint64_t)gemm_int(L, "b_offset", 0, 0, 0);
-    g.c_offset = (uint64_t)gemm_int(L, "c_offset", 0, 0, 0);
+    g.m = (int32_t)gemm_int(L, "m", 1, 0, 1, INT32_MAX);
+    g.n = (int32_t)gemm_int(L, "n", 1, 0, 1, INT32_MAX);
+    g.k = (int32_t)gemm_int(L, "k", 1, 0, 1, INT32_MAX);
+    g.lda = (int32_t)gemm_int(L, "lda", 1, 0, 1, INT32_MAX);
+    g.ldb = (int32_t)gemm_int(L, "ldb", 1, 0, 1, INT32_MAX);
+    g.ldc = (int32_t)gemm_int(L, "ldc", 1, 0, 1, INT32_MAX);
+    g.a_offset = (uint64_t)gemm_int(L, "a_offset", 0, 0, 0, LUA_MAXINTEGER);
+    g.b_offset = (uint64_t)gemm_int(L, "b_offset", 0, 0, 0, LUA_MAXINTEGER);
+    g.c_offset = (uint64_t)gemm_int(L, "c_offset", 0, 0, 0, LUA_MAXINTEGER);
     g.trans_a = gemm_flag(L, "trans_a");
     g.trans_b = gemm_flag(L, "trans_b");
     g.alpha = gemm_num(L, "alpha", 1.0f);

@@ -292,6 +292,10 @@ t.test("gemm_step_misuse_raises_naming_the_field", function()
   t.raises(add(with("ldc", nil)), "gemm field 'ldc' is required")
   t.raises(add(with("k", 2.5)), "gemm field 'k' must be an integer (got number)")
   t.raises(add(with("a_offset", -1)), "gemm field 'a_offset' must be an integer >= 0 (got -1)")
+  t.raises(add(with("lda", 1 << 31)), "gemm field 'lda' must be at most 2147483647, cuBLAS's int (got 2147483648)")
+  -- an offset past 2^31 elements is a field as good as any (the weights of
+  -- 256 experts in one buffer): the next field checked is the buffer
+  t.raises(add(with("a_offset", 255 * 2 * 2048 * 7168)), "gemm field 'a' must be a device buffer (got number)")
   t.raises(add(with("trans_a", "T")), "gemm field 'trans_a' must be true or false")
   t.raises(add(with("alpha", "1")), "gemm field 'alpha' must be a number")
   t.raises(add(with("lda_", 4)), "unknown gemm field 'lda_'")

@@ -280,7 +280,7 @@ end)
 
 -- With no model configured the flagship replays transcripts/nvfp4_moe.json
 -- (tools/nvfp4_transcript.lua): a template change (a second register-A
--- instance) with its sweep, a sweep of the template, a hack, a third sweep,
+-- instance) with its sweep, a sweep built on it, a hack, a third sweep,
 -- a reply with no kernel. Every point of every sweep has a launch plan at
 -- every shape that names only the problem's buffers and scratch.
 t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
@@ -293,7 +293,7 @@ t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
   local template = assert(kwb.host.read_file("kernels/nvfp4_moe/w4a16.cu"))
   local names = {}
   for _, a in ipairs(r.problem.args) do names[a.name] = true end
-  local sizes = {}
+  local sizes, two_tiles = {}, nil
   for i, rp in ipairs(replies) do
     local p = reply.proposal(rp.text, r)
     if i == 5 then
@@ -306,6 +306,16 @@ t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
         t.eq(#p.source - #template, 793)
         t.truthy(p.source:find("extern \"C\" __global__ void __launch_bounds__(128 * RG2_WG, RG2_OCC) w4_up_rg2(UP_ARGS)", 1,
                                true))
+        two_tiles = p.source
+      elseif i == 2 then   -- built on the first: its module, the smaller tile it found kept
+        t.eq(p.source, two_tiles, "reply 2: reply 1's module")
+        local kept = {}
+        for _, d in ipairs(p.space.dims) do
+          if d.name:find("^RG") then kept[#kept + 1] = d.name .. "=" .. table.concat(d.values, ",") end
+        end
+        table.sort(kept)
+        t.eq(table.concat(kept, " "), "RG2_FROM=64 RG2_N=128 RG2_OCC=1 RG2_WG=2 RG_M=1 RG_N=64 RG_OCC=1 RG_ORD=0 RG_PF=2 "
+                                      .. "RG_S=4 RG_WG=2")
       else
         t.eq(p.source, template, "reply " .. i .. ": the template as it stands")
       end
@@ -328,7 +338,7 @@ t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
       sizes[#sizes + 1] = n
     end
   end
-  t.eq(table.concat(sizes, " "), "7 72 162", "the points each sweep may take")
+  t.eq(table.concat(sizes, " "), "7 8 162", "the points each sweep may take")
 end)
 
 t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
@@ -403,15 +413,19 @@ if cuda.nvrtc_version() then
     t.eq(hit and hit.word, "kept_calls")
     local sm = assert(cuda.compile { source = src, name = "w4a16.cu", defines = r.start.defines, arch = r.arch })
     t.eq(r.rules:check_ptx(sm:ptx(), src, "w4a16.cu"), nil, "the start kernel passes")
-    -- the transcript's first reply (a second register-A instance): every point it sweeps builds
-    -- without spills or serialised MMAs and passes the rules
-    local rp = require("kwb.reply").proposal(replies[1].text, r)
-    local sp, rspecs = require "kwb.strategies.space", {}
-    for k = 1, sp.size(rp.space) do
-      local params = sp.params(rp.space, sp.nth(rp.space, k))
-      if rp.space.restrict(params) then rspecs[#rspecs + 1] = { source = rp.source, name = "rg2.cu", defines = params, arch = r.arch } end
+    -- the transcript's first two replies (a second register-A instance, then a sweep on it): every
+    -- point they sweep builds without spills or serialised MMAs and passes the rules
+    local sp, rspecs, rp = require "kwb.strategies.space", {}, nil
+    for j = 1, 2 do
+      rp = require("kwb.reply").proposal(replies[j].text, r)
+      for k = 1, sp.size(rp.space) do
+        local params = sp.params(rp.space, sp.nth(rp.space, k))
+        if rp.space.restrict(params) then
+          rspecs[#rspecs + 1] = { source = rp.source, name = "rg2.cu", defines = params, arch = r.arch }
+        end
+      end
     end
-    t.eq(#rspecs, 7)
+    t.eq(#rspecs, 7 + 8)
     for i, m in ipairs(cuda.compile_all(rspecs)) do
       t.truthy(m.resources and m.resources.w4_up_rg2 and m.resources.w4_down_rg2, "reply point " .. i .. ": " .. tostring(m.error))
       for k, res in pairs(m.resources or {}) do

@@ -3,33 +3,51 @@
 -- per GPU; kwb.queue_worker) takes its tasks from a stream and answers on the
 -- run's own result stream.
 --
---   redis://[[USER]:PASSWORD@]HOST[:PORT]/NAME[?visibility=S&ca=FILE]
+--   redis://[USER@]HOST[:PORT]/NAME[?visibility=S&ca=FILE]
 --   rediss://...   the same over TLS (the server's certificate checked
 --                  against ca=FILE, else the system's roots)
 --
--- The password may come from $KWB_QUEUE_PASSWORD instead of the URL; a queue
--- without one is refused (anyone who can reach an open Redis could hand the
--- workers code). Keys, for a queue NAME:
+-- The password comes from $KWB_QUEUE_PASSWORD or a file (--queue-password-file),
+-- never from the URL: a URL is an argument, and arguments show in the process
+-- list (/proc/PID/cmdline) to anyone on the host. A queue without one is
+-- refused (anyone who can reach an open Redis could hand the workers code).
+-- Keys, for a queue NAME:
 --
 --   kwb:NAME:tasks:KK      a stream per device kind (KK: a hash of the backend
 --                          and the kind), consumer group "workers"; an entry is
 --                          { task = JSON { tid, fn, args, deadline, what },
 --                            reply = the run's result stream }
---   kwb:NAME:results:RUN   a run's results: { tid, worker, result = JSON }
+--   kwb:NAME:results:RUN   a run's results: { tid, entry, worker, result = JSON,
+--                          mac } (and one first entry with no tid: the run is on)
 --   kwb:NAME:worker:WID    a worker's announcement and heartbeat (a hash that
 --                          expires unless renewed)
 --   kwb:NAME:workers       the set of worker ids
 --   kwb:NAME:done          recent completions (a sorted set by time): throughput
 --
+-- Who may answer. Every worker holds a key of its own: HMAC-SHA-256 of its
+-- name under the fleet's key, which only the loop holds ($KWB_FLEET_KEY or
+-- --fleet-key-file; `kwb fleet --worker-key NAME` derives a worker's). A
+-- worker's id starts with its name; it signs each result with its key, over
+-- the run's stream, the task's id, the task's entry, its own id, the SHA-256
+-- of the task as it read it and the result. The loop counts a result only
+-- when the signature is that of the worker the id names, the task is the one
+-- it sent, the entry is still pending in the hands of that worker (a worker
+-- leaves its entry pending; the loop acknowledges it) and the task has no
+-- result yet. The queue's password alone (what every worker, and anyone who
+-- read it, holds) thus answers for nothing.
+--
 -- Delivery is at least once. A worker keeps its entry fresh while it works
--- (XCLAIM to itself at each heartbeat); an entry idle past the visibility
--- timeout belonged to a worker that is gone, and the loop takes it back
--- (XAUTOCLAIM), sends it again as a new entry and drops the old. After the
--- connection was lost, every task still unanswered whose entry the server no
--- longer has is sent again. A result that comes twice is counted once: the
--- loop takes the first for each task, and results are keyed by content in
--- the cache anyway.
+-- (XCLAIM to itself at each heartbeat); an entry of this run idle past the
+-- visibility timeout belonged to a worker that is gone, and the loop takes
+-- it back, sends it again as a new entry and drops the old, M.max_losses
+-- times at most: a task lost that often (it kills every worker that takes
+-- it) fails. A worker that refuses a task (a recipe it does not have, or a
+-- different copy) or fails it (kwb's own code failed there) leaves it to
+-- another; once every live worker of the kind has, the task fails, naming
+-- each one's reason. After the connection was lost, every task still
+-- unanswered whose entry the server no longer has is sent again.
 local core = require "kwb.core"
+local secrets = require "kwb.secrets"
 local worker = require "kwb.worker"
 
 local M = {}
@@ -40,6 +58,9 @@ M.heartbeat = 1          -- seconds between a worker's heartbeats
 M.worker_ttl = 10        -- a worker's announcement lives this long without a heartbeat
 M.patience = 600         -- seconds a call waits for a lost server to come back
 M.results_ttl = 86400    -- a run's result stream outlives an abandoned run this long
+M.max_losses = 3         -- a task whose workers vanished this many times fails
+M.redeliver_wait = 0.5   -- seconds before a task is sent again after a worker declined it a second time
+M.key_min = 32           -- the fleet key's least length (characters)
 
 -- The task functions a worker runs for a queue: evaluations, nothing else.
 M.tasks = { ["kwb.measure_task.measure"] = true, ["kwb.measure_task.sanitize"] = true,
@@ -51,9 +72,13 @@ local function unescape(s)
   return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
 end
 
--- parse(url) -> { tls, user, password, host, port, name, visibility, ca, url } | nil, message.
--- The message never holds the password.
-function M.parse(url)
+-- parse(url [, { password_file = FILE, syntax = true }]) -> { tls, user,
+-- password, host, port, name, visibility, ca, url } | nil, message. The
+-- password is read from password_file, else $KWB_QUEUE_PASSWORD, and
+-- registered with kwb.secrets (syntax: the URL checked, no password read);
+-- one in the URL is refused. No message holds a password.
+function M.parse(url, opts)
+  opts = opts or {}
   if type(url) ~= "string" then return nil, "a queue is a redis:// or rediss:// URL" end
   local scheme, rest = url:match("^(rediss?)://(.*)$")
   if not scheme then
@@ -66,10 +91,12 @@ function M.parse(url)
   end
   if not hostpart then return nil, string.format("queue %s: no /NAME after the host", M.display(url)) end
   if auth then
-    local user, pass = auth:match("^([^:]*):(.*)$")
-    if not user then return nil, string.format("queue %s: credentials are [USER]:PASSWORD@", M.display(url)) end
-    q.user = user ~= "" and unescape(user) or nil
-    q.password = unescape(pass)
+    if auth:find(":", 1, true) then
+      return nil, string.format("queue %s: a password in the URL would show in the process list; give it in "
+                                .. "$KWB_QUEUE_PASSWORD or a file (--queue-password-file FILE), and the URL as "
+                                .. "redis://[USER@]HOST:PORT/NAME", M.display(url))
+    end
+    q.user = auth ~= "" and unescape(auth) or nil
   end
   local host, port = hostpart:match("^%[(.+)%]:?(%d*)$")   -- [::1]:6379
   if not host then host, port = hostpart:match("^([^:]+):?(%d*)$") end
@@ -96,19 +123,98 @@ function M.parse(url)
     else return nil, string.format("queue %s: unknown setting '%s' (known: visibility, ca)", M.display(url), k) end
   end
   if q.ca and not q.tls then return nil, string.format("queue %s: ca= is for rediss:// (TLS)", M.display(url)) end
-  if not q.password then q.password = os.getenv("KWB_QUEUE_PASSWORD") end
+  q.url = M.display(url)
+  if opts.syntax then return q end
+  if opts.password_file then
+    local pw, why = secrets.read_file(opts.password_file, "--queue-password-file " .. opts.password_file)
+    if not pw then return nil, why end
+    q.password = pw
+  else
+    q.password = os.getenv("KWB_QUEUE_PASSWORD")
+  end
   if not q.password or q.password == "" then
-    return nil, string.format("queue %s: no password (give redis://[USER]:PASSWORD@HOST:PORT/NAME or "
-                              .. "$KWB_QUEUE_PASSWORD): a queue anyone can reach could hand the workers code",
+    return nil, string.format("queue %s: no password (give it in $KWB_QUEUE_PASSWORD or a file, "
+                              .. "--queue-password-file FILE): a queue anyone can reach could hand the workers code",
                               M.display(url))
   end
-  q.url = M.display(url)
+  secrets.add(q.password)
   return q
 end
 
--- display(url) -> the URL with its password masked.
+-- display(url) -> the URL with any password in it masked.
 function M.display(url)
   return (tostring(url):gsub("^(rediss?://[^@/]*:)[^@/]*@", "%1***@"))
+end
+
+-- ---- credentials: who may answer ------------------------------------------
+
+local function valid_name(n) return type(n) == "string" and #n <= 64 and n:match("^[%w_.%-]+$") ~= nil end
+
+-- fleet_key([file]) -> the fleet's key (from file, else $KWB_FLEET_KEY) | nil, message.
+function M.fleet_key(file)
+  local key, why
+  if file then
+    key, why = secrets.read_file(file, "--fleet-key-file " .. file)
+    if not key then return nil, why end
+  else
+    key = os.getenv("KWB_FLEET_KEY")
+    if not key or key == "" then
+      return nil, "no fleet key: a fleet's results count only when a worker signs them with a key derived from it; "
+                  .. "give it in $KWB_FLEET_KEY or a file (--fleet-key-file FILE); make one with `openssl rand -hex "
+                  .. "32`, and each worker's with `kwb fleet --worker-key NAME`"
+    end
+  end
+  if #key < M.key_min then
+    return nil, string.format("the fleet key%s has %d characters; it needs at least %d (openssl rand -hex 32)",
+                              file and (" in " .. file) or " in $KWB_FLEET_KEY", #key, M.key_min)
+  end
+  secrets.add(key)
+  return key
+end
+
+-- worker_key(fleet_key, name) -> the key of the worker called name.
+function M.worker_key(fleet_key, name)
+  if not valid_name(name) then error("a worker's name is letters, digits, '_', '.' or '-' (64 at most)", 2) end
+  return core.hmac_sha256(fleet_key, "kwb fleet worker\n" .. name)
+end
+
+-- credential([file]) -> { name =, key = }: a worker's own, NAME:KEY as
+-- `kwb fleet --worker-key NAME` prints it, from file, else $KWB_WORKER_KEY |
+-- nil, message.
+function M.credential(file)
+  local text, why
+  if file then
+    text, why = secrets.read_file(file, "--worker-key-file " .. file)
+    if not text then return nil, why end
+  else
+    text = os.getenv("KWB_WORKER_KEY")
+    if not text or text == "" then
+      return nil, "no worker key: a fleet's worker signs its results with its own key; give NAME:KEY (from `kwb fleet "
+                  .. "--worker-key NAME` where the fleet's key is) in $KWB_WORKER_KEY or a file (--worker-key-file FILE)"
+    end
+  end
+  local name, key = text:match("^([^:]+):(%x+)$")
+  if not valid_name(name) or #key ~= 64 then
+    return nil, string.format("the worker key%s is not NAME:KEY (a name of letters, digits, '_', '.' or '-', and 64 "
+                              .. "hex digits, as `kwb fleet --worker-key NAME` prints it)",
+                              file and (" in " .. file) or " in $KWB_WORKER_KEY")
+  end
+  secrets.add(key)
+  secrets.add(text)
+  return { name = name, key = key }
+end
+
+-- name_of(id) -> the credential name a worker's id starts with (NAME/...) | nil.
+function M.name_of(id)
+  local name = type(id) == "string" and #id <= 200 and id:match("^([%w_.%-]+)/[%w_.%-]+$")
+  return name and valid_name(name) and name or nil
+end
+
+-- sign(key, f) -> the signature of a result's fields: its stream, tid, entry,
+-- worker, the task's SHA-256 and the result itself.
+function M.sign(key, f)
+  return core.hmac_sha256(key, table.concat({ "kwb result 1", f.reply, f.tid, f.entry, f.worker, f.task_sha256,
+                                              f.result }, "\n"))
 end
 
 -- ---- a connection that comes back -----------------------------------------
@@ -302,12 +408,21 @@ function M.identity(file)
   return { path = path, sha256 = core.sha256(text) }
 end
 
--- pool { url =, backend =, device = KIND (a part of it) } ->
--- a pool for kwb.session: submit, wait, call, close, ceilings, like kwb.workers'.
--- Its kind is the one device kind of the recipe's backend the fleet has (or
--- the one `device` names); n, its workers now.
+-- pool { url =, backend =, device = KIND (a part of it), password_file =,
+-- fleet_key = | fleet_key_file = } -> a pool for kwb.session: submit, wait,
+-- call, close, ceilings, like kwb.workers'. Its kind is the one device kind
+-- of the recipe's backend the fleet has (or the one `device` names); n, its
+-- workers now.
 function M.pool(opts)
-  local q = assert(M.parse(opts.url))
+  local q, perr = M.parse(opts.url, { password_file = opts.password_file })
+  if not q then error(perr, 0) end
+  local fleet_key = opts.fleet_key
+  if not fleet_key then
+    local why
+    fleet_key, why = M.fleet_key(opts.fleet_key_file)
+    if not fleet_key then error(string.format("queue %s: %s", q.url, why), 0) end
+  end
+  secrets.add(fleet_key)
   local link = M.connect(q)
   local backend = opts.backend or "host"
   local kinds, found = {}, {}
@@ -330,17 +445,22 @@ function M.pool(opts)
   local kind = kinds[1]
   local run = core.sha256(string.format("%s %d %.6f", core.hostname() or "?", core.pid(), core.now())):sub(1, 16)
   local p = setmetatable({ q = q, link = link, backend = backend, kind = kind, n = found[kind], remote = true,
+                           fleet_key = fleet_key, keys = {},
                            tasks_key = M.tasks_key(q, backend, kind), results_key = M.key(q, "results", run),
                            consumer = "loop-" .. run, last = "0-0", next_tid = 0, by_tid = {}, open = {},
-                           seen_reconnects = 0,
+                           seen_reconnects = 0, ignored = {}, ignored_n = 0,
                            next_reclaim = core.now() + q.visibility / 2 }, Pool)
   M.ensure_group(link, p.tasks_key)
+  -- the run's stream exists while the run does (a worker's idle entry whose
+  -- stream is gone belonged to a run that ended: Pool:reclaim drops it)
+  link:call("XADD", p.results_key, "*", "run", run)
+  link:call("EXPIRE", p.results_key, M.results_ttl)
   return p
 end
 
 -- The task's entry on its stream (again).
 function Pool:send(task)
-  task.entry = self.link:call("XADD", self.tasks_key, "*", "task", task.body, "reply", self.results_key)
+  task.entry, task.resend_at = self.link:call("XADD", self.tasks_key, "*", "task", task.body, "reply", self.results_key), nil
 end
 
 -- submit(fn, args [, { deadline =, what = }]) -> task. A task's recipe file
@@ -353,12 +473,120 @@ function Pool:submit(fn, args, opts)
   if type(a.recipe) == "string" then a.recipe = M.identity(a.recipe) end
   self.next_tid = self.next_tid + 1
   local tid = self.results_key:match("[^:]+$") .. "-" .. self.next_tid
-  local task = { id = self.next_tid, tid = tid, fn = fn, started = core.now(),
+  local task = { id = self.next_tid, tid = tid, fn = fn, started = core.now(), declined = {}, lost = 0,
+                 label = M.describe { fn = fn, args = { a } },
                  body = worker.encode { tid = tid, fn = fn, args = { a }, deadline = opts.deadline or 600,
                                         what = opts.what or "its task" } }
+  task.sha256 = core.sha256(task.body)
   self.by_tid[tid], self.open[tid] = task, task
   self:send(task)
   return task
+end
+
+-- who(id) -> a worker's id as a message may show it (it came from the queue).
+local function who(id)
+  return M.name_of(id) and id or "an unnamed worker"
+end
+
+M.ignored_said = 20   -- ignored results said on stderr (the rest counted)
+
+-- A result that does not count, and why: said (the first M.ignored_said)
+-- and kept (pool.ignored, the latest 100).
+function Pool:ignore(task, f, why)
+  local line = string.format("a result for %s from %s ignored: %s", task and task.label or "no task of this run",
+                             who(f.worker), why)
+  self.ignored_n = self.ignored_n + 1
+  if self.ignored_n <= M.ignored_said then io.stderr:write(string.format("kwb: queue %s: %s\n", self.q.url, line)) end
+  self.ignored[#self.ignored + 1] = line
+  if #self.ignored > 100 then table.remove(self.ignored, 1) end
+end
+
+-- holder(entry) -> the consumer an entry of the tasks' stream is pending
+-- with, or nil (acknowledged, or never delivered).
+function Pool:holder(entry)
+  local r = self.link:call("XPENDING", self.tasks_key, M.group, entry, entry, 1)
+  return type(r) == "table" and type(r[1]) == "table" and r[1][1] == entry and r[1][2] or nil
+end
+
+-- why_not(task, f) -> nil when a result's fields count for task, else why not.
+function Pool:why_not(task, f)
+  if not task then return "it names no task of this run" end
+  if task.result then return "the task has its result already (a result counts once)" end
+  local name = M.name_of(f.worker)
+  if not name then return "it names no worker" end
+  if f.task_sha256 ~= task.sha256 then return "it answers another task than the one this run sent" end
+  self.keys[name] = self.keys[name] or M.worker_key(self.fleet_key, name)
+  f.reply = self.results_key
+  if type(f.mac) ~= "string" or f.mac ~= M.sign(self.keys[name], f) then
+    return string.format("it is not signed with worker %s's key", name)
+  end
+  local holder = type(f.entry) == "string" and f.entry:match("^%d+%-%d+$") and self:holder(f.entry)
+  if holder ~= f.worker then
+    return string.format("the task's entry %s is %s", tostring(f.entry):sub(1, 40),
+                         holder and ("in the hands of " .. who(holder) .. ", not of the worker that answered")
+                         or "pending with no worker")
+  end
+end
+
+-- done_with(entry): an entry answered, acknowledged and dropped.
+function Pool:done_with(entry)
+  self.link:call("XACK", self.tasks_key, M.group, entry)
+  self.link:call("XDEL", self.tasks_key, entry)
+end
+
+-- A worker declined a task (refused it, or failed it: kwb's own code failed
+-- there): it goes to another worker; once every live worker of the kind has
+-- declined it, it fails, with each one's reason.
+function Pool:declined(task, wid, res)
+  local again = task.declined[wid] ~= nil
+  task.declined[wid] = string.format("worker %s %s it: %s", wid, res.code == "refused" and "refused" or "failed",
+                                     tostring(res.reason))
+  local live, all = 0, true
+  for _, w in ipairs(M.workers(self.link, self.q)) do
+    if w.backend == self.backend and w.kind == self.kind then
+      live = live + 1
+      if not task.declined[w.id] then all = false end
+    end
+  end
+  if all then
+    local why = {}
+    for _, r in pairs(task.declined) do why[#why + 1] = r end
+    table.sort(why)
+    self:finish(task, { ok = false, code = "error",
+                        reason = string.format("no worker on the queue %s will take %s (%d live worker%s of %s %s, "
+                                               .. "each declined it): %s", self.q.url, task.label, live,
+                                               live == 1 and "" or "s", self.backend, self.kind,
+                                               table.concat(why, "; ")) })
+    return
+  end
+  if not again then
+    io.stderr:write(string.format("kwb: queue %s: %s; sent to another worker\n", self.q.url, task.declined[wid]))
+  end
+  task.entry = nil
+  task.resend_at = core.now() + (again and M.redeliver_wait or 0)
+end
+
+function Pool:finish(task, res)
+  task.result = res
+  task.result.seconds = core.now() - task.started
+  self.open[task.tid] = nil
+end
+
+-- One result entry of the run's stream: counted, declined or ignored.
+function Pool:take(f)
+  local task = self.by_tid[f.tid]
+  if f.tid == nil and f.run then return end   -- (the stream's first entry)
+  local why = self:why_not(task, f)
+  if why then return self:ignore(task, f, why) end
+  self:done_with(f.entry)
+  local ok, res = pcall(worker.decode, f.result or "")
+  res = ok and type(res) == "table" and secrets.scrub_all(res)
+        or { ok = false, code = "error", reason = "a worker's result that is not JSON" }
+  if res.ok == false and (res.code == "refused" or res.code == "error") then
+    return self:declined(task, f.worker, res)
+  end
+  res.worker = f.worker
+  self:finish(task, res)
 end
 
 -- Read what results came (waiting up to `seconds`), and hand each to its task.
@@ -370,22 +598,20 @@ function Pool:poll(seconds)
     self.seen_reconnects = self.link.reconnects
     self:recover()
   end
-  if type(r) ~= "table" then return end
-  for _, stream in ipairs(r) do
-    for _, e in ipairs(stream[2]) do
-      self.last = e[1]
-      local f = M.fields(e[2])
-      local task = self.by_tid[f.tid]
-      if task and not task.result then
-        local ok, res = pcall(worker.decode, f.result or "")
-        task.result = ok and type(res) == "table" and res
-                      or { ok = false, code = "error", reason = "a worker's result that is not JSON: " .. tostring(res) }
-        task.result.worker = f.worker
-        task.result.seconds = core.now() - task.started
-        self.open[f.tid] = nil
-        if task.entry then self.link:call("XDEL", self.tasks_key, task.entry) end
-      end   -- (a second result for a task: counted once, by the first)
+  while type(r) == "table" do
+    local n = 0
+    for _, stream in ipairs(r) do
+      for _, e in ipairs(stream[2]) do
+        self.last, n = e[1], n + 1
+        self:take(M.fields(e[2]))
+      end
     end
+    if n < 100 then break end   -- (more waiting: read on before anything is taken back)
+    r = self.link:call("XREAD", "COUNT", 100, "STREAMS", self.results_key, self.last)
+  end
+  local now = core.now()
+  for _, task in pairs(self.open) do
+    if not task.entry and task.resend_at and now >= task.resend_at then self:send(task) end
   end
 end
 
@@ -411,32 +637,45 @@ function Pool:recover()
 end
 
 -- Entries idle past the visibility timeout (their worker stopped renewing
--- them: it is gone) sent again as new entries, for another worker.
+-- them: it is gone): this run's sent again as new entries, for another
+-- worker, up to M.max_losses times a task; those of runs that ended (their
+-- stream gone) dropped; other runs' left to them.
 function Pool:reclaim()
-  local cursor = "0-0"
-  repeat
-    local r, msg, code = self.link:call("XAUTOCLAIM", self.tasks_key, M.group, self.consumer,
-                                        math.floor(self.q.visibility * 1000), cursor, "COUNT", 50)
-    if r == nil then
-      if code == "NOGROUP" then M.ensure_group(self.link, self.tasks_key); return end
-      error("taking back the queue's tasks: " .. tostring(msg), 0)
-    end
-    cursor = r[1]
-    for _, e in ipairs(r[2] or {}) do
-      local id, fields = e[1], e[2]
-      if type(fields) == "table" then
-        local f = M.fields(fields)
+  local ms = math.floor(self.q.visibility * 1000)
+  local idle, msg, code = self.link:call("XPENDING", self.tasks_key, M.group, "IDLE", ms, "-", "+", 100)
+  if idle == nil then
+    if code == "NOGROUP" then M.ensure_group(self.link, self.tasks_key); return end
+    error("taking back the queue's tasks: " .. tostring(msg), 0)
+  end
+  for _, p in ipairs(idle) do
+    local id = p[1]
+    local e = self.link:call("XRANGE", self.tasks_key, id, id)
+    local f = type(e) == "table" and e[1] and M.fields(e[1][2])
+    if not f or (f.reply ~= self.results_key and self.link:call("EXISTS", f.reply or "") == 0) then
+      self:done_with(id)   -- (dropped by its run, or its run ended)
+    elseif f.reply == self.results_key then
+      local claimed = self.link:call("XCLAIM", self.tasks_key, M.group, self.consumer, ms, id, "JUSTID")
+      if type(claimed) == "table" and #claimed == 1 then   -- (else its worker renewed it just now)
+        self:done_with(id)
         local ok, t = pcall(worker.decode, f.task or "")
-        local new = self.link:call("XADD", self.tasks_key, "*", "task", f.task or "", "reply", f.reply or "")
-        local mine = ok and type(t) == "table" and self.by_tid[t.tid]
-        if mine then mine.entry = new end
-        io.stderr:write(string.format("kwb: queue %s: %s, unanswered %g s after its worker's last heartbeat, sent "
-                                      .. "again\n", self.q.url, ok and M.describe(t) or "a task", self.q.visibility))
+        local task = ok and type(t) == "table" and self.open[t.tid]
+        if task then
+          task.lost = task.lost + 1
+          if task.lost >= M.max_losses then
+            self:finish(task, { ok = false, code = "error",
+                                reason = string.format("%s was taken by %d workers in turn and each stopped answering "
+                                                       .. "(no heartbeat for %g s): it is not sent again", task.label,
+                                                       task.lost, self.q.visibility) })
+          else
+            self:send(task)
+          end
+          io.stderr:write(string.format("kwb: queue %s: %s, unanswered %g s after its worker's last heartbeat, %s\n",
+                                        self.q.url, task.label, self.q.visibility,
+                                        task.result and "failed" or "sent again"))
+        end
       end
-      self.link:call("XACK", self.tasks_key, M.group, id)
-      self.link:call("XDEL", self.tasks_key, id)
     end
-  until cursor == "0-0"
+  end
 end
 
 M.idle_every = 0.05
@@ -445,7 +684,9 @@ M.idle_every = 0.05
 -- as kwb.workers' pool gives it; pool.idle (when set) runs between polls.
 function Pool:wait(task)
   while not task.result do
-    self:poll(self.idle and M.idle_every or 1)
+    local resending = false   -- (a task declined twice by one worker waits M.redeliver_wait to go again)
+    for _, t in pairs(self.open) do resending = resending or t.resend_at ~= nil end
+    self:poll(self.idle and M.idle_every or resending and M.redeliver_wait / 2 or 1)
     if self.idle then self.idle() end
     if core.now() >= self.next_reclaim then
       self.next_reclaim = core.now() + self.q.visibility / 2
@@ -472,7 +713,10 @@ function Pool:close()
   if self.closed then return end
   self.closed = true
   for _, task in pairs(self.open) do   -- (tasks nobody waits for any more)
-    if task.entry then self.link:try("XDEL", self.tasks_key, task.entry) end
+    if task.entry then
+      self.link:try("XACK", self.tasks_key, M.group, task.entry)
+      self.link:try("XDEL", self.tasks_key, task.entry)
+    end
   end
   self.link:try("DEL", self.results_key)
   self.link:close()

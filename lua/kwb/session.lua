@@ -27,9 +27,10 @@ local function absolute(path)
   return abs
 end
 
--- new(recipe [, { store =, queue = URL, device = KIND }]) -> the loop's state
--- for one recipe; with a queue, its candidates are measured by the fleet's
--- workers of the recipe's backend (kwb.queue), on their device kind.
+-- new(recipe [, { store =, queue = URL, device = KIND, queue_password_file =,
+-- fleet_key_file = }]) -> the loop's state for one recipe; with a queue, its
+-- candidates are measured by the fleet's workers of the recipe's backend
+-- (kwb.queue), on their device kind.
 function M.new(recipe, opts)
   opts = opts or {}
   local h = measure.harness(recipe)
@@ -40,7 +41,8 @@ function M.new(recipe, opts)
   local device
   if opts.queue then
     if not recipe.returned_by then error("a queue's workers load the recipe's file: run a recipe a file returns", 0) end
-    s.fleet_opts = { url = opts.queue, backend = recipe.backend, device = opts.device }
+    s.fleet_opts = { url = opts.queue, backend = recipe.backend, device = opts.device,
+                     password_file = opts.queue_password_file, fleet_key_file = opts.fleet_key_file }
     s.pool = require("kwb.queue").pool(s.fleet_opts)
     device = s.pool.kind
   else

@@ -320,7 +320,7 @@ local function repost(link, a)
 end
 
 local function fake_pool(u)
-  return queue.pool { url = u or fake_url, backend = "host", password_file = pwfile, fleet_key = fleet_key }
+  return require("kwb.queue_pool").new { url = u or fake_url, backend = "host", password_file = pwfile, fleet_key = fleet_key }
 end
 
 local function ceilings(p) return p:submit("kwb.measure_task.ceilings", { { recipe = "recipes/host_matmul.lua" } }) end
@@ -540,6 +540,160 @@ t.test("queue_a_fleets_session_measures_on_the_fleet_after_its_run", function()
   t.truthy(s:fleet(), "measured through the queue again")
   t.eq(fleet().done_minute, before + 1, "one more task done by the fleet")
   s:close_workers()
+end)
+
+t.test("queue_a_forged_result_posted_before_the_workers_on_a_run_is_ignored_the_honest_one_recorded", function()
+  local o, db = tmp .. "/forged", tmp .. "/forged.db"
+  assert(sh(string.format("(./kwb --cache %s recipes/host_matmul.lua --queue '%s' --queue-password-file %s "
+                          .. "--fleet-key-file %s --json --budget 5 --seed 4 --strategy grid > %s.jsonl 2> %s.err; "
+                          .. "echo $? > %s.rc) &", db, url, pwfile, keyfile, o, o, o)))
+  -- one who holds the queue's password answers every task the moment it is sent
+  local link = queue.connect(q)
+  local tasks, last, forged = queue.tasks_key(q, "host", kind), "0-0", 0
+  local honest_id = queue.workers(link, q)[1].id
+  local lie = worker.encode { ok = true, value = { outcome = "crashed", reason = "FORGED", shapes = {} } }
+  wait_for(function()
+    local r = link:call("XRANGE", tasks, "(" .. last, "+")
+    for _, e in ipairs(type(r) == "table" and r or {}) do
+      last = e[1]
+      local f = queue.fields(e[2])
+      local ok, task = pcall(worker.decode, f.task or "")
+      if ok and f.reply and f.reply:find(":results:", 1, true) and not f.reply:find("byhand", 1, true) then
+        for _, as in ipairs { "forger/x-1-aaaaaa", honest_id } do
+          link:call("XADD", f.reply, "*", "tid", task.tid, "entry", e[1], "worker", as, "task_sha256",
+                    core.sha256(f.task), "result", lie, "mac", string.rep("0", 64))
+          forged = forged + 1
+        end
+      end
+    end
+    return read(o .. ".rc")
+  end, 120)
+  link:close()
+  t.eq(read(o .. ".rc"), "0\n", "the run finished: " .. tostring(read(o .. ".err")))
+  t.truthy(forged >= 10, "a forged answer to every task: " .. forged)
+  local n = 0
+  for l in io.lines(o .. ".jsonl") do
+    local e = require("cjson").decode(l)
+    if e.event == "candidate" then
+      n = n + 1
+      t.truthy(e.outcome ~= "crashed" and e.reason ~= "FORGED", "an honest outcome: " .. l)
+    end
+  end
+  t.eq(n, 5)
+  t.eq(read(db):find("FORGED", 1, true), nil, "no forged text in the cache")
+  local err = read(o .. ".err")
+  t.truthy(err:find(": a result for the measure task of candidate %x+ from forger/x%-1%-aaaaaa ignored: it is not "
+                    .. "signed with worker forger's key\n"), err)
+  t.truthy(err:find(": a result for the measure task of candidate %x+ from " .. honest_id:gsub("%p", "%%%0")
+                    .. " ignored: it is not signed with worker worker%d's key\n"), err)
+end)
+
+-- ---- refusals end to end: workers with a stale copy of the recipe
+
+local stale = tmp .. "/stale"
+assert(core.mkdirs(stale .. "/recipes"))
+write(stale .. "/recipes/host_matmul.lua", read("recipes/host_matmul.lua") .. "-- an older copy\n")
+
+-- loop(u, cache, outfile, budget [, env]) -> exit status: a run on the queue u
+local function loop(u, db, o, n, env)
+  assert(sh(string.format("%s./kwb --cache %s recipes/host_matmul.lua --queue '%s' %s --json --budget %d --seed 2 "
+                          .. "--strategy grid > %s.jsonl 2> %s.err; echo $? > %s.rc", env or "", db, u,
+                          env and "" or string.format("--queue-password-file %s --fleet-key-file %s", pwfile, keyfile),
+                          n, o, o, o)))
+  return read(o .. ".rc")
+end
+
+local function live(u, n)
+  local qq = assert(queue.parse(u, { password_file = pwfile }))
+  return wait_for(function()
+    local link = queue.connect(qq)
+    local k = #queue.workers(link, qq)
+    link:close()
+    return k == n
+  end, 30)
+end
+
+t.test("queue_a_refusing_worker_beside_an_honest_one_the_run_completes_on_the_honest_one", function()
+  local u = string.format("redis://127.0.0.1:%d/%s-mixed", port, name)
+  start_workers(1, "stale", { url = u, recipes = stale })   -- (first: it is first in line for the first task)
+  t.truthy(live(u, 1), "the stale worker is up")
+  start_workers(1, "honest", { url = u })
+  t.truthy(live(u, 2), "both are up")
+  local o = tmp .. "/mixed"
+  t.eq(loop(u, tmp .. "/mixed.db", o, 4), "0\n", "the run finished: " .. tostring(read(o .. ".err")))
+  local n = 0
+  for l in io.lines(o .. ".jsonl") do
+    if require("cjson").decode(l).event == "candidate" then n = n + 1 end
+  end
+  t.eq(n, 4, "every candidate evaluated")
+  local err = read(o .. ".err")
+  t.truthy(err:find("refused it: this worker's copy of recipes/host_matmul.lua (" .. stale
+                    .. "/recipes/host_matmul.lua) differs from the run's (SHA-256 ", 1, true)
+           and err:find("; sent to another worker\n", 1, true), err)
+end)
+
+t.test("queue_only_refusing_workers_the_run_ends_saying_so_and_loses_nothing", function()
+  local u = string.format("redis://127.0.0.1:%d/%s-stale", port, name)
+  start_workers(2, "refuser", { url = u, recipes = stale })
+  t.truthy(live(u, 2), "two stale workers are up")
+  local db = tmp .. "/stale.db"
+  assert(sh(string.format("cp %s %s", cache, db)))
+  local rows = function()
+    local st = store.open(db)
+    local n = #st.cache.db:exec("SELECT 1 FROM result")
+    st.cache:close()
+    return n
+  end
+  local had = rows()
+  t.truthy(had >= 3 * budget, "the earlier run's results")
+  local o = tmp .. "/stale"
+  t.eq(loop(u, db, o, 4), "1\n", "the run ended")
+  local err = read(o .. ".err")
+  local said = err:match("([^\n]*)\n$")
+  local w = "refuser%d/[%w_.%-]+"
+  local why = " refused it: this worker's copy of recipes/host_matmul%.lua %(" .. stale:gsub("%p", "%%%0")
+              .. "/recipes/host_matmul%.lua%) differs from the run's %(SHA%-256 %x+ here, %x+ in the run%)"
+  -- (the run's first task is its start kernel's measurement: the ceilings are the earlier run's)
+  t.truthy(said:find("^kwb: host_matmul: evaluating (%x+): no worker on the queue " .. u:gsub("%p", "%%%0")
+                     .. " will take the measure task of candidate %1 %(2 live workers of host "
+                     .. kind:gsub("%p", "%%%0") .. ", each declined it%): worker " .. w .. why .. "; worker " .. w
+                     .. why .. "$"), said)
+  t.eq(rows(), had, "nothing recorded lost")
+end)
+
+-- ---- the password and the keys: nowhere in what a run keeps or prints
+
+t.test("queue_password_and_key_from_the_environment_work_and_appear_nowhere", function()
+  local o, db = tmp .. "/env", tmp .. "/env.db"
+  t.eq(loop(url, db, o, 3, string.format("KWB_QUEUE_PASSWORD=\"$(cat %s)\" KWB_FLEET_KEY=\"$(cat %s)\" ", pwfile,
+                                          keyfile)), "0\n", "the run finished: " .. tostring(read(o .. ".err")))
+  local r = core.exec({ "./kwb", "--cache", db, "cache", "export", tmp .. "/env.kwbundle" })
+  t.eq(r.status, 0, r.err)
+  local files = { db, o .. ".jsonl", o .. ".err", tmp .. "/env.kwbundle", cache, out .. ".jsonl", out .. ".err" }
+  for _, file in ipairs(files) do
+    local bytes = assert(read(file), file)
+    t.eq(bytes:find(pw, 1, true), nil, "the password in " .. file)
+    t.eq(bytes:find(fleet_key, 1, true), nil, "the fleet key in " .. file)
+    t.eq(bytes:find(queue.worker_key(fleet_key, "worker1"), 1, true), nil, "a worker's key in " .. file)
+  end
+end)
+
+t.test("queue_a_secret_in_a_stored_text_is_scrubbed_from_the_cache_and_its_bundle", function()
+  local db = tmp .. "/planted.db"
+  local st = store.open(db)
+  local id = st.cache:put_candidate { problem = "p", source = "int f(void) { return 1; }", params = {}, flags = {},
+                                      origin = { strategy = "list" } }
+  st.cache:add_build { candidate = id, arch = "x", toolchain = "cc", ok = false, log = "cc: " .. pw }
+  st.cache:add_result { candidate = id, device = "d", shape = "n=1", outcome = "crashed", timing = {},
+                        verify = { reason = "read " .. pw .. " and " .. fleet_key } }
+  t.eq(st.cache:results(id)[1].verify.reason, "read [secret] and [secret]")
+  t.eq(st.cache:build(id, "x", "cc").log, "cc: [secret]")
+  st.cache:close()
+  local r = core.exec({ "./kwb", "--cache", db, "cache", "export", tmp .. "/planted.kwbundle" })
+  t.eq(r.status, 0, r.err)
+  for _, file in ipairs { db, tmp .. "/planted.kwbundle" } do
+    t.eq(read(file):find(pw, 1, true), nil, "the password in " .. file)
+  end
 end)
 
 sh(string.format("pkill -f -- '--queue %s' ; true", url))

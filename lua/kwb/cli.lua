@@ -124,10 +124,6 @@ function M.parse_run_options(...)
     elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
     elseif w == "--queue" then
       opts.queue, err = value(w, function(v) return v end, "a redis:// URL")
-      if opts.queue then
-        local ok, perr = require("kwb.queue").parse(opts.queue, { syntax = true })
-        if not ok then err = perr end
-      end
     elseif w == "--queue-password-file" then
       opts.queue_password_file, err = value(w, function(v) return v ~= "" and v end, "a file")
     elseif w == "--fleet-key-file" then
@@ -150,6 +146,13 @@ function M.parse_run_options(...)
     if opts[w] and not opts.queue then
       return nil, string.format("'--%s' is for a run on a queue: it needs --queue", (w:gsub("_", "-")))
     end
+  end
+  if opts.queue then   -- the URL, the password and the fleet's key, before anything runs
+    local queue = require "kwb.queue"
+    local q, perr = queue.parse(opts.queue, { password_file = opts.queue_password_file })
+    if not q then return nil, perr end
+    local key, kerr = queue.fleet_key(opts.fleet_key_file)
+    if not key then return nil, string.format("queue %s: %s", q.url, kerr) end
   end
   return opts
 end

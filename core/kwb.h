@@ -120,6 +120,9 @@ int kwb_compare(const kwb_buffer *out, const kwb_buffer *ref, double atol, doubl
 /* SHA-256 of data, as 64 hex digits into out[65]. */
 int kwb_sha256_hex(const void *data, size_t len, char *out);
 
+/* HMAC-SHA-256 of data under key, as 64 hex digits into out[65]. */
+int kwb_hmac_sha256_hex(const void *key, size_t keylen, const void *data, size_t len, char *out);
+
 /* ---- timing ------------------------------------------------------------ */
 
 typedef struct kwb_time_opts {

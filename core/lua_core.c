@@ -111,6 +111,17 @@ static int l_sha256(lua_State *L) {
     return 1;
 }
 
+/* core.hmac_sha256(key, data) -> 64 hex digits (kwb.queue signs a fleet's results) */
+static int l_hmac_sha256(lua_State *L) {
+    size_t klen, len;
+    const char *k = luaL_checklstring(L, 1, &klen);
+    const char *s = luaL_checklstring(L, 2, &len);
+    char hex[65];
+    if (kwb_hmac_sha256_hex(k, klen, s, len, hex) != 0) return luaL_error(L, "%s", kwb_last_error());
+    lua_pushstring(L, hex);
+    return 1;
+}
+
 static int l_now(lua_State *L) {
     lua_pushnumber(L, kwb_now());
     return 1;
@@ -168,7 +179,7 @@ static int l_stats(lua_State *L) {
 
 int luaopen_kwb_core(lua_State *L) {
     static const luaL_Reg fns[] = {
-        {"sha256", l_sha256}, {"now", l_now}, {"bundled", l_bundled}, {"tempfile", l_tempfile}, {"stats", l_stats},
+        {"sha256", l_sha256}, {"hmac_sha256", l_hmac_sha256}, {"now", l_now}, {"bundled", l_bundled}, {"tempfile", l_tempfile}, {"stats", l_stats},
         {NULL, NULL},
     };
     luaL_newlib(L, fns);

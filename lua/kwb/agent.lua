@@ -113,6 +113,7 @@ local function key_of(spec, mod)
   if not v or v == "" then
     return nil, string.format("the variable %s (model.key_env) is not set", var)
   end
+  require("kwb.secrets").add(v)   -- (scrubbed from whatever is stored or sent on: kwb.secrets)
   return v
 end
 

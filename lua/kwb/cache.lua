@@ -16,6 +16,7 @@
 -- import); `require "kwb.cache"` gives them all.
 local base = require "kwb.cache_base"
 local core = require "kwb.core"
+local secrets = require "kwb.secrets"
 
 local Cache = base.Cache
 local canon, fail, decode = base.canon, base.fail, base.decode
@@ -31,12 +32,38 @@ M.candidate_id = base.candidate_id
 M.build_id = base.build_id
 M.host_kind = base.host_kind
 
+local function scrub_args(...)
+  if not secrets.any() then return ... end
+  local a = table.pack(...)
+  for i = 1, a.n do a[i] = secrets.scrub(a[i]) end
+  return table.unpack(a, 1, a.n)
+end
+
+-- The connection as kwb.cache uses it: every text written through exec or
+-- put_blob first scrubbed of the secrets this process knows (kwb.secrets: a
+-- queue's password, a fleet's key, a model's API key), whatever field it
+-- came in (a reason, a log, a transcript), so that none reaches the cache
+-- or a bundle made from it.
+local function scrubbing(db)
+  return setmetatable({}, {
+    __index = function(p, k)
+      local f = db[k]
+      local w
+      if k == "exec" or k == "put_blob" then w = function(_, ...) return f(db, scrub_args(...)) end
+      else w = function(_, ...) return f(db, ...) end end
+      rawset(p, k, w)
+      return w
+    end,
+    __tostring = function() return tostring(db) end,
+  })
+end
+
 -- open([path]) -> cache | nil, msg, info. The default path is kwb.core.cache_path.
 function M.open(path)
   path = path or core.cache_path
   local db, msg, info = core.cache_open(path)
   if not db then return nil, msg, info end
-  return setmetatable({ db = db, path = path }, Cache)
+  return setmetatable({ db = scrubbing(db), path = path }, Cache)
 end
 
 function Cache:close()

@@ -124,10 +124,10 @@ function M.parse_run_options(...)
     elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
     elseif w == "--queue" then
       opts.queue, err = value(w, function(v) return v end, "a redis:// URL")
-      if opts.queue then
-        local ok, perr = require("kwb.queue").parse(opts.queue)
-        if not ok then err = perr end
-      end
+    elseif w == "--queue-password-file" then
+      opts.queue_password_file, err = value(w, function(v) return v ~= "" and v end, "a file")
+    elseif w == "--fleet-key-file" then
+      opts.fleet_key_file, err = value(w, function(v) return v ~= "" and v end, "a file")
     elseif w == "--device" then opts.device, err = value(w, function(v) return v ~= "" and v end, "a device kind")
     elseif w == "--retime" then opts.retime, err = value(w, function(v) return v:match("^%x+$") and v end, "a candidate id")
     elseif w == "--model" then
@@ -142,6 +142,18 @@ function M.parse_run_options(...)
   end
   if opts.queue and opts.workers then return nil, "'--workers' is for workers on this machine; a queue's are its fleet" end
   if opts.device and not opts.queue then return nil, "'--device' picks among a queue's device kinds: it needs --queue" end
+  for _, w in ipairs { "queue_password_file", "fleet_key_file" } do
+    if opts[w] and not opts.queue then
+      return nil, string.format("'--%s' is for a run on a queue: it needs --queue", (w:gsub("_", "-")))
+    end
+  end
+  if opts.queue then   -- the URL, the password and the fleet's key, before anything runs
+    local queue = require "kwb.queue"
+    local q, perr = queue.parse(opts.queue, { password_file = opts.queue_password_file })
+    if not q then return nil, perr end
+    local key, kerr = queue.fleet_key(opts.fleet_key_file)
+    if not key then return nil, string.format("queue %s: %s", q.url, kerr) end
+  end
   return opts
 end
 
@@ -190,7 +202,8 @@ function M.run_recipe(recipe, ...)
   if not ok then
     io.stderr:write("kwb: ", recipe.name, ": ", tostring(e), "\n")
     if opts.mode == "json" then   -- the stream ends with the error, so a reader of stdout alone learns why
-      io.write(require("cjson").encode { event = "error", recipe = recipe.name, message = tostring(e) }, "\n")
+      io.write(require("kwb.secrets").scrub(require("cjson").encode { event = "error", recipe = recipe.name,
+                                                                      message = tostring(e) }), "\n")
     end
     return 1
   end

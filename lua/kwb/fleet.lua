@@ -1,6 +1,9 @@
--- kwb/fleet.lua: `kwb fleet URL [--json]`, what a queue's fleet is doing
--- (kwb.queue.fleet): its live workers, per device kind the tasks waiting and
--- in flight, and the tasks finished in the last minute.
+-- kwb/fleet.lua: `kwb fleet URL [--json] [--queue-password-file F]`, what a
+-- queue's fleet is doing (kwb.queue.fleet): its live workers, per device kind
+-- the tasks waiting and in flight, and the tasks finished in the last minute.
+-- `kwb fleet --worker-key NAME [--fleet-key-file F]`: the key of the worker
+-- called NAME, derived from the fleet's key (kwb.queue.worker_key), as
+-- NAME:KEY for that worker's $KWB_WORKER_KEY or --worker-key-file.
 local queue = require "kwb.queue"
 
 local M = {}
@@ -11,18 +14,46 @@ local function usage(msg)
 end
 
 function M.main(...)
-  local url, json
-  for _, a in ipairs { ... } do
+  local url, json, password_file, key_file, worker_name
+  local words, i = table.pack(...), 1
+  while i <= words.n do
+    local a = tostring(words[i])
+    local name, v = a:match("^(%-%-[%w-]+)=(.*)$")
+    if name then a = name else v = words[i + 1] end
+    local takes = { ["--queue-password-file"] = true, ["--fleet-key-file"] = true, ["--worker-key"] = true }
+    if takes[a] then
+      if v == nil then return usage(string.format("'%s' needs a value", a)) end
+      if not name then i = i + 1 end
+    end
     if a == "--help" or a == "-h" then
       io.write(require("kwb.help").command_help("fleet"))
       return 0
     elseif a == "--json" then json = true
-    elseif a:sub(1, 2) == "--" then return usage(string.format("unknown option '%s' (known: --json)", a))
+    elseif a == "--queue-password-file" then password_file = v
+    elseif a == "--fleet-key-file" then key_file = v
+    elseif a == "--worker-key" then worker_name = v
+    elseif a:sub(1, 2) == "--" then
+      return usage(string.format("unknown option '%s' (known: --json, --queue-password-file, --worker-key, "
+                                 .. "--fleet-key-file)", a))
     elseif url then return usage("one queue URL at a time")
     else url = a end
+    i = i + 1
   end
-  if not url then return usage("which queue? kwb fleet redis://[USER]:PASSWORD@HOST:PORT/NAME") end
-  local q, perr = queue.parse(url)
+  if worker_name then
+    if url then return usage("--worker-key NAME needs no queue URL") end
+    if not worker_name:match("^[%w_.%-]+$") or #worker_name > 64 then
+      return usage(string.format("--worker-key '%s': a worker's name is letters, digits, '_', '.' or '-' (64 at most)",
+                                 worker_name))
+    end
+    local key, why = queue.fleet_key(key_file)
+    if not key then return usage(why) end
+    print(worker_name .. ":" .. queue.worker_key(key, worker_name))
+    return 0
+  end
+  if key_file then return usage("--fleet-key-file goes with --worker-key NAME") end
+  if not url then return usage("which queue? kwb fleet redis://[USER@]HOST:PORT/NAME (the password in "
+                               .. "$KWB_QUEUE_PASSWORD or --queue-password-file FILE)") end
+  local q, perr = queue.parse(url, { password_file = password_file })
   if not q then return usage(perr) end
   local ok, f = pcall(function()
     local link = queue.connect(q)

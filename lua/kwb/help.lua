@@ -96,28 +96,40 @@ M.commands = {
       { "--json", "the findings as one JSON object" },
     } },
   { name = "worker", module = "kwb.queue_worker",
-    usage = "kwb worker --queue URL [--backend host|cuda] [--gpu N] [--recipes DIR] [--tasks N]",
+    usage = "kwb worker --queue URL [--queue-password-file F] [--worker-key-file F] [--backend host|cuda] [--gpu N] "
+      .. "[--recipes DIR] [--tasks N]",
     summary = "a fleet's worker: evaluate the candidates a queue holds for this host's device",
     text = "With --queue, a worker of a fleet: it announces its device kind on the queue (Redis Streams), takes the "
       .. "candidates that runs with --queue send for that kind, one at a time, evaluates each in its usual worker "
-      .. "process and sandbox, and answers on the run's result stream; one per GPU. It runs evaluations only, of "
-      .. "recipes it has itself: a task names its recipe by path and SHA-256, found under --recipes. The URL is "
-      .. "redis://[USER]:PASSWORD@HOST:PORT/NAME (rediss:// for TLS, ?ca=FILE to trust a CA); the password may come "
-      .. "from $KWB_QUEUE_PASSWORD. Without --queue it is the process a local pool starts, reading fd 3.",
+      .. "process and sandbox, and answers on the run's result stream, signed with its own key; one per GPU. It runs "
+      .. "evaluations only, of recipes it has itself: a task names its recipe by path and SHA-256, found under "
+      .. "--recipes; a task it refuses goes back to the run for another worker. The URL is "
+      .. "redis://[USER@]HOST:PORT/NAME (rediss:// for TLS, ?ca=FILE to trust a CA); the password comes from "
+      .. "$KWB_QUEUE_PASSWORD or --queue-password-file, never the URL (arguments show in the process list). Its key, "
+      .. "NAME:KEY as `kwb fleet --worker-key NAME` prints it where the fleet's key is, comes from $KWB_WORKER_KEY or "
+      .. "--worker-key-file. Without --queue it is the process a local pool starts, reading fd 3.",
     options = {
       { "--queue URL", "the fleet's queue" },
+      { "--queue-password-file F", "the queue's password: the first line of F (default $KWB_QUEUE_PASSWORD)" },
+      { "--worker-key-file F", "this worker's NAME:KEY: the first line of F (default $KWB_WORKER_KEY)" },
       { "--backend B", "host or cuda (default: cuda where the driver sees a GPU)" },
       { "--gpu N", "the GPU this worker measures on (default 0)" },
       { "--recipes DIR", "where the recipes named by tasks are (default: the working directory)" },
       { "--tasks N", "stop after N tasks (default: serve until stopped)" },
     } },
-  { name = "fleet", module = "kwb.fleet", usage = "kwb fleet URL [--json]",
+  { name = "fleet", module = "kwb.fleet",
+    usage = "kwb fleet URL [--json] [--queue-password-file F] | kwb fleet --worker-key NAME [--fleet-key-file F]",
     summary = "a queue's fleet: its workers, their devices, the tasks waiting and in flight, the throughput",
     text = "What a queue (kwb worker --queue) holds: each live worker (host, backend, device kind, busy or idle, "
       .. "tasks done, seconds since its last heartbeat), per device kind the tasks waiting and in flight, and the "
-      .. "tasks finished in the last minute.",
+      .. "tasks finished in the last minute. With --worker-key NAME: the key of the worker called NAME, derived from "
+      .. "the fleet's key ($KWB_FLEET_KEY or --fleet-key-file; make it with `openssl rand -hex 32` and give it to the "
+      .. "runs alone), printed as NAME:KEY for that worker's $KWB_WORKER_KEY or --worker-key-file.",
     options = {
       { "--json", "the fleet as one JSON object" },
+      { "--queue-password-file F", "the queue's password: the first line of F (default $KWB_QUEUE_PASSWORD)" },
+      { "--worker-key NAME", "print the key of the worker called NAME" },
+      { "--fleet-key-file F", "with --worker-key: the fleet's key, the first line of F (default $KWB_FLEET_KEY)" },
     } },
 }
 
@@ -136,8 +148,11 @@ M.run_options = {
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
   { "--ahead N", "build up to N candidates ahead while one is measured, for a strategy whose proposals never depend on results (grid; default 4, 0: none; cuda)" },
-  { "--queue URL", "evaluate on a fleet's workers through Redis Streams (redis://[USER]:PASSWORD@HOST:PORT/NAME, "
-    .. "rediss:// for TLS; see kwb worker and kwb fleet)" },
+  { "--queue URL", "evaluate on a fleet's workers through Redis Streams (redis://[USER@]HOST:PORT/NAME, "
+    .. "rediss:// for TLS; see kwb worker and kwb fleet); the password from $KWB_QUEUE_PASSWORD or "
+    .. "--queue-password-file, the fleet's key from $KWB_FLEET_KEY or --fleet-key-file" },
+  { "--queue-password-file F", "with --queue: the queue's password, the first line of F" },
+  { "--fleet-key-file F", "with --queue: the fleet's key (its workers' keys derive from it), the first line of F" },
   { "--device KIND", "with --queue: the device kind to measure on, where the fleet has several (a part of its name)" },
   { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
   { "--cache PATH", "the candidate cache (as kwb --cache PATH)" },
@@ -160,7 +175,11 @@ M.env = {
   { "CUDA_HOME", "the CUDA toolkit: NVRTC, nvcc, headers, compute-sanitizer (default /usr/local/cuda)" },
   { "KWB_NVRTC", "the NVRTC library to load, exactly (default: found under CUDA_HOME)" },
   { "KWB_NCU", "the Nsight Compute command kwb profile runs, exactly (default: CUDA_HOME/bin/ncu, else ncu on PATH)" },
-  { "KWB_QUEUE_PASSWORD", "a queue's password, where its URL holds none (kwb worker, kwb fleet, --queue)" },
+  { "KWB_QUEUE_PASSWORD", "a queue's password (kwb worker, kwb fleet, --queue), where no --queue-password-file "
+    .. "names one; never in the URL" },
+  { "KWB_FLEET_KEY", "a fleet's key, held by the runs alone (--queue, kwb fleet --worker-key), where no "
+    .. "--fleet-key-file names one" },
+  { "KWB_WORKER_KEY", "a fleet worker's NAME:KEY (kwb worker --queue), where no --worker-key-file names one" },
   { "KWB_CUDA_DRIVER", "the CUDA driver library to load (default libcuda.so.1 on the loader path)" },
   { "KWB_TRACE", "when set, every step a worker's task names (the build, each shape's runs and timing, a pool "
     .. "set's reference) and its end, with the seconds since the task began, on stderr" },

@@ -3,34 +3,51 @@
 -- per GPU; kwb.queue_worker) takes its tasks from a stream and answers on the
 -- run's own result stream.
 --
---   redis://[[USER]:PASSWORD@]HOST[:PORT]/NAME[?visibility=S&ca=FILE]
+--   redis://[USER@]HOST[:PORT]/NAME[?visibility=S&ca=FILE]
 --   rediss://...   the same over TLS (the server's certificate checked
 --                  against ca=FILE, else the system's roots)
 --
--- The password may come from $KWB_QUEUE_PASSWORD instead of the URL; a queue
--- without one is refused (anyone who can reach an open Redis could hand the
--- workers code). Keys, for a queue NAME:
+-- The password comes from $KWB_QUEUE_PASSWORD or a file (--queue-password-file),
+-- never from the URL: a URL is an argument, and arguments show in the process
+-- list (/proc/PID/cmdline) to anyone on the host. A queue without one is
+-- refused (anyone who can reach an open Redis could hand the workers code).
+-- Keys, for a queue NAME:
 --
 --   kwb:NAME:tasks:KK      a stream per device kind (KK: a hash of the backend
 --                          and the kind), consumer group "workers"; an entry is
 --                          { task = JSON { tid, fn, args, deadline, what },
 --                            reply = the run's result stream }
---   kwb:NAME:results:RUN   a run's results: { tid, worker, result = JSON }
+--   kwb:NAME:results:RUN   a run's results: { tid, entry, worker, result = JSON,
+--                          mac } (and one first entry with no tid: the run is on)
 --   kwb:NAME:worker:WID    a worker's announcement and heartbeat (a hash that
 --                          expires unless renewed)
 --   kwb:NAME:workers       the set of worker ids
 --   kwb:NAME:done          recent completions (a sorted set by time): throughput
 --
+-- Who may answer. Every worker holds a key of its own: HMAC-SHA-256 of its
+-- name under the fleet's key, which only the loop holds ($KWB_FLEET_KEY or
+-- --fleet-key-file; `kwb fleet --worker-key NAME` derives a worker's). A
+-- worker's id starts with its name; it signs each result with its key, over
+-- the run's stream, the task's id, the task's entry, its own id, the SHA-256
+-- of the task as it read it and the result. The loop counts a result only
+-- when the signature is that of the worker the id names, the task is the one
+-- it sent, the entry is still pending in the hands of that worker (a worker
+-- leaves its entry pending; the loop acknowledges it) and the task has no
+-- result yet. The queue's password alone (what every worker, and anyone who
+-- read it, holds) thus answers for nothing.
+--
 -- Delivery is at least once. A worker keeps its entry fresh while it works
--- (XCLAIM to itself at each heartbeat); an entry idle past the visibility
--- timeout belonged to a worker that is gone, and the loop takes it back
--- (XAUTOCLAIM), sends it again as a new entry and drops the old. After the
--- connection was lost, every task still unanswered whose entry the server no
--- longer has is sent again. A result that comes twice is counted once: the
--- loop takes the first for each task, and results are keyed by content in
--- the cache anyway.
+-- (XCLAIM to itself at each heartbeat); an entry of this run idle past the
+-- visibility timeout belonged to a worker that is gone, and the loop takes
+-- it back, sends it again as a new entry and drops the old, M.max_losses
+-- times at most: a task lost that often (it kills every worker that takes
+-- it) fails. A worker that refuses a task (a recipe it does not have, or a
+-- different copy) or fails it (kwb's own code failed there) leaves it to
+-- another; once every live worker of the kind has, the task fails, naming
+-- each one's reason. After the connection was lost, every task still
+-- unanswered whose entry the server no longer has is sent again.
 local core = require "kwb.core"
-local worker = require "kwb.worker"
+local secrets = require "kwb.secrets"
 
 local M = {}
 
@@ -40,6 +57,9 @@ M.heartbeat = 1          -- seconds between a worker's heartbeats
 M.worker_ttl = 10        -- a worker's announcement lives this long without a heartbeat
 M.patience = 600         -- seconds a call waits for a lost server to come back
 M.results_ttl = 86400    -- a run's result stream outlives an abandoned run this long
+M.max_losses = 3         -- a task whose workers vanished this many times fails
+M.redeliver_wait = 0.5   -- seconds before a task is sent again after a worker declined it a second time
+M.key_min = 32           -- the fleet key's least length (characters)
 
 -- The task functions a worker runs for a queue: evaluations, nothing else.
 M.tasks = { ["kwb.measure_task.measure"] = true, ["kwb.measure_task.sanitize"] = true,
@@ -51,9 +71,13 @@ local function unescape(s)
   return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
 end
 
--- parse(url) -> { tls, user, password, host, port, name, visibility, ca, url } | nil, message.
--- The message never holds the password.
-function M.parse(url)
+-- parse(url [, { password_file = FILE, syntax = true }]) -> { tls, user,
+-- password, host, port, name, visibility, ca, url } | nil, message. The
+-- password is read from password_file, else $KWB_QUEUE_PASSWORD, and
+-- registered with kwb.secrets (syntax: the URL checked, no password read);
+-- one in the URL is refused. No message holds a password.
+function M.parse(url, opts)
+  opts = opts or {}
   if type(url) ~= "string" then return nil, "a queue is a redis:// or rediss:// URL" end
   local scheme, rest = url:match("^(rediss?)://(.*)$")
   if not scheme then
@@ -66,10 +90,12 @@ function M.parse(url)
   end
   if not hostpart then return nil, string.format("queue %s: no /NAME after the host", M.display(url)) end
   if auth then
-    local user, pass = auth:match("^([^:]*):(.*)$")
-    if not user then return nil, string.format("queue %s: credentials are [USER]:PASSWORD@", M.display(url)) end
-    q.user = user ~= "" and unescape(user) or nil
-    q.password = unescape(pass)
+    if auth:find(":", 1, true) then
+      return nil, string.format("queue %s: a password in the URL would show in the process list; give it in "
+                                .. "$KWB_QUEUE_PASSWORD or a file (--queue-password-file FILE), and the URL as "
+                                .. "redis://[USER@]HOST:PORT/NAME", M.display(url))
+    end
+    q.user = auth ~= "" and unescape(auth) or nil
   end
   local host, port = hostpart:match("^%[(.+)%]:?(%d*)$")   -- [::1]:6379
   if not host then host, port = hostpart:match("^([^:]+):?(%d*)$") end
@@ -96,19 +122,98 @@ function M.parse(url)
     else return nil, string.format("queue %s: unknown setting '%s' (known: visibility, ca)", M.display(url), k) end
   end
   if q.ca and not q.tls then return nil, string.format("queue %s: ca= is for rediss:// (TLS)", M.display(url)) end
-  if not q.password then q.password = os.getenv("KWB_QUEUE_PASSWORD") end
+  q.url = M.display(url)
+  if opts.syntax then return q end
+  if opts.password_file then
+    local pw, why = secrets.read_file(opts.password_file, "--queue-password-file " .. opts.password_file)
+    if not pw then return nil, why end
+    q.password = pw
+  else
+    q.password = os.getenv("KWB_QUEUE_PASSWORD")
+  end
   if not q.password or q.password == "" then
-    return nil, string.format("queue %s: no password (give redis://[USER]:PASSWORD@HOST:PORT/NAME or "
-                              .. "$KWB_QUEUE_PASSWORD): a queue anyone can reach could hand the workers code",
+    return nil, string.format("queue %s: no password (give it in $KWB_QUEUE_PASSWORD or a file, "
+                              .. "--queue-password-file FILE): a queue anyone can reach could hand the workers code",
                               M.display(url))
   end
-  q.url = M.display(url)
+  secrets.add(q.password)
   return q
 end
 
--- display(url) -> the URL with its password masked.
+-- display(url) -> the URL with any password in it masked.
 function M.display(url)
   return (tostring(url):gsub("^(rediss?://[^@/]*:)[^@/]*@", "%1***@"))
+end
+
+-- ---- credentials: who may answer ------------------------------------------
+
+local function valid_name(n) return type(n) == "string" and #n <= 64 and n:match("^[%w_.%-]+$") ~= nil end
+
+-- fleet_key([file]) -> the fleet's key (from file, else $KWB_FLEET_KEY) | nil, message.
+function M.fleet_key(file)
+  local key, why
+  if file then
+    key, why = secrets.read_file(file, "--fleet-key-file " .. file)
+    if not key then return nil, why end
+  else
+    key = os.getenv("KWB_FLEET_KEY")
+    if not key or key == "" then
+      return nil, "no fleet key: a fleet's results count only when a worker signs them with a key derived from it; "
+                  .. "give it in $KWB_FLEET_KEY or a file (--fleet-key-file FILE); make one with `openssl rand -hex "
+                  .. "32`, and each worker's with `kwb fleet --worker-key NAME`"
+    end
+  end
+  if #key < M.key_min then
+    return nil, string.format("the fleet key%s has %d characters; it needs at least %d (openssl rand -hex 32)",
+                              file and (" in " .. file) or " in $KWB_FLEET_KEY", #key, M.key_min)
+  end
+  secrets.add(key)
+  return key
+end
+
+-- worker_key(fleet_key, name) -> the key of the worker called name.
+function M.worker_key(fleet_key, name)
+  if not valid_name(name) then error("a worker's name is letters, digits, '_', '.' or '-' (64 at most)", 2) end
+  return core.hmac_sha256(fleet_key, "kwb fleet worker\n" .. name)
+end
+
+-- credential([file]) -> { name =, key = }: a worker's own, NAME:KEY as
+-- `kwb fleet --worker-key NAME` prints it, from file, else $KWB_WORKER_KEY |
+-- nil, message.
+function M.credential(file)
+  local text, why
+  if file then
+    text, why = secrets.read_file(file, "--worker-key-file " .. file)
+    if not text then return nil, why end
+  else
+    text = os.getenv("KWB_WORKER_KEY")
+    if not text or text == "" then
+      return nil, "no worker key: a fleet's worker signs its results with its own key; give NAME:KEY (from `kwb fleet "
+                  .. "--worker-key NAME` where the fleet's key is) in $KWB_WORKER_KEY or a file (--worker-key-file FILE)"
+    end
+  end
+  local name, key = text:match("^([^:]+):(%x+)$")
+  if not valid_name(name) or #key ~= 64 then
+    return nil, string.format("the worker key%s is not NAME:KEY (a name of letters, digits, '_', '.' or '-', and 64 "
+                              .. "hex digits, as `kwb fleet --worker-key NAME` prints it)",
+                              file and (" in " .. file) or " in $KWB_WORKER_KEY")
+  end
+  secrets.add(key)
+  secrets.add(text)
+  return { name = name, key = key }
+end
+
+-- name_of(id) -> the credential name a worker's id starts with (NAME/...) | nil.
+function M.name_of(id)
+  local name = type(id) == "string" and #id <= 200 and id:match("^([%w_.%-]+)/[%w_.%-]+$")
+  return name and valid_name(name) and name or nil
+end
+
+-- sign(key, f) -> the signature of a result's fields: its stream, tid, entry,
+-- worker, the task's SHA-256 and the result itself.
+function M.sign(key, f)
+  return core.hmac_sha256(key, table.concat({ "kwb result 1", f.reply, f.tid, f.entry, f.worker, f.task_sha256,
+                                              f.result }, "\n"))
 end
 
 -- ---- a connection that comes back -----------------------------------------
@@ -286,11 +391,7 @@ function M.fleet(link, q)
   return { workers = ws, kinds = kinds, done_minute = done, now = now }
 end
 
--- ---- the loop's side: a pool whose workers are the fleet ------------------
-
-local Pool = {}
-Pool.__index = Pool
-M.Pool = Pool
+-- ---- for the loop's side (kwb.queue_pool) -----------------------------------
 
 -- identity(file) -> { path, sha256 }: the recipe a worker must have, by its
 -- path (relative to where kwb was started when it lies there) and content.
@@ -302,93 +403,6 @@ function M.identity(file)
   return { path = path, sha256 = core.sha256(text) }
 end
 
--- pool { url =, backend =, device = KIND (a part of it) } ->
--- a pool for kwb.session: submit, wait, call, close, ceilings, like kwb.workers'.
--- Its kind is the one device kind of the recipe's backend the fleet has (or
--- the one `device` names); n, its workers now.
-function M.pool(opts)
-  local q = assert(M.parse(opts.url))
-  local link = M.connect(q)
-  local backend = opts.backend or "host"
-  local kinds, found = {}, {}
-  for _, w in ipairs(M.workers(link, q)) do
-    if w.backend == backend and (not opts.device or w.kind:find(opts.device, 1, true)) then
-      if not found[w.kind] then found[w.kind] = 0; kinds[#kinds + 1] = w.kind end
-      found[w.kind] = found[w.kind] + 1
-    end
-  end
-  if #kinds == 0 then
-    link:close()
-    error(string.format("no worker on the queue %s serves the %s backend%s (start `kwb worker --queue URL` on each "
-                        .. "host)", q.url, backend, opts.device and (" on a device like '" .. opts.device .. "'") or ""), 0)
-  end
-  if #kinds > 1 then
-    link:close()
-    error(string.format("the queue %s has %s workers of %d device kinds (%s): name one with --device", q.url, backend,
-                        #kinds, table.concat(kinds, "; ")), 0)
-  end
-  local kind = kinds[1]
-  local run = core.sha256(string.format("%s %d %.6f", core.hostname() or "?", core.pid(), core.now())):sub(1, 16)
-  local p = setmetatable({ q = q, link = link, backend = backend, kind = kind, n = found[kind], remote = true,
-                           tasks_key = M.tasks_key(q, backend, kind), results_key = M.key(q, "results", run),
-                           consumer = "loop-" .. run, last = "0-0", next_tid = 0, by_tid = {}, open = {},
-                           seen_reconnects = 0,
-                           next_reclaim = core.now() + q.visibility / 2 }, Pool)
-  M.ensure_group(link, p.tasks_key)
-  return p
-end
-
--- The task's entry on its stream (again).
-function Pool:send(task)
-  task.entry = self.link:call("XADD", self.tasks_key, "*", "task", task.body, "reply", self.results_key)
-end
-
--- submit(fn, args [, { deadline =, what = }]) -> task. A task's recipe file
--- travels as its identity (kwb.queue.identity); the worker loads its own copy.
-function Pool:submit(fn, args, opts)
-  opts = opts or {}
-  if not M.tasks[fn] then error("a queue's workers run evaluations only, not " .. tostring(fn), 2) end
-  local a = {}
-  for k, v in pairs(args[1] or {}) do a[k] = v end
-  if type(a.recipe) == "string" then a.recipe = M.identity(a.recipe) end
-  self.next_tid = self.next_tid + 1
-  local tid = self.results_key:match("[^:]+$") .. "-" .. self.next_tid
-  local task = { id = self.next_tid, tid = tid, fn = fn, started = core.now(),
-                 body = worker.encode { tid = tid, fn = fn, args = { a }, deadline = opts.deadline or 600,
-                                        what = opts.what or "its task" } }
-  self.by_tid[tid], self.open[tid] = task, task
-  self:send(task)
-  return task
-end
-
--- Read what results came (waiting up to `seconds`), and hand each to its task.
-function Pool:poll(seconds)
-  local ms = math.max(1, math.floor(seconds * 1000))
-  local r = self.link:call("XREAD", "COUNT", 100, "BLOCK", ms, "STREAMS", self.results_key, self.last,
-                           { block = seconds })
-  if self.link.reconnects ~= self.seen_reconnects then   -- the server may have lost what it held
-    self.seen_reconnects = self.link.reconnects
-    self:recover()
-  end
-  if type(r) ~= "table" then return end
-  for _, stream in ipairs(r) do
-    for _, e in ipairs(stream[2]) do
-      self.last = e[1]
-      local f = M.fields(e[2])
-      local task = self.by_tid[f.tid]
-      if task and not task.result then
-        local ok, res = pcall(worker.decode, f.result or "")
-        task.result = ok and type(res) == "table" and res
-                      or { ok = false, code = "error", reason = "a worker's result that is not JSON: " .. tostring(res) }
-        task.result.worker = f.worker
-        task.result.seconds = core.now() - task.started
-        self.open[f.tid] = nil
-        if task.entry then self.link:call("XDEL", self.tasks_key, task.entry) end
-      end   -- (a second result for a task: counted once, by the first)
-    end
-  end
-end
-
 -- describe(task) -> "the measurement of candidate 8646051c" and the like.
 function M.describe(task)
   if type(task) ~= "table" then return "a task" end
@@ -396,90 +410,6 @@ function M.describe(task)
   local a = type(task.args) == "table" and type(task.args[1]) == "table" and task.args[1] or {}
   local short = type(a.cand) == "table" and a.cand.short
   return string.format("the %s task%s", what, short and (" of candidate " .. tostring(short)) or "")
-end
-
--- After a reconnection: the group again, and every task still open whose
--- entry the server no longer holds, sent again.
-function Pool:recover()
-  M.ensure_group(self.link, self.tasks_key)
-  for _, task in pairs(self.open) do
-    local have = task.entry and self.link:call("XRANGE", self.tasks_key, task.entry, task.entry)
-    if type(have) ~= "table" or #have == 0 then
-      self:send(task)
-    end
-  end
-end
-
--- Entries idle past the visibility timeout (their worker stopped renewing
--- them: it is gone) sent again as new entries, for another worker.
-function Pool:reclaim()
-  local cursor = "0-0"
-  repeat
-    local r, msg, code = self.link:call("XAUTOCLAIM", self.tasks_key, M.group, self.consumer,
-                                        math.floor(self.q.visibility * 1000), cursor, "COUNT", 50)
-    if r == nil then
-      if code == "NOGROUP" then M.ensure_group(self.link, self.tasks_key); return end
-      error("taking back the queue's tasks: " .. tostring(msg), 0)
-    end
-    cursor = r[1]
-    for _, e in ipairs(r[2] or {}) do
-      local id, fields = e[1], e[2]
-      if type(fields) == "table" then
-        local f = M.fields(fields)
-        local ok, t = pcall(worker.decode, f.task or "")
-        local new = self.link:call("XADD", self.tasks_key, "*", "task", f.task or "", "reply", f.reply or "")
-        local mine = ok and type(t) == "table" and self.by_tid[t.tid]
-        if mine then mine.entry = new end
-        io.stderr:write(string.format("kwb: queue %s: %s, unanswered %g s after its worker's last heartbeat, sent "
-                                      .. "again\n", self.q.url, ok and M.describe(t) or "a task", self.q.visibility))
-      end
-      self.link:call("XACK", self.tasks_key, M.group, id)
-      self.link:call("XDEL", self.tasks_key, id)
-    end
-  until cursor == "0-0"
-end
-
-M.idle_every = 0.05
-
--- wait(task) -> its result ({ ok, value } or { ok = false, code, reason }),
--- as kwb.workers' pool gives it; pool.idle (when set) runs between polls.
-function Pool:wait(task)
-  while not task.result do
-    self:poll(self.idle and M.idle_every or 1)
-    if self.idle then self.idle() end
-    if core.now() >= self.next_reclaim then
-      self.next_reclaim = core.now() + self.q.visibility / 2
-      self:reclaim()
-    end
-  end
-  return task.result
-end
-
-function Pool:call(fn, args, opts) return self:wait(self:submit(fn, args, opts)) end
-
--- ceilings(file, given) -> the device's ceilings, measured by a worker.
-function Pool:ceilings(file)
-  local r = self:call("kwb.measure_task.ceilings", { { recipe = file } },
-                      { deadline = 600, what = "measuring the device's ceilings" })
-  if not r.ok then error("a worker could not measure its device's ceilings: " .. tostring(r.reason), 0) end
-  return r.value
-end
-
--- (no local device to lock: the workers' hosts hold their own)
-function Pool:device_lock() return nil end
-
-function Pool:close()
-  if self.closed then return end
-  self.closed = true
-  for _, task in pairs(self.open) do   -- (tasks nobody waits for any more)
-    if task.entry then self.link:try("XDEL", self.tasks_key, task.entry) end
-  end
-  self.link:try("DEL", self.results_key)
-  self.link:close()
-end
-
-function Pool:__tostring()
-  return string.format("kwb.queue.pool (%s, %s, %d workers)", self.q.url, self.kind, self.n)
 end
 
 return M

@@ -9,10 +9,18 @@
 -- a task names its recipe by path and SHA-256, and the worker loads its own
 -- copy (under --recipes DIR, default the working directory) when the hashes
 -- agree; nothing from the queue is run as kwb's own code. Its environment
--- keeps the queue's password from the evaluation processes (kwb.workers
--- passes no variable that names a password).
+-- keeps the queue's password and its key from the evaluation processes
+-- (kwb.workers passes no variable that names a password or a key), and
+-- neither is ever an argument: both come from the environment or a file.
+--
+-- Its id is NAME/HOST-PID-NONCE, NAME its key's (kwb.queue.credential). It
+-- signs each answer with its key (kwb.queue.sign) and leaves the task's entry
+-- pending: the loop checks that the entry is in this worker's hands, then
+-- acknowledges it. A task it refuses or fails goes back to the loop with code
+-- `refused` or `error`, for another worker.
 local core = require "kwb.core"
 local queue = require "kwb.queue"
+local secrets = require "kwb.secrets"
 local workers = require "kwb.workers"
 local worker = require "kwb.worker"
 
@@ -56,9 +64,9 @@ function M.check(task, dir)
   return { a }
 end
 
--- main(words...) -> exit status: `kwb worker --queue URL [--backend B] [--gpu N]
--- [--recipes DIR] [--tasks N]`; `kwb worker` alone is a local pool's worker
--- (kwb.worker), which the pool starts.
+-- main(words...) -> exit status: `kwb worker --queue URL [--queue-password-file F]
+-- [--worker-key-file F] [--backend B] [--gpu N] [--recipes DIR] [--tasks N]`;
+-- `kwb worker` alone is a local pool's worker (kwb.worker), which the pool starts.
 function M.main(...)
   local first = ...
   if first == nil or first == "--help" or first == "-h" then return worker.main(...) end   -- a local pool's worker
@@ -67,20 +75,27 @@ function M.main(...)
   while i <= words.n do
     local w, v = tostring(words[i]):match("^(%-%-[%w-]+)=(.*)$")
     if w then i = i + 1 else w, v, i = words[i], words[i + 1], i + 2 end
-    local known = { ["--queue"] = 1, ["--backend"] = 1, ["--gpu"] = 1, ["--recipes"] = 1, ["--tasks"] = 1 }
+    local known = { ["--queue"] = 1, ["--queue-password-file"] = 1, ["--worker-key-file"] = 1, ["--backend"] = 1,
+                    ["--gpu"] = 1, ["--recipes"] = 1, ["--tasks"] = 1 }
     if not known[w] then
-      return usage(string.format("unknown option '%s' (known: --queue, --backend, --gpu, --recipes, --tasks)", w))
+      return usage(string.format("unknown option '%s' (known: --queue, --queue-password-file, --worker-key-file, "
+                                 .. "--backend, --gpu, --recipes, --tasks)", w))
     end
     if v == nil then return usage(string.format("'%s' needs a value", w)) end
     if w == "--queue" then opts.url = v
+    elseif w == "--queue-password-file" then opts.password_file = v
+    elseif w == "--worker-key-file" then opts.key_file = v
     elseif w == "--backend" then opts.backend = v
     elseif w == "--gpu" then opts.gpu = math.tointeger(tonumber(v)) or -1
     elseif w == "--recipes" then opts.recipes = v
     else opts.tasks = math.tointeger(tonumber(v)) or 0 end
   end
   if not opts.url then return usage("a fleet's worker needs --queue URL") end
-  local q, perr = queue.parse(opts.url)
+  local q, perr = queue.parse(opts.url, { password_file = opts.password_file })
   if not q then return usage(perr) end
+  local cred, kerr = queue.credential(opts.key_file)
+  if not cred then return usage(kerr) end
+  opts.credential = cred
   if opts.backend == nil then
     local n = require("kwb.cuda").device_count()
     opts.backend = n and n > 0 and "cuda" or "host"
@@ -101,7 +116,8 @@ end
 -- serve(q, opts): announce, then take tasks until opts.tasks are done (or for ever).
 function M.serve(q, opts)
   local kind, wkey, tasks
-  local id = string.format("%s-%d-%s", core.hostname() or "host", core.pid(),
+  local host = (core.hostname() or "host"):gsub("[^%w_.%-]", "-")
+  local id = string.format("%s/%s-%d-%s", opts.credential.name, host, core.pid(),
                            core.sha256(string.format("%.9f", core.now())):sub(1, 6))
   local function announce(l)
     l:call("HSET", wkey, "host", core.hostname() or "?", "pid", core.pid(), "backend", opts.backend, "kind", kind,
@@ -150,19 +166,25 @@ function M.serve(q, opts)
       local result
       local args, why = M.check(okd and task or nil, opts.recipes)
       if not args then
-        result = { ok = false, code = "error", reason = string.format("worker %s refused the task: %s", id, why) }
+        result = { ok = false, code = "refused", reason = why }
       else
         next_beat = 0
         beat()
         result = pool:wait(pool:submit(task.fn, args, { deadline = tonumber(task.deadline) or 600,
                                                          what = tostring(task.what or "its task") }))
       end
+      -- the answer, signed; the entry stays pending in this worker's hands
+      -- until the loop has checked that and acknowledges it
       if f.reply and f.reply ~= "" then
-        link:call("XADD", f.reply, "*", "tid", okd and type(task) == "table" and tostring(task.tid) or "", "worker", id,
-                  "result", worker.encode(result))
+        local a = { reply = f.reply, tid = okd and type(task) == "table" and tostring(task.tid) or "", entry = entry,
+                    worker = id, task_sha256 = core.sha256(f.task or ""),
+                    result = secrets.scrub(worker.encode(secrets.scrub_all(result))) }
+        link:call("XADD", f.reply, "*", "tid", a.tid, "entry", entry, "worker", id, "task_sha256", a.task_sha256,
+                  "result", a.result, "mac", queue.sign(opts.credential.key, a))
         link:call("EXPIRE", f.reply, queue.results_ttl)
+      else
+        link:call("XACK", tasks, queue.group, entry)   -- (no one to answer: nothing to keep it for)
       end
-      link:call("XACK", tasks, queue.group, entry)
       local now = queue.now(link)
       link:call("HINCRBY", wkey, "done", 1)
       link:call("ZADD", queue.key(q, "done"), string.format("%.6f", now), id .. " " .. entry)

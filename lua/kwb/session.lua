@@ -27,9 +27,10 @@ local function absolute(path)
   return abs
 end
 
--- new(recipe [, { store =, queue = URL, device = KIND }]) -> the loop's state
--- for one recipe; with a queue, its candidates are measured by the fleet's
--- workers of the recipe's backend (kwb.queue), on their device kind.
+-- new(recipe [, { store =, queue = URL, device = KIND, queue_password_file =,
+-- fleet_key_file = }]) -> the loop's state for one recipe; with a queue, its
+-- candidates are measured by the fleet's workers of the recipe's backend
+-- (kwb.queue), on their device kind.
 function M.new(recipe, opts)
   opts = opts or {}
   local h = measure.harness(recipe)
@@ -40,8 +41,9 @@ function M.new(recipe, opts)
   local device
   if opts.queue then
     if not recipe.returned_by then error("a queue's workers load the recipe's file: run a recipe a file returns", 0) end
-    s.fleet_opts = { url = opts.queue, backend = recipe.backend, device = opts.device }
-    s.pool = require("kwb.queue").pool(s.fleet_opts)
+    s.fleet_opts = { url = opts.queue, backend = recipe.backend, device = opts.device,
+                     password_file = opts.queue_password_file, fleet_key_file = opts.fleet_key_file }
+    s.pool = require("kwb.queue_pool").new(s.fleet_opts)
     device = s.pool.kind
   else
     device = s.backend.device()
@@ -100,7 +102,7 @@ end
 function Session:workers()
   if self.pool ~= nil then return self.pool or nil end
   if self.fleet_opts then   -- a fleet's session stays one (its results are keyed by the fleet's device)
-    local p = require("kwb.queue").pool(self.fleet_opts)
+    local p = require("kwb.queue_pool").new(self.fleet_opts)
     if p.kind ~= self.ctx.device then
       p:close()
       error(string.format("the queue's workers are of %s now, not %s as when the session began", p.kind,

@@ -279,6 +279,7 @@ function Pool:finish(slot, result)
   local w = slot.worker
   local out, total = w:output()
   result.output, result.output_bytes = out, total
+  result = require("kwb.secrets").scrub_all(result)   -- (no secret this process knows leaves a worker's answer)
   result.seconds = core.now() - task.started
   trace(task, "%s", result.ok and "answered" or (result.code .. ": " .. tostring(result.reason)))
   task.result = result

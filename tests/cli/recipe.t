@@ -1,7 +1,7 @@
 # Recipes on the command line: run options, schema errors, plain scripts.
 $ rm -rf build/test-recipe-cli && mkdir -p build/test-recipe-cli
 $ ./kwb recipes/host_matmul.lua --frobnicate
-kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --model, --seed, --workers, --ahead, --queue, --device, --retime, --cache, --help, -h)
+kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --model, --seed, --workers, --ahead, --queue, --queue-password-file, --fleet-key-file, --device, --retime, --cache, --help, -h)
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --budget x
@@ -63,12 +63,21 @@ $ ./kwb recipes/host_matmul.lua --strategy simplex --quiet
 kwb: unknown strategy 'simplex' (known: grid, random, anneal, genetic, llm, llm+tune, agent, or a .lua file)
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
-# a fleet through a queue (tests/lua/test_queue.lua runs one): the URL checked before anything runs
+# a fleet through a queue (tests/lua/test_queue.lua runs one): the URL, its password and the fleet's key
+# checked before anything runs; a password in the URL refused
 $ ./kwb recipes/host_matmul.lua --queue redis://127.0.0.1/q
-kwb: queue redis://127.0.0.1/q: no password (give redis://[USER]:PASSWORD@HOST:PORT/NAME or $KWB_QUEUE_PASSWORD): a queue anyone can reach could hand the workers code
+kwb: queue redis://127.0.0.1/q: no password (give it in $KWB_QUEUE_PASSWORD or a file, --queue-password-file FILE): a queue anyone can reach could hand the workers code
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
-$ ./kwb recipes/host_matmul.lua --queue redis://:pw@127.0.0.1/q --workers 2
+$ ./kwb recipes/host_matmul.lua --queue redis://:pw@127.0.0.1/q
+kwb: queue redis://:***@127.0.0.1/q: a password in the URL would show in the process list; give it in $KWB_QUEUE_PASSWORD or a file (--queue-password-file FILE), and the URL as redis://[USER@]HOST:PORT/NAME
+try 'kwb recipes/host_matmul.lua --help'
+[exit 2]
+$ ./kwb recipes/host_matmul.lua --queue redis://127.0.0.1/q --queue-password-file tests/fixtures/queue.pw
+kwb: queue redis://127.0.0.1/q: no fleet key: a fleet's results count only when a worker signs them with a key derived from it; give it in $KWB_FLEET_KEY or a file (--fleet-key-file FILE); make one with `openssl rand -hex 32`, and each worker's with `kwb fleet --worker-key NAME`
+try 'kwb recipes/host_matmul.lua --help'
+[exit 2]
+$ ./kwb recipes/host_matmul.lua --queue redis://127.0.0.1/q --workers 2
 kwb: '--workers' is for workers on this machine; a queue's are its fleet
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]

@@ -93,18 +93,33 @@ end)
 
 t.test("help_every_run_option_is_parsed_and_every_parsed_one_is_described", function()
   local cli = require "kwb.cli"
+  local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+  local function file(path, text)
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+    return path
+  end
+  local pw = file(dir .. "/help-queue.pw", "a queue password\n")
+  local key = file(dir .. "/help-fleet.key", string.rep("k", 32) .. "\n")
   local values = { ["--budget"] = "3", ["--minutes"] = "2", ["--strategy"] = "grid", ["--seed"] = "7",
-                   ["--workers"] = "2", ["--ahead"] = "2", ["--retime"] = "abcd", ["--queue"] = "redis://:pw@127.0.0.1:6379/q",
-                   ["--model"] = "openai:gpt-5" }
+                   ["--workers"] = "2", ["--ahead"] = "2", ["--retime"] = "abcd", ["--queue"] = "redis://127.0.0.1:6379/q",
+                   ["--model"] = "openai:gpt-5", ["--queue-password-file"] = pw, ["--fleet-key-file"] = key }
+  local on_queue = { ["--queue"] = true, ["--device"] = true, ["--queue-password-file"] = true,
+                     ["--fleet-key-file"] = true }
   for _, w in ipairs(help.words("run")) do
     if w ~= "--cache" then   -- (taken off the words before the parser: kwb.cli.take_cache)
       local opts, err = cli.parse_run_options(w, values[w])
-      if w == "--device" then opts, err = cli.parse_run_options("--queue", values["--queue"], w, "H200") end
+      if on_queue[w] then   -- (a queue's options: with its URL, its password and its fleet's key)
+        opts, err = cli.parse_run_options("--queue", values["--queue"], "--queue-password-file", pw,
+                                          "--fleet-key-file", key, w, values[w] or "H200")
+      end
       t.truthy(opts, w .. ": " .. tostring(err))
     end
   end
   t.eq(select(2, cli.parse_run_options("--frob")), "unknown run option '--frob' (known: --json, --plain, --quiet, "
-       .. "--budget, --minutes, --strategy, --model, --seed, --workers, --ahead, --queue, --device, --retime, --cache, --help, -h)")
+       .. "--budget, --minutes, --strategy, --model, --seed, --workers, --ahead, --queue, --queue-password-file, "
+       .. "--fleet-key-file, --device, --retime, --cache, --help, -h)")
 end)
 
 t.test("help_every_command_has_its_module_and_its_help", function()

@@ -147,6 +147,8 @@ local function merge(res, answer)
     res.outcome, res.reason, res.signal = "crashed", answer.reason, answer.signal
   elseif answer.code == "timeout" then
     res.outcome, res.reason = "timeout", answer.reason
+  elseif answer.code == "too-large" then   -- its task, too large to send (kwb.worker.frame): no worker saw it
+    res.outcome, res.reason = "compile-error", answer.reason
   else
     error(string.format("evaluating %s: %s", res.short or "?", tostring(answer.reason)), 0)
   end
@@ -235,7 +237,8 @@ function Session:build(cand)
     cand = for_worker(cand),
   } }, { deadline = measure.build_limit, what = "building a draft" }))
   if answer.ok then return answer.value end
-  return { outcome = answer.code == "timeout" and "timeout" or "crashed", reason = answer.reason }
+  local outcome = ({ timeout = "timeout", ["too-large"] = "compile-error" })[answer.code] or "crashed"
+  return { outcome = outcome, reason = answer.reason }
 end
 
 -- Remember the per-shape best times of a verified, possible result (racing

@@ -3,12 +3,12 @@
 --   plain  one line per candidate (logs, pipes)
 --   json   one JSON object per line on stdout; the last is {"event":"summary", ...}
 --   quiet  the summary only
-local cjson = require "cjson"
 local core = require "kwb.core"
 local candidate = require "kwb.candidate"
 local outcomes = require "kwb.outcomes"
 local report = require "kwb.report"
 local summary = require "kwb.summary"
+local text = require "kwb.text"
 
 local M = {}
 
@@ -26,8 +26,9 @@ function M.new(mode)
   return setmetatable({ mode = mode }, Reporter)
 end
 
+-- (valid UTF-8 whatever a reply or a reason holds: kwb.text)
 local function emit(t)
-  io.stdout:write(cjson.encode(t), "\n")
+  io.stdout:write(text.json(t), "\n")
   io.stdout:flush()
 end
 

@@ -139,6 +139,11 @@ function M.proposal(text, recipe)
   end
   local prop = { source = pick.code, rationale = r, blocks = n }
   if n > 1 then prop.note = string.format("%d ```%s blocks: the last one is the kernel", n, langs[1]) end
+  local limit = recipe.budget and recipe.budget.source_bytes
+  if space_code and limit and #space_code > limit then   -- (bounded as a source is, before it runs: kwb.candidate)
+    return { no_code = string.format("the reply declares a space, but its lua block is %d bytes, over the recipe's "
+                                     .. "limit of %d bytes (budget.source_bytes)", #space_code, limit), rationale = r }
+  end
   if space_code then
     local sp, why = M.space(space_code)
     if not sp then return { no_code = "the reply declares a space, but " .. why, rationale = r } end

@@ -179,6 +179,10 @@ function Session:submit(cand, opts)
     res.outcome, res.reason = "no-code", cand.no_code
     return pending
   end
+  if cand.too_big then   -- over budget.source_bytes (kwb.candidate): never built, never sent
+    res.outcome, res.reason = "compile-error", cand.too_big
+    return pending
+  end
   local pool = self:workers()
   if not pool then   -- the recipe's settings as they are now (the REPL may change them)
     local h = self.harness
@@ -226,6 +230,7 @@ end
 -- it built): the rules and the compiler alone, in a worker when the session
 -- has a pool (the agent strategy's compile tool).
 function Session:build(cand)
+  if cand.too_big then return { outcome = "compile-error", reason = cand.too_big } end
   local pool = self:workers()
   if not pool then
     local res = { seconds = {}, shapes = {} }

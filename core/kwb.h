@@ -285,6 +285,11 @@ typedef struct kwb_worker_opts {
     int32_t isolate;              /* 1: private mount and network namespaces when root */
 } kwb_worker_opts;
 
+/* The largest frame either side sends or takes: a sender checks a message's
+ * encoded length against it before sending (kwb_worker_send and
+ * kwb_worker_reply refuse a larger one, and the worker's Lua side says why). */
+typedef enum kwb_worker_limit { KWB_WORKER_MAX_FRAME = 67108864 } kwb_worker_limit;
+
 typedef enum kwb_worker_event {
     KWB_WORKER_TIMEOUT = 0,       /* nothing before the deadline */
     KWB_WORKER_MESSAGE = 1,       /* a whole frame arrived */

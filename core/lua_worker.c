@@ -280,4 +280,6 @@ void kwb_lua_open_worker(lua_State *L) {
     }
     lua_pop(L, 1);
     luaL_setfuncs(L, fns, 0);
+    lua_pushinteger(L, KWB_WORKER_MAX_FRAME);   /* kwb.worker sizes its frames against it */
+    lua_setfield(L, -2, "worker_max_frame");
 }

@@ -26,7 +26,7 @@
 #include "kwb.h"
 
 enum { FD_PROTO = 3, FD_LOCK = 5, FD_EXE = 6 };
-#define MAX_FRAME (64u << 20)
+#define MAX_FRAME ((size_t)KWB_WORKER_MAX_FRAME)
 
 struct kwb_worker {
     pid_t pid;
@@ -352,7 +352,7 @@ void kwb_worker_kill(kwb_worker *w) { reap(w, 1); }
 
 int kwb_worker_send(kwb_worker *w, const void *data, size_t len) {
     if (!w->alive || w->sock < 0) return kwb_fail(KWB_EIO, "worker %d is gone", (int)w->pid);
-    if (len > MAX_FRAME) return kwb_fail(KWB_EINVAL, "a frame of %zu bytes is over the %u limit", len, MAX_FRAME);
+    if (len > MAX_FRAME) return kwb_fail(KWB_EINVAL, "a frame of %zu bytes is over the %zu limit", len, MAX_FRAME);
     unsigned char hdr[4] = {(unsigned char)(len >> 24), (unsigned char)(len >> 16), (unsigned char)(len >> 8),
                             (unsigned char)len};
     struct { const unsigned char *p; size_t n; } parts[2] = {{hdr, 4}, {data, len}};

@@ -164,6 +164,7 @@ function M.run(s)
   if bl.spec then
     local cand = s:candidate(bl.spec, "baseline")
     out.id = cand.id
+    if cand.too_big then out.error = cand.too_big; return out end   -- (kwb.candidate: never sent)
     args.cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
                   params = cand.params, id = cand.id, short = cand.short, fn = bl.fn }
     args.seed = tostring(rng.seed_of(run_seed, cand.id, "baseline"))

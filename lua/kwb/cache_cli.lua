@@ -36,17 +36,17 @@ local parse = require("kwb.args").parse
 
 local commands = {}
 
--- --json: a command's answer as one JSON object (ls, transcripts and best: one a line)
+-- --json: a command's answer as one JSON object (ls, transcripts and best: one a line), valid UTF-8 (kwb.text)
 local json = require "cjson"
-local function emit(obj) print(json.encode(obj)) end
+local function emit(obj) print(require("kwb.text").json(obj)) end
 
 function commands.ls(c, pos)
   if #pos > 1 then return usage_error("ls takes at most one PROBLEM") end
   local rows = {}
   for _, r in ipairs(c:list(pos[1])) do
     if M.json then
-      print(require("cjson").encode { id = r.id, problem = r.problem, parent = r.parent, strategy = r.strategy,
-                                      model = r.model, outcome = r.outcome, created = r.created })
+      emit { id = r.id, problem = r.problem, parent = r.parent, strategy = r.strategy, model = r.model,
+             outcome = r.outcome, created = r.created }
     end
     rows[#rows + 1] = { short(r.id), r.problem, short(r.parent), origin(r), r.outcome or "-", when(r.created) }
   end

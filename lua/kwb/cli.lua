@@ -202,8 +202,8 @@ function M.run_recipe(recipe, ...)
   if not ok then
     io.stderr:write("kwb: ", recipe.name, ": ", tostring(e), "\n")
     if opts.mode == "json" then   -- the stream ends with the error, so a reader of stdout alone learns why
-      io.write(require("kwb.secrets").scrub(require("cjson").encode { event = "error", recipe = recipe.name,
-                                                                      message = tostring(e) }), "\n")
+      io.write(require("kwb.secrets").scrub(require("kwb.text").json { event = "error", recipe = recipe.name,
+                                                                       message = tostring(e) }), "\n")
     end
     return 1
   end

@@ -213,7 +213,8 @@ M.recipe_fields = {
     .. "(default { \"default\" })" },
   { "accept", "function(candidate, best) -> boolean: the accept rule (default: faster beyond the noise)" },
   { "score", "function(candidate) -> number: the score (default: the geometric mean speedup over the start kernel)" },
-  { "budget", "{ candidates = 100, minutes = 10, timeout = 10 (s a call), cost = (model money) }" },
+  { "budget", "{ candidates = 100, minutes = 10, timeout = 10 (s a call), cost = (model money), source_bytes = 4194304 "
+    .. "(a candidate's source and defines at most; up to 16 MiB) }" },
   { "seed", "the run's seed (an integer; default the time)" },
   { "flags", "compiler flags (default { \"-O2\" } on the host)" },
   { "cc", "the host C compiler (default $CC, else cc)" },

@@ -3,12 +3,12 @@
 --   plain  one line per candidate (logs, pipes)
 --   json   one JSON object per line on stdout; the last is {"event":"summary", ...}
 --   quiet  the summary only
-local cjson = require "cjson"
 local core = require "kwb.core"
 local candidate = require "kwb.candidate"
 local outcomes = require "kwb.outcomes"
 local report = require "kwb.report"
 local summary = require "kwb.summary"
+local text = require "kwb.text"
 
 local M = {}
 
@@ -26,8 +26,10 @@ function M.new(mode)
   return setmetatable({ mode = mode }, Reporter)
 end
 
-local function emit(t)   -- (one JSON line, with no secret this process knows: kwb.secrets)
-  io.stdout:write(require("kwb.secrets").scrub(cjson.encode(t)), "\n")
+-- (valid UTF-8 whatever a reply or a reason holds: kwb.text; with no secret
+-- this process knows: kwb.secrets)
+local function emit(t)
+  io.stdout:write(require("kwb.secrets").scrub(text.json(t)), "\n")
   io.stdout:flush()
 end
 

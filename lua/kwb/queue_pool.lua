@@ -81,10 +81,14 @@ function Pool:submit(fn, args, opts)
   if type(a.recipe) == "string" then a.recipe = queue.identity(a.recipe) end
   self.next_tid = self.next_tid + 1
   local tid = self.results_key:match("[^:]+$") .. "-" .. self.next_tid
+  local body, why = worker.frame { tid = tid, fn = fn, args = { a }, deadline = opts.deadline or 600,
+                                   what = opts.what or "its task" }
   local task = { id = self.next_tid, tid = tid, fn = fn, started = core.now(), declined = {}, lost = 0,
-                 label = queue.describe { fn = fn, args = { a } },
-                 body = worker.encode { tid = tid, fn = fn, args = { a }, deadline = opts.deadline or 600,
-                                        what = opts.what or "its task" } }
+                 label = queue.describe { fn = fn, args = { a } }, body = body }
+  if not body then   -- (a worker's own frame of it would be as large: never sent, as kwb.workers does)
+    task.result = { ok = false, code = "too-large", reason = why, seconds = 0 }
+    return task
+  end
   task.sha256 = core.sha256(task.body)
   self.by_tid[tid], self.open[tid] = task, task
   self:send(task)

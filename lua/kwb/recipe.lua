@@ -153,9 +153,11 @@ local function a_string(c, f, v)
   if type(v) ~= "string" or v == "" then c:fail(f, "a non-empty string", v) end
 end
 
-local budget_spec = { names = { "candidates", "minutes", "timeout", "cost" },
+-- budget.source_bytes (kwb.candidate): at most 16 MiB, as a worker's task is one frame of at most 64 MiB of JSON
+local function source_bytes(c, f, v) positive_integer(c, f, v); if v > 16 << 20 then c:fail(f, "at most 16777216 (bytes)", v) end end
+local budget_spec = { names = { "candidates", "minutes", "timeout", "cost", "source_bytes" },
                       check = { candidates = positive_integer, minutes = positive_number, timeout = positive_number,
-                                cost = positive_number } }
+                                cost = positive_number, source_bytes = source_bytes } }
 -- model = { ... } is checked in kwb/recipe_model.lua
 local model_check = require("kwb.recipe_model")({ positive_integer = positive_integer, positive_number = positive_number,
                                                   nonneg_number = nonneg_number, a_string = a_string, is_array = is_array })
@@ -427,11 +429,9 @@ function M.new(spec, level)
   if spec.accept ~= nil and type(spec.accept) ~= "function" then c:fail("accept", "a function(candidate, best) -> boolean", spec.accept) end
   if spec.score ~= nil and type(spec.score) ~= "function" then c:fail("score", "a function(candidate) -> number", spec.score) end
   r.accept, r.score = spec.accept, spec.score
-  r.budget = { candidates = 100, minutes = 10, timeout = 10 }
-  if spec.budget ~= nil then
-    c:subtable("budget", spec.budget, budget_spec)
-    for k, v in pairs(spec.budget) do r.budget[k] = v end
-  end
+  r.budget = { candidates = 100, minutes = 10, timeout = 10, source_bytes = 4 << 20 }
+  if spec.budget ~= nil then c:subtable("budget", spec.budget, budget_spec) end
+  for k, v in pairs(spec.budget or {}) do r.budget[k] = v end
   if spec.seed ~= nil and math.type(spec.seed) ~= "integer" then c:fail("seed", "an integer", spec.seed) end
   r.seed = spec.seed
   r.flags = spec.flags and c:string_list("flags", spec.flags, true) or (r.backend == "host" and { "-O2" } or {})

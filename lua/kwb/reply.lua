@@ -8,6 +8,7 @@
 --   local prop = reply.proposal(text, recipe)
 --   -- { source =, space =, rationale =, blocks = n } or { no_code = why, rationale = }
 local lpeg = require "lpeg"
+local ktext = require "kwb.text"
 
 local P, S, C, Cb, Cg, Cmt, Ct, Cc = lpeg.P, lpeg.S, lpeg.C, lpeg.Cb, lpeg.Cg, lpeg.Cmt, lpeg.Ct, lpeg.Cc
 
@@ -107,10 +108,12 @@ function M.space(code)
   return sp
 end
 
+-- The prose as kept: valid UTF-8 (kwb.text: each stray byte U+FFFD), no
+-- control characters (none reaches a terminal from a model's prose), at
+-- most 2000 bytes, cut at a whole character.
 local function rationale(p)
-  -- no control characters reach a terminal from a model's prose
-  local r = p.prose:gsub("[%c]", function(c) return (c == "\n" or c == "\t") and c or "" end)
-  if #r > 2000 then r = r:sub(1, 2000) .. " ..." end
+  local r = ktext.valid(p.prose):gsub("[%c]", function(c) return (c == "\n" or c == "\t") and c or "" end)
+  if #r > 2000 then r = ktext.cut(r, 2000) .. " ..." end
   return r ~= "" and r or nil
 end
 
@@ -136,6 +139,11 @@ function M.proposal(text, recipe)
   end
   local prop = { source = pick.code, rationale = r, blocks = n }
   if n > 1 then prop.note = string.format("%d ```%s blocks: the last one is the kernel", n, langs[1]) end
+  local limit = recipe.budget and recipe.budget.source_bytes
+  if space_code and limit and #space_code > limit then   -- (bounded as a source is, before it runs: kwb.candidate)
+    return { no_code = string.format("the reply declares a space, but its lua block is %d bytes, over the recipe's "
+                                     .. "limit of %d bytes (budget.source_bytes)", #space_code, limit), rationale = r }
+  end
   if space_code then
     local sp, why = M.space(space_code)
     if not sp then return { no_code = "the reply declares a space, but " .. why, rationale = r } end

@@ -154,7 +154,8 @@ function Run:look_ahead(in_flight)
     local cand = self:propose_candidate()
     if cand == nil then self.ahead_done = true; break end
     self.ahead[#self.ahead + 1] = cand
-    if not cand.prebuilt and not self.session:known(cand) then fresh[#fresh + 1] = cand end
+    -- (one over budget.source_bytes is never built: kwb.candidate)
+    if not cand.prebuilt and not cand.too_big and not self.session:known(cand) then fresh[#fresh + 1] = cand end
   end
   if #fresh > 0 and self.session:prebuild(fresh) then
     for _, cand in ipairs(fresh) do cand.prebuilt = true end

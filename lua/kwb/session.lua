@@ -149,6 +149,8 @@ local function merge(res, answer)
     res.outcome, res.reason, res.signal = "crashed", answer.reason, answer.signal
   elseif answer.code == "timeout" then
     res.outcome, res.reason = "timeout", answer.reason
+  elseif answer.code == "too-large" then   -- its task, too large to send (kwb.worker.frame): no worker saw it
+    res.outcome, res.reason = "compile-error", answer.reason
   else
     error(string.format("evaluating %s: %s", res.short or "?", tostring(answer.reason)), 0)
   end
@@ -177,6 +179,10 @@ function Session:submit(cand, opts)
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
   if cand.no_code then   -- a model's reply with no kernel: nothing to build
     res.outcome, res.reason = "no-code", cand.no_code
+    return pending
+  end
+  if cand.too_big then   -- over budget.source_bytes (kwb.candidate): never built, never sent
+    res.outcome, res.reason = "compile-error", cand.too_big
     return pending
   end
   local pool = self:workers()
@@ -226,6 +232,7 @@ end
 -- it built): the rules and the compiler alone, in a worker when the session
 -- has a pool (the agent strategy's compile tool).
 function Session:build(cand)
+  if cand.too_big then return { outcome = "compile-error", reason = cand.too_big } end
   local pool = self:workers()
   if not pool then
     local res = { seconds = {}, shapes = {} }
@@ -237,7 +244,8 @@ function Session:build(cand)
     cand = for_worker(cand),
   } }, { deadline = measure.build_limit, what = "building a draft" }))
   if answer.ok then return answer.value end
-  return { outcome = answer.code == "timeout" and "timeout" or "crashed", reason = answer.reason }
+  local outcome = ({ timeout = "timeout", ["too-large"] = "compile-error" })[answer.code] or "crashed"
+  return { outcome = outcome, reason = answer.reason }
 end
 
 -- Remember the per-shape best times of a verified, possible result (racing

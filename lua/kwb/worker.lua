@@ -40,6 +40,20 @@ end
 
 function M.encode(v) return json.encode(v) end
 
+-- The largest frame the protocol carries (core/worker.c), in bytes of JSON.
+M.max_frame = core.worker_max_frame
+
+-- frame(v) -> v's JSON | nil, why, its size: a message sized on its encoded
+-- length before it is sent (JSON may write a byte as two, \/, or six,
+-- \u0001), so nothing too large ever reaches the channel: the C side would
+-- refuse it, and a worker would be taken for dead.
+function M.frame(v)
+  local text = json.encode(v)
+  if #text <= M.max_frame then return text end
+  return nil, string.format("its task is %d bytes as sent (JSON), over the %d a worker's frame holds", #text,
+                            M.max_frame), #text
+end
+
 local current   -- the id of the request being served, nil between requests
 
 -- deadline(seconds, what): the next step may take this long (nil: no limit).
@@ -121,6 +135,10 @@ function M.main(...)
     local enc_ok, out = pcall(json.encode, reply)
     if not enc_ok then
       out = json.encode { id = reply.id, ok = false, error = "the result cannot be sent: " .. tostring(out) }
+    elseif #out > M.max_frame then   -- said in a frame that fits, the worker still serving
+      out = json.encode { id = reply.id, ok = false, cpu = reply.cpu, retire = reply.retire,
+                          error = string.format("the result is %d bytes as JSON, over the %d a worker's frame holds",
+                                                #out, M.max_frame) }
     end
     local sent, msg = core.worker_reply(out)
     if not sent then

@@ -232,11 +232,22 @@ end
 -- submit(fn, args [, { deadline = seconds, what = }]) -> task. The task runs
 -- on the first idle worker; `deadline` bounds it until the worker itself says
 -- how long its next step may take.
+--
+-- A task too large for a worker's frame (kwb.worker.frame) is never sent: its
+-- result is { ok = false, code = "too-large", reason = } at once, and no
+-- worker is touched.
 function Pool:submit(fn, args, opts)
   opts = opts or {}
   self.next_id = self.next_id + 1
   local task = { id = self.next_id, fn = fn, args = args or {}, deadline = opts.deadline or 600,
-                 what = opts.what or "its task" }
+                 what = opts.what or "its task", started = core.now() }
+  local why
+  task.frame, why = worker.frame { id = task.id, fn = task.fn, args = task.args, nargs = #task.args }
+  if not task.frame then
+    task.result = { ok = false, code = "too-large", reason = why, output = "", output_bytes = 0, seconds = 0 }
+    trace(task, "too-large: %s", why)
+    return task
+  end
   self.queue[#self.queue + 1] = task
   self:dispatch()
   return task
@@ -251,7 +262,8 @@ function Pool:dispatch()
       slot.fresh, slot.heard = false, false
       if not w or not w:status().alive then w, slot.fresh = self:start_worker(slot), true
       else w:output() end   -- whatever an earlier task left unread is not this one's
-      local frame = worker.encode { id = task.id, fn = task.fn, args = task.args, nargs = #task.args }
+      local frame = task.frame
+      task.frame = nil
       local ok, msg = w:send(frame)
       if not ok and not slot.fresh then   -- it died while idle: not this task's doing
         w:kill()

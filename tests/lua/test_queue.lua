@@ -447,6 +447,30 @@ t.test("queue_a_secret_in_a_workers_answer_is_scrubbed_before_the_loop_keeps_it"
   p:close(); w1.leave(); link:close()
 end)
 
+t.test("queue_a_task_too_large_for_a_frame_is_never_sent_and_no_worker_dies_of_one", function()
+  local big = string.rep("\1", 12 << 20)   -- 72 MiB as JSON (\u0001)
+  local frame_text = "^its task is (%d+) bytes as sent %(JSON%), over the 67108864 a worker's frame holds$"
+  -- the loop's side: answered at once, nothing added to the stream
+  local p = require("kwb.queue_pool").new { url = url, backend = "host", password_file = pwfile, fleet_key = fleet_key }
+  local before = p.link:call("XLEN", p.tasks_key)
+  local r = p:call("kwb.measure_task.measure", { { recipe = "recipes/host_matmul.lua", cand = { source = big } } })
+  t.eq(r.ok, false)
+  t.eq(r.code, "too-large")
+  t.truthy(tonumber(r.reason:match(frame_text) or "0") > 72 * 2 ^ 20, r.reason)
+  t.eq(p.link:call("XLEN", p.tasks_key), before, "never sent")
+  p:close()
+  -- a worker's side, given one by hand: it answers, and serves on
+  local sha = core.sha256(read("recipes/host_matmul.lua"))
+  r = by_hand { tid = "x4", fn = "kwb.measure_task.measure",
+                args = { { recipe = { path = "recipes/host_matmul.lua", sha256 = sha }, cand = { source = big } } } }
+  t.eq(r.ok, false)
+  t.eq(r.code, "too-large")
+  t.truthy(tonumber(r.reason:match(frame_text) or "0") > 72 * 2 ^ 20, r.reason)
+  r = by_hand { tid = "x5", fn = "kwb.measure_task.device", args = { { backend = "host" } } }
+  t.eq(r.ok, true, "a worker still serves")
+  t.eq(#fleet().workers, 3, "every worker still on the queue")
+end)
+
 -- The run: 40 candidates on the fleet. A worker is killed while a candidate
 -- is in its hands, then the server is stopped for three seconds and started
 -- again, empty.

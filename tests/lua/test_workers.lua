@@ -205,6 +205,20 @@ t.test("test_a_fork_bomb_in_one_worker_leaves_the_other_able_to_start_processes"
   t.eq(r.value, true, "a process started beside the bomb")
 end)
 
+t.test("test_a_result_past_a_frame_is_an_error_and_its_worker_serves_on", function()
+  local p = workers.pool { n = 1 }
+  local pid = p:call("worker_probe.identity", {}).value and p.slots[1].worker.pid
+  local r = p:call("worker_probe.controls", { 12 << 20 })   -- 72 MiB as JSON
+  t.eq(r.ok, false)
+  t.eq(r.code, "error")
+  local n = tonumber(r.reason:match("^the result is (%d+) bytes as JSON, over the 67108864 a worker's frame holds$"))
+  t.truthy(n and n > 72 * 2 ^ 20, r.reason)
+  local again = p:call("worker_probe.identity", {})
+  t.eq(again.ok, true)
+  t.eq(p.slots[1].worker.pid, pid, "the same worker")
+  p:close()
+end)
+
 t.test("test_closing_the_pool_removes_the_scratch_directories", function()
   local p = workers.pool { n = 1 }
   local cwd = p:call("worker_probe.identity", {}).value.cwd

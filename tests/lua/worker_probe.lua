@@ -39,6 +39,9 @@ function M.identity()
            resolved = require("kwb.host").resolve("kernels/nvfp4_moe/ref.cu") }
 end
 
+-- n bytes of \1: six bytes each as JSON (\u0001).
+function M.controls(n) return string.rep("\1", n) end
+
 -- Start children that sleep `seconds` until the process limit stops the
 -- shell (a line each); hold them that long, then return how many started.
 function M.fork_all(seconds)

@@ -20,7 +20,10 @@ local M = {}
 
 local usage = "usage: " .. require("kwb.help").command("export").usage
 
+-- (a path that is there must be a regular file: never a device or a FIFO; core.output_file)
 local function write(path, text)
+  local ok, why = core.output_file(path)
+  if not ok then error(why, 0) end
   local f, err = io.open(path, "w")
   if not f then error("cannot write " .. path .. ": " .. tostring(err), 0) end
   f:write(text)
@@ -156,7 +159,16 @@ function M.export(recipe, dir, opts)
   local choices = M.plan(recipe, st:results(st:recipe_context(recipe, device)))
   local rule = recipe.dispatch or "nearest"
   local ext = recipe.backend == "cuda" and ".cu" or ".c"
-  assert(core.mkdirs(dir .. "/kernels"))
+  -- DIR is made where its parent exists (no parents are made), and kernels/
+  -- in it; every file's place is checked before the first is written
+  for _, d in ipairs { dir, dir .. "/kernels" } do
+    local ok, why = core.output_dir(d)
+    if not ok then error(why, 0) end
+  end
+  for _, name in ipairs { "dispatch.json", "dispatch.h", "dispatch_test.c" } do
+    local ok, why = core.output_file(dir .. "/" .. name)
+    if not ok then error(why, 0) end
+  end
   local vars, names, kernels, table_rows = {}, {}, {}, {}
   for _, v in ipairs(recipe.problem.vars) do vars[#vars + 1] = type(v) == "table" and v[1] or v end
   local fallback = opts.fallback

@@ -372,6 +372,10 @@ end
 function Session:profile(prefix, key, csv)
   local recipe, cache = self.recipe, self.store.cache
   if recipe.backend ~= "cuda" then error("recipe " .. recipe.name .. ": a profile is ncu's, for the cuda backend", 0) end
+  if csv then   -- (where ncu's output goes, before ncu runs: a regular file in a directory that exists)
+    local fine, why = core.output_file(csv)
+    if not fine then error(why, 0) end
+  end
   local got, msg = cache:get(prefix)
   if not got then error(msg, 0) end
   if got.problem ~= recipe.problem:key() then

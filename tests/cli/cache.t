@@ -176,6 +176,15 @@ content     625 bytes raw, 396 bytes stored with the mirrors
 ratio       1.6x
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/axpy.kwb --problem axpy --outcome accepted
 wrote build/test-cache/axpy.kwb: 2 candidates, 1 build, 4 results, 0 runs
+# a device is refused, and left as it was: /dev/full, or as root a node of the test's own
+# (the same device), so that a kwb that renamed its file over it could not take the machine's
+$ dev=/dev/full; if [ "$(id -u)" = 0 ]; then dev=build/test-cache/full; rm -f $dev; mknod $dev c 1 7; fi; ./kwb --cache build/test-cache/cli.db cache export $dev >build/test-cache/out 2>&1; echo "exit $?"; sed "s|$dev|FULL|" build/test-cache/out; stat -c %F $dev
+exit 1
+kwb cache: cannot write the bundle FULL: it is a character device, not a regular file
+character special file
+$ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/no/such.kwb; test -e build/test-cache/no || echo "no directory made"
+kwb cache: cannot write the bundle build/test-cache/no/such.kwb: the directory build/test-cache/no does not exist (kwb makes no directories for a file)
+no directory made
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/x.kwb --since 2026-13
 kwb cache: --since wants a date YYYY-MM-DD, not '2026-13'
 try 'kwb cache --help'

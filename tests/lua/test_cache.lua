@@ -605,6 +605,43 @@ t.test("cache_import_refuses_a_blob_that_would_decode_past_256_mib", function()
   d:close(); c:close()
 end)
 
+-- What a path is (stat's words).
+local function kind(path) return (sh("stat -c %F '" .. path .. "' 2>&1"):gsub("\n$", "")) end
+
+-- A bundle goes only to a regular file (or a new one) in a directory that
+-- exists: a device or a FIFO there is refused before anything is written,
+-- and no directory is made.
+t.test("cache_export_refuses_a_target_that_is_not_a_regular_file", function()
+  local c = fresh()
+  c:put_candidate { problem = "p", source = "x" }
+  -- /dev/full, or as root a node of the test's own (the same device): a kwb
+  -- that renamed its file over it could not take the machine's /dev/full
+  local dev, devdir = "/dev/full", "/dev"
+  if core.uid() == 0 then
+    dev, devdir = dir .. "/full", dir
+    os.execute("mknod '" .. dev .. "' c 1 7")
+  end
+  local ok, msg = c:export(dev, {})
+  t.eq(ok, nil)
+  t.eq(msg, "cannot write the bundle " .. dev .. ": it is a character device, not a regular file")
+  t.eq(kind(dev), "character special file", "the device is as it was")
+  t.eq(sh("ls '" .. devdir .. "' | grep -c '^full%.tmp' || true"), "0\n", "no temporary file beside it")
+  local fifo = dir .. "/fifo.kwb"
+  os.execute("mkfifo '" .. fifo .. "'")
+  ok, msg = c:export(fifo, {})
+  t.eq(msg, "cannot write the bundle " .. fifo .. ": it is a FIFO, not a regular file")
+  t.eq(kind(fifo), "fifo", "the FIFO is as it was")
+  ok, msg = c:export(dir, {})
+  t.eq(msg, "cannot write the bundle " .. dir .. ": it is a directory, not a regular file")
+  ok, msg = c:export(dir .. "/no/such/x.kwb", {})
+  t.eq(msg, "cannot write the bundle " .. dir .. "/no/such/x.kwb: the directory " .. dir .. "/no/such does not exist "
+       .. "(kwb makes no directories for a file)")
+  t.truthy(kind(dir .. "/no"):match("No such file"), "no directory made")
+  assert(c:export(dir .. "/fine.kwb", {}), "a regular file is written")
+  assert(c:export(dir .. "/fine.kwb", {}), "and replaced")
+  c:close()
+end)
+
 t.test("cache_import_refuses_what_is_not_a_regular_file", function()
   local d = fresh()
   local ok, msg = d:import("/dev/zero")

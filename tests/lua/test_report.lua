@@ -101,6 +101,16 @@ t.test("report_cli_answers_json", function()
   t.truthy(io.open(j.html), j.html)
 end)
 
+-- The run's rows as kwb cache check reads them: all sound (the checks an
+-- import applies take every outcome an honest run stores).
+t.test("report_an_honest_runs_rows_all_make_sense", function()
+  local r = st.cache:check()
+  local got = {}
+  for i, e in ipairs(r.unsound) do got[i] = e.what .. ": " .. e.message end
+  t.eq(table.concat(got, "\n"), "", "unsound rows")
+  t.truthy(r.rows > 10, "rows checked: " .. r.rows)
+end)
+
 local function kind(path)
   local p = io.popen("stat -c %F '" .. path .. "' 2>&1")
   local out = p:read("a")

@@ -383,8 +383,10 @@ function Session:profile(prefix, key, csv)
                         recipe.problem:key()), 0)
   end
   local medians = {}
-  for _, r in ipairs(cache:results(got.id) or {}) do
-    if r.device == self.ctx.device then medians[r.shape] = r.timing.median end
+  for _, r in ipairs(cache:results(got.id) or {}) do   -- (times measured here: kwb.store's known)
+    if r.device == self.ctx.device and require("kwb.cache").as_measured(r.verify, self.ctx.trust_imported) then
+      medians[r.shape] = r.timing.median
+    end
   end
   if key then   -- (the variables in any order)
     local shape_set = require("kwb.problem").shape_set

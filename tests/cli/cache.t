@@ -269,7 +269,9 @@ not exist is an error (only import makes one).
   best PROBLEM [--shape S] [--device D]
                               the fastest correct candidate of each device kind
                               and shape (the shape's variables in any order:
-                              --shape cols=100,rows=64)
+                              --shape cols=100,rows=64) measured here, and
+                              before it one a bundle brought where that is
+                              faster on paper (measured: bundle NAME)
   diff ID1 ID2                the parameters two candidates differ in, and their
                               sources' line diff
   export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]
@@ -277,11 +279,12 @@ not exist is an error (only import makes one).
                               builds, results and runs) to a bundle file for a
                               teammate
   import FILE                 add a bundle's records: all of them, or none if
-                              the file is bad
+                              the file is bad or a row makes no sense
   stats                       counts, sizes and the compression ratio
-  check [--repair]            decode every stored copy of every blob; --repair
-                              rewrites a corrupt copy from its sound one (exit 1
-                              if a blob is lost)
+  check [--repair]            decode every stored copy of every blob and check
+                              every row for sense; --repair rewrites a corrupt
+                              copy from its sound one (exit 1 if a blob is lost
+                              or a row makes no sense)
   gc                          drop blobs no record needs, then compact the file
 [exit 2]
 # kwb profile needs a cache that has the candidate, and the recipe that made it

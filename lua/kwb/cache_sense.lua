@@ -33,9 +33,9 @@ local order = { { "min", "p10" }, { "p10", "median" }, { "median", "p90" }, { "p
                 { "median", "max" }, { "ci_lo", "median" }, { "median", "ci_hi" }, { "min", "ci_lo" },
                 { "ci_hi", "max" }, { "min", "mean" }, { "mean", "max" } }
 -- Other numbers of a timing, and what each must be.
-local timing_numbers = { n = "count", batch = "count0", warmup = "count0", spread = "nonneg", floor = "nonneg",
-                         floor_frac = "nonneg", gbs = "nonneg", gflops = "nonneg", speedup = "positive",
-                         max_abs = "nonneg", rel_l2 = "nonneg" }
+local timing_numbers = { { "n", "count" }, { "batch", "count0" }, { "warmup", "count0" }, { "spread", "nonneg" },
+                         { "floor", "nonneg" }, { "floor_frac", "nonneg" }, { "gbs", "nonneg" }, { "gflops", "nonneg" },
+                         { "speedup", "positive" }, { "max_abs", "nonneg" }, { "rel_l2", "nonneg" } }
 local timing_flags = { "capped", "partial", "noisy" }
 
 -- What a kind of number must be, and its words: nil where x is one.
@@ -54,7 +54,8 @@ local function timing_why(t)
       return string.format("its %s time %s is not a finite positive number of seconds", k, show(t[k]))
     end
   end
-  for k, kind in pairs(timing_numbers) do
+  for _, f in ipairs(timing_numbers) do
+    local k, kind = f[1], f[2]
     local why = t[k] ~= nil and number_why(kind, t[k])
     if why then return string.format("its timing's %s %s is not %s", k, show(t[k]), why) end
   end
@@ -73,10 +74,11 @@ local function timing_why(t)
 end
 
 -- The verdict's fields (a result's verify) the loop reads, and what each must be.
-local verdict_fields = { reason = "string", rule = "string", origin = "string", name = "string", parent = "string",
-                         model = "string", transcript = "string", again = "string", imported = "string",
-                         line = "integer", seq = "seq", score = "number", cost = "nonneg", params = "table",
-                         sanitize_due = "boolean", sanitized = "boolean", verified_on = "strings" }
+local verdict_fields = { { "again", "string" }, { "cost", "nonneg" }, { "imported", "string" }, { "line", "integer" },
+                         { "model", "string" }, { "name", "string" }, { "origin", "string" }, { "params", "table" },
+                         { "parent", "string" }, { "reason", "string" }, { "rule", "string" },
+                         { "sanitize_due", "boolean" }, { "sanitized", "boolean" }, { "score", "number" },
+                         { "seq", "seq" }, { "transcript", "string" }, { "verified_on", "strings" } }
 
 local function field_why(kind, x)
   if kind == "string" or kind == "table" or kind == "boolean" then
@@ -98,11 +100,9 @@ local function verdict_why(row, v)
   if v.outcome ~= nil and v.outcome ~= row.outcome then
     return string.format("its verdict's outcome %s is not its outcome '%s'", show(v.outcome), row.outcome)
   end
-  local keys = {}
-  for k in pairs(verdict_fields) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
-    local why = v[k] ~= nil and field_why(verdict_fields[k], v[k])
+  for _, f in ipairs(verdict_fields) do
+    local k = f[1]
+    local why = v[k] ~= nil and field_why(f[2], v[k])
     if why then return string.format("its verdict's %s %s is not %s", k, show(v[k]), why) end
   end
   if v.seed ~= nil and type(v.seed) ~= "string" and not whole(v.seed) then

@@ -195,8 +195,9 @@ end
 
 -- floor_why(row, problem) -> nil, or why a result's median is under the
 -- physical floor of any device of its kind (kwb.ceilings.absolute_floor).
+-- An `impossible` result says so itself: its median is under a floor.
 function M.floor_why(row, problem)
-  if not row.median or not problem then return nil end
+  if not row.median or not problem or row.outcome == "impossible" then return nil end
   local floor, why = ceilings.absolute_floor(problem, row.shape, row.device)
   if floor and row.median < floor then
     return string.format("its median %.4g s is under the physical floor %.4g s of any device of its kind (%s)",

@@ -682,8 +682,8 @@ t.test("cache_import_rejects_a_time_under_any_devices_floor", function()
   local id = c:put_candidate { problem = "matmul", source = src, created = 7 }
   local cand = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
   local file = dir .. "/floor.kwb"
-  local function try(device, median)
-    local row = { candidate = id, device = device, shape = "n=64", outcome = "slower", median = median,
+  local function try(device, median, outcome)
+    local row = { candidate = id, device = device, shape = "n=64", outcome = outcome or "slower", median = median,
                   verify = "{}", timing = cache_mod.json { median = median }, clocks = "{}", created = 1 }
     assert(c.db:export(file, cache_mod.json { format = 1 }, { { table = "candidate", json = cache_mod.json(cand) },
                                                              { table = "result", json = cache_mod.json(row) } },
@@ -699,6 +699,7 @@ t.test("cache_import_rejects_a_time_under_any_devices_floor", function()
   t.eq(try("cuda:NVIDIA H200:sm_90", 1e-12):match("^its median 1e%-12 s is under the physical floor 4%.915e%-09 s"),
        "its median 1e-12 s is under the physical floor 4.915e-09 s")
   t.eq(try("host:EPYC:2", 1e-6), "imported")
+  t.eq(try("host:EPYC:2", 1e-12, "impossible"), "imported", "an impossible result is under a floor: it says so")
   t.eq(try("tpu:v5", 1e-12), "imported", "a family kwb has no ceilings for is not judged")
   c:close()
 end)

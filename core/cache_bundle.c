@@ -28,6 +28,7 @@
 #include "cache.h"
 #include "error.h"
 #include "kwb.h"
+#include "os.h"
 #include "util.h"
 
 #define MAGIC "KWBUNDLE"
@@ -193,9 +194,13 @@ static int collect_blobs(kwb_cache *c, uint32_t nblob, const char *const *blobs,
 int kwb_cache_export(kwb_cache *c, const char *path, const char *manifest, uint32_t nrec,
                      const char *const *tables, const char *const *records, uint32_t nblob,
                      const char *const *blobs) {
+    /* a path that is not a regular file (a device, a FIFO) is refused before
+     * anything is written: the rename below would put the file in its place */
+    int rc = kwb_os_output_file(path, "the bundle");
+    if (rc) return rc;
     export_blob *bl = NULL;
     size_t nb = 0;
-    int rc = collect_blobs(c, nblob, blobs, &bl, &nb);
+    rc = collect_blobs(c, nblob, blobs, &bl, &nb);
     if (rc) return rc;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());

@@ -1,5 +1,5 @@
 /* lua_os.c: Lua bindings of the operating-system services (core/os.c):
- * kwb.core.flock, environ, cwd, uid, mkdirs, isatty, executable, machine, exec */
+ * kwb.core.flock, environ, cwd, uid, mkdirs, output_file, output_dir, isatty, executable, machine, exec */
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
@@ -84,6 +84,24 @@ static int l_cache_place(lua_State *L) {
 /* core.mkdirs(path) -> true | nil, msg, { code = "no-dir" } */
 static int l_mkdirs(lua_State *L) {
     if (kwb_os_mkdirs(luaL_checkstring(L, 1))) return kwb_lua_fail(L, "no-dir", kwb_last_error());
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* core.output_file(path [, what]) -> true | nil, msg, { code = "bad-output" }
+ * (kwb_os_output_file; what defaults to "the file") */
+static int l_output_file(lua_State *L) {
+    if (kwb_os_output_file(luaL_checkstring(L, 1), luaL_optstring(L, 2, "the file")))
+        return kwb_lua_fail(L, "bad-output", kwb_last_error());
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* core.output_dir(path [, what]) -> true | nil, msg, { code = "bad-output" }
+ * (kwb_os_output_dir; what defaults to "into the directory") */
+static int l_output_dir(lua_State *L) {
+    if (kwb_os_output_dir(luaL_checkstring(L, 1), luaL_optstring(L, 2, "into the directory")))
+        return kwb_lua_fail(L, "bad-output", kwb_last_error());
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -236,6 +254,7 @@ static int l_hostname(lua_State *L) {
 void kwb_lua_open_os(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"flock", l_flock}, {"environ", l_environ}, {"cwd", l_cwd}, {"uid", l_uid}, {"mkdirs", l_mkdirs},
+        {"output_file", l_output_file}, {"output_dir", l_output_dir},
         {"cache_place", l_cache_place},
         {"isatty", l_isatty}, {"executable", l_executable}, {"machine", l_machine}, {"exec", l_exec}, {"exec_all", l_exec_all},
         {"self_exe", l_self_exe}, {"sleep", l_sleep}, {"pid", l_pid}, {"hostname", l_hostname},

@@ -64,6 +64,72 @@ int kwb_os_cache_place(const char *path, int named) {
     return kwb_fail(KWB_EINVAL, "the directory %s does not exist (kwb makes the cache file, not its directory)", dir);
 }
 
+/* What a path is, in words, where it is not a regular file. */
+static const char *kind_of(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+/* The directory a path is in, into dir ("." for a bare name), trailing
+ * slashes of path ignored. */
+static void parent_of(const char *path, char *dir, size_t n) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    size_t i = len;
+    while (i > 0 && path[i - 1] != '/') i--;
+    if (i == 0) { snprintf(dir, n, "."); return; }
+    while (i > 1 && path[i - 1] == '/') i--;   /* a//b: a */
+    snprintf(dir, n, "%.*s", (int)i, path);
+}
+
+/* The directory of path must exist: kwb makes none the user did not name. */
+static int parent_exists(const char *path, const char *what, const char *note) {
+    char dir[4096];
+    struct stat st;
+    parent_of(path, dir, sizeof dir);
+    if (stat(dir, &st) != 0)
+        return kwb_fail(KWB_EINVAL, "cannot write %s %s: the directory %s does not exist (%s)", what, path, dir,
+                        note);
+    if (!S_ISDIR(st.st_mode))
+        return kwb_fail(KWB_EINVAL, "cannot write %s %s: %s is %s, not a directory", what, path, dir,
+                        kind_of(st.st_mode));
+    return 0;
+}
+
+int kwb_os_output_file(const char *path, const char *what) {
+    struct stat st;
+    if (!path[0]) return kwb_fail(KWB_EINVAL, "cannot write %s: its path is empty", what);
+    if (stat(path, &st) == 0) {
+        if (S_ISREG(st.st_mode)) return 0;
+        return kwb_fail(KWB_EINVAL, "cannot write %s %s: it is %s, not a regular file", what, path,
+                        kind_of(st.st_mode));
+    }
+    if (errno != ENOENT)
+        return kwb_fail(KWB_EIO, "cannot write %s %s: %s", what, path, strerror(errno));
+    return parent_exists(path, what, "kwb makes no directories for a file");
+}
+
+int kwb_os_output_dir(const char *path, const char *what) {
+    struct stat st;
+    if (!path[0]) return kwb_fail(KWB_EINVAL, "cannot write %s: its path is empty", what);
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return 0;
+        return kwb_fail(KWB_EINVAL, "cannot write %s %s: it is %s, not a directory", what, path,
+                        S_ISREG(st.st_mode) ? "a regular file" : kind_of(st.st_mode));
+    }
+    if (errno != ENOENT)
+        return kwb_fail(KWB_EIO, "cannot write %s %s: %s", what, path, strerror(errno));
+    int rc = parent_exists(path, what, "kwb makes the directory named, not its parents");
+    if (rc) return rc;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return kwb_fail(KWB_EIO, "cannot make the directory %s: %s", path, strerror(errno));
+    return 0;
+}
+
 int kwb_os_isatty(int fd) { return isatty(fd) == 1; }
 
 int kwb_os_executable(const char *path) {

@@ -20,6 +20,15 @@ int kwb_os_mkdirs(const char *path);
  * made; for a path the user named it must exist, so a typo is an error and
  * not a new empty cache. 0, or -1 with kwb_last_error() saying why. */
 int kwb_os_cache_place(const char *path, int named);
+/* Whether kwb may write a file the user named (what: "the bundle", ...): one
+ * that exists must be a regular file (never a device, FIFO, socket or
+ * directory), and its directory must exist (kwb makes none). 0, or a
+ * negative kwb_status with kwb_last_error() naming the path and why. */
+int kwb_os_output_file(const char *path, const char *what);
+/* The same for a directory the user named to write into: one that exists
+ * must be a directory; a missing one is made where its parent exists, and
+ * is an error naming the parent where not. */
+int kwb_os_output_dir(const char *path, const char *what);
 /* Is fd a terminal? */
 int kwb_os_isatty(int fd);
 /* Is path a regular file this process may execute? */

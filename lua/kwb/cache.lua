@@ -31,6 +31,7 @@ M.outcome_known = base.outcome_known
 M.candidate_id = base.candidate_id
 M.build_id = base.build_id
 M.host_kind = base.host_kind
+M.imported_from, M.as_measured = base.imported_from, base.as_measured
 
 local function scrub_args(...)
   if not secrets.any() then return ... end
@@ -359,11 +360,14 @@ end
 
 -- best(problem, {shape =, device =, sanitized =}) -> the fastest correct
 -- candidate (a verified, timed one: accepted, slower or the start kernel)
--- of each device kind and shape: {{device, shape, candidate, median,
--- outcome, sanitized, imported}, ...}; sanitized: whether compute-sanitizer
--- cleared it here. With sanitized = true, an accepted or slower result
--- counts only where it did (what a sanitizing recipe asks of a winner), and
--- a start kernel only where it was measured here.
+-- of each device kind and shape measured here, and before it, where a
+-- result a bundle brought (kwb.cache.imported_from) is faster on paper,
+-- the fastest of those on a row of its own: {{device, shape, candidate,
+-- median, outcome, sanitized, imported}, ...} (imported: the bundle; nil,
+-- measured here). sanitized: whether compute-sanitizer cleared it here.
+-- With sanitized = true, an accepted or slower result counts only where it
+-- did (what a sanitizing recipe asks of a winner), and a start kernel only
+-- where it was measured here.
 function Cache:best(problem, opts)
   check_string(problem, "problem")
   opts = check_table(opts, "options")
@@ -373,18 +377,27 @@ function Cache:best(problem, opts)
     .. "WHERE c.problem = ?1 AND r.outcome IN ('accepted', 'slower', 'start') AND r.median IS NOT NULL "
     .. "AND (?2 IS NULL OR r.shape = ?2) AND (?3 IS NULL OR r.device = ?3) "
     .. "ORDER BY r.device, r.shape, r.median, r.candidate", problem, opts.shape, opts.device)
-  local out, last = {}, nil
+  local keys, here, away = {}, {}, {}   -- (each key's fastest measured here, and its fastest import)
   for _, r in ipairs(rows) do
     local key = r.device .. "\0" .. r.shape
-    local v = key ~= last and decode(r.verify, {})
-    -- (not a best whose put-off compute-sanitizer run never came: kwb.deferred's
-    -- settle; with opts.sanitized, an accepted or slower one only where the tools cleared it)
-    v = v and (type(v) == "table" and v or {})
-    if v and not v.sanitize_due and (not opts.sanitized or r.outcome == "start" and not v.imported or v.sanitized == true) then
-      r.verify, r.imported, r.sanitized = nil, v.imported, v.sanitized or nil   -- the bundle it came in, if one
-      out[#out + 1] = r
-      last = key
+    if not here[key] then   -- (an import slower than the best measured here is not listed)
+      local v = decode(r.verify, {})
+      v = type(v) == "table" and v or {}
+      -- (not a best whose put-off compute-sanitizer run never came: kwb.deferred's
+      -- settle; with opts.sanitized, an accepted or slower one only where the tools cleared it)
+      local bundle = base.imported_from(v)
+      if not v.sanitize_due and (not opts.sanitized or r.outcome == "start" and not bundle or v.sanitized == true)
+         and not (bundle and away[key]) then
+        if not away[key] then keys[#keys + 1] = key end
+        r.verify, r.imported, r.sanitized = nil, bundle, v.sanitized or nil
+        if bundle then away[key] = r else here[key] = r end
+      end
     end
+  end
+  local out = {}
+  for _, key in ipairs(keys) do
+    if away[key] then out[#out + 1] = away[key] end
+    if here[key] then out[#out + 1] = here[key] end
   end
   return out
 end

@@ -132,6 +132,24 @@ local function check_outcome(o)
   return o
 end
 
+-- ---- where a result was measured -------------------------------------------
+
+-- imported_from(v) -> the bundle a result's verdict (its verify) or a run's
+-- settings came in (kwb.cache_bundle's import marks both), or nil: measured
+-- here.
+function M.imported_from(v)
+  return type(v) == "table" and type(v.imported) == "string" and v.imported or nil
+end
+
+-- as_measured(v, trust) -> may the loop take this result (its verdict) or
+-- run (its settings) as a measurement of this machine's: measured here, or
+-- imported where trust (a recipe's trust_imported) says so. The one rule for
+-- every reader that races, accepts, names a best or ships a kernel
+-- (kwb.store's known and baseline, kwb cache best).
+function M.as_measured(v, trust)
+  return trust == true or M.imported_from(v) == nil
+end
+
 -- ancestry(db, id, seen, out) -> out: id and its ancestors, as far as the
 -- cache knows them and not already in seen, appended to out.
 function M.ancestry(db, id, seen, out)

@@ -114,36 +114,7 @@ function Cache:export(file, f)
   return counts
 end
 
-local outcomes = require "kwb.outcomes"
-local ceilings = require "kwb.ceilings"
-
-local function finite_positive(x)
-  return type(x) == "number" and x == x and x > 0 and x < math.huge
-end
-
--- Does an imported result row make sense? nil, or why not: a known outcome,
--- its JSON readable, times finite and positive where there are any, and a
--- verified outcome's median there and equal to the row's. (Import checks
--- the median against the floor of any device of its kind as well:
--- kwb.ceilings.absolute_floor.)
-local function result_sense(row)
-  if not outcomes.known(row.outcome) then return string.format("its outcome '%s' is not one kwb gives", tostring(row.outcome)) end
-  local timing, verify = decode(row.timing), decode(row.verify)
-  if type(timing) ~= "table" or type(verify) ~= "table" then return "its timing or verify is not a JSON object" end
-  for _, k in ipairs { "median", "min", "max", "mean", "p10", "p90" } do
-    if timing[k] ~= nil and not finite_positive(timing[k]) then
-      return string.format("its %s time %s is not a finite positive number of seconds", k, tostring(timing[k]))
-    end
-  end
-  if outcomes.verified[row.outcome] then
-    if not finite_positive(timing.median) then return "a " .. row.outcome .. " result needs a median time" end
-    if row.median ~= timing.median then return "its median column disagrees with its timing" end
-
-  elseif timing.median ~= nil or row.median ~= nil then
-    return string.format("a %s result has no times, but this one has a median", row.outcome)
-  end
-  return nil
-end
+local sense = require "kwb.cache_sense"
 
 local function bad_bundle(file, fmt, ...)
   return fail("corrupt-bundle", string.format("bundle %s is corrupt: " .. fmt, file, ...))
@@ -201,16 +172,27 @@ function Cache:import(file)
       return bad_bundle(file, "record %d (%s) has id %s, but its content hashes to %s", i, rec.table,
                         tostring(row.id), want)
     end
+    -- every row makes sense (kwb.cache_sense, as kwb cache check has it), or nothing is imported
+    local why = sense.why(rec.table, row)
+    if why then
+      b:close()
+      return bad_bundle(file, "record %d (%s): %s", i, rec.table == "result"
+                        and string.format("result of %s at %s", tostring(row.candidate), tostring(row.shape))
+                        or string.format("%s %s", rec.table, tostring(row.id)), why)
+    end
+    -- where an imported result or run came from: the bundle's file (kwb.store
+    -- takes neither as measured here; kwb cache best shows it); another
+    -- machine's word that compute-sanitizer cleared a result is not taken
+    local bundle = file:match("[^/]+$") or file
     if rec.table == "result" then
-      local why = result_sense(row)
-      if why then b:close(); return bad_bundle(file, "record %d (result of %s at %s): %s", i, tostring(row.candidate),
-                                               tostring(row.shape), why) end
-      -- where an imported result came from: the bundle's file (kwb cache best shows it);
-      -- another machine's word that compute-sanitizer cleared it is not taken
       local v = decode(row.verify)
-      v.imported = v.imported or (file:match("[^/]+$") or file)
+      v.imported = v.imported or bundle
       v.sanitized = nil
       row.verify = canon(v)
+    elseif rec.table == "run" then
+      local settings = decode(row.settings)
+      settings.imported = settings.imported or bundle
+      row.settings = canon(settings)
     end
     rows[i] = { table = rec.table, row = row }
   end
@@ -222,12 +204,10 @@ function Cache:import(file)
       return bad_bundle(file, "record %d (%s) belongs to candidate %s, which is in neither the bundle "
                         .. "nor the cache", i, r.table, cand)
     end
-    local floor, why
-    if r.table == "result" and r.row.median then floor, why = ceilings.absolute_floor(problem, r.row.shape, r.row.device) end
-    if floor and r.row.median < floor then
+    local why = r.table == "result" and sense.floor_why(r.row, problem)
+    if why then
       b:close()
-      return bad_bundle(file, "record %d (result of %s at %s): its median %.4g s is under the physical floor %.4g s of "
-                        .. "any device of its kind (%s)", i, cand, r.row.shape, r.row.median, floor, why)
+      return bad_bundle(file, "record %d (result of %s at %s): %s", i, cand, r.row.shape, why)
     end
   end
   local counts = { candidates = 0, builds = 0, results = 0, runs = 0 }

@@ -320,7 +320,7 @@ function commands.check(c, words)
   local r = c:check { repair = opts.repair }
   local lost = #r.unreadable
   for _, e in ipairs(r.corrupt) do if not e.recoverable then lost = lost + 1 end end
-  if M.json then r.lost = lost; emit(r); return lost > 0 and 1 or 0 end
+  if M.json then r.lost = lost; emit(r); return (lost > 0 or #r.unsound > 0) and 1 or 0 end
   lost = 0
   for _, e in ipairs(r.corrupt) do
     local what = e.frame == "ok" and "its mirror copy is corrupt"
@@ -338,10 +338,13 @@ function commands.check(c, words)
   for _, id in ipairs(r.unmirrored) do
     print(string.format("blob %s: is a base without a mirror (--repair adds one)", id))
   end
-  print(string.format("checked %s (%s): %s", count(r.blobs, "blob"), count(r.frames, "stored frame"),
-                      r.ok and "all sound" or lost > 0 and count(lost, "blob") .. " lost"
-                      or opts.repair and "repaired" or "no blob lost"))
-  return lost > 0 and 1 or 0
+  for _, e in ipairs(r.unsound) do print(string.format("%s: %s", e.what, e.message)) end
+  local blobs_ok = #r.corrupt == 0 and #r.unreadable == 0 and #r.unmirrored == 0
+  print(string.format("checked %s (%s): %s%s", count(r.blobs, "blob"), count(r.frames, "stored frame"),
+                      r.ok and "all sound" or blobs_ok and "all blobs sound" or lost > 0 and count(lost, "blob") .. " lost"
+                      or opts.repair and "repaired" or "no blob lost",
+                      #r.unsound > 0 and string.format("; %d of %s make no sense", #r.unsound, count(r.rows, "row")) or ""))
+  return (lost > 0 or #r.unsound > 0) and 1 or 0
 end
 
 function commands.gc(c, pos)

@@ -62,8 +62,33 @@ function Cache:gc(opts)
   return removed
 end
 
--- check{repair = false} decodes every stored copy of every blob's frame.
+local sense = require "kwb.cache_sense"
+
+-- Every stored row that makes no sense (kwb.cache_sense: the checks import
+-- applies to a bundle's rows) -> rows checked, {{table, what, message}...}.
+local function unsound_rows(db)
+  local out, n = {}, 0
+  local queries = {
+    candidate = "SELECT * FROM candidate ORDER BY created, id",
+    build = "SELECT * FROM build ORDER BY created, id",
+    result = "SELECT r.*, c.problem AS problem FROM result r LEFT JOIN candidate c ON c.id = r.candidate "
+             .. "ORDER BY r.created, r.candidate, r.device, r.shape",
+    run = "SELECT * FROM run ORDER BY started, id",
+  }
+  for _, tbl in ipairs { "candidate", "build", "result", "run" } do
+    for _, row in ipairs(db:exec(queries[tbl])) do
+      n = n + 1
+      local why = sense.why(tbl, row) or tbl == "result" and sense.floor_why(row, row.problem)
+      if why then out[#out + 1] = { table = tbl, what = sense.what(tbl, row), message = why } end
+    end
+  end
+  return n, out
+end
+
+-- check{repair = false} decodes every stored copy of every blob's frame, and
+-- checks every candidate, build, result and run row for sense.
 -- -> {blobs = n checked, frames = n copies checked, ok = true if nothing was found,
+--     rows = n rows checked, unsound = {{table, what, message}...},   -- rows that make no sense
 --     corrupt = {{blob, frame = "ok"|"corrupt", mirror = "ok"|"corrupt"|"none",
 --                 recoverable, repaired, message}...},   -- a copy that fails
 --     unreadable = {{blob, message}...},   -- blobs whose base is lost (so they are too)
@@ -98,7 +123,8 @@ function Cache:check(opts)
     end
   end
   if opts.repair then self:transaction(pass) else pass() end
-  r.ok = #r.corrupt == 0 and #r.unreadable == 0 and #r.unmirrored == 0
+  r.rows, r.unsound = unsound_rows(self.db)
+  r.ok = #r.corrupt == 0 and #r.unreadable == 0 and #r.unmirrored == 0 and #r.unsound == 0
   return r
 end
 

@@ -40,14 +40,15 @@ M.commands = {
         .. "a reply proposed it" },
       { "transcripts [RUN]", "the model requests of every run, or of one: tokens, cost, tries, time" },
       { "best PROBLEM [--shape S] [--device D]", "the fastest correct candidate of each device kind and shape (the "
-        .. "shape's variables in any order: --shape cols=100,rows=64)" },
+        .. "shape's variables in any order: --shape cols=100,rows=64) measured here, and before it one a bundle "
+        .. "brought where that is faster on paper (measured: bundle NAME)" },
       { "diff ID1 ID2", "the parameters two candidates differ in, and their sources' line diff" },
       { "export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]",
         "write matching candidates (with their ancestors, builds, results and runs) to a bundle file for a teammate" },
-      { "import FILE", "add a bundle's records: all of them, or none if the file is bad" },
+      { "import FILE", "add a bundle's records: all of them, or none if the file is bad or a row makes no sense" },
       { "stats", "counts, sizes and the compression ratio" },
-      { "check [--repair]", "decode every stored copy of every blob; --repair rewrites a corrupt copy from its sound "
-        .. "one (exit 1 if a blob is lost)" },
+      { "check [--repair]", "decode every stored copy of every blob and check every row for sense; --repair "
+        .. "rewrites a corrupt copy from its sound one (exit 1 if a blob is lost or a row makes no sense)" },
       { "gc", "drop blobs no record needs, then compact the file" },
     } },
   { name = "export", module = "kwb.export",
@@ -57,7 +58,9 @@ M.commands = {
       .. "verified candidate with the lowest median, where it beats the fallback beyond the noise, else the "
       .. "fallback. Writes kernels/ (each chosen source, its parameters as #defines), dispatch.json (shapes to "
       .. "kernels, with the times measured), dispatch.h (a selection function) and dispatch_test.c. Shapes between "
-      .. "the measured ones take the recipe's dispatch rule (nearest or larger).",
+      .. "the measured ones take the recipe's dispatch rule (nearest or larger). DIR is made if missing (its "
+      .. "parent must exist); a result a bundle brought counts only once measured here (or with the recipe's "
+      .. "trust_imported).",
     options = {
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
       { "--fallback NAME", "a library kernel to fall back to instead of the start kernel" },
@@ -66,7 +69,7 @@ M.commands = {
   { name = "report", module = "kwb.report_run", usage = "kwb report RECIPE.lua [DIR] [--device KIND] [--json]",
     summary = "write report.md and report.html of a recipe's runs: convergence, outcomes, speedups, floor, lineage",
     text = "report.md and one self-contained report.html (inline SVG, nothing fetched) in DIR (default .; made if "
-      .. "missing): the best score over candidates and over time, the outcome funnel, per-shape speedup over the "
+      .. "missing, its parent must exist): the best score over candidates and over time, the outcome funnel, per-shape speedup over the "
       .. "start kernel and share of the physical floor, the best's lineage.",
     options = {
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
@@ -223,6 +226,8 @@ M.recipe_fields = {
   { "dispatch", "\"nearest\" (default) or \"larger\": the measured shape kwb export picks for one between" },
   { "race", "how much slower than the best a first look may be before its timing stops (default 0.10; false: "
     .. "no racing)" },
+  { "trust_imported", "true: results a bundle brought (kwb cache import) count as measured here: raced against, "
+    .. "judged against, a best, exported (default false: each is measured here first where a run proposes it)" },
   { "ceilings", "{ bandwidth =, flops = }: limits (bytes/s, FLOP/s) the floor takes where they are above the "
     .. "measured ones" },
   { "backend", "\"host\" (default) or \"cuda\"" },

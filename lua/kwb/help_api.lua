@@ -317,6 +317,11 @@ return {
     "A build's id: SHA-256 over the candidate id, arch and toolchain." },
   { "kwb.cache.host_kind", "kwb.cache.host_kind([cpuinfo]) -> kind",
     "The host backend's device kind, \"host:<CPU model>:<processors>\", from /proc/cpuinfo or the text given." },
+  { "kwb.cache.imported_from", "kwb.cache.imported_from(verify_or_settings) -> bundle | nil",
+    "The bundle a result's verdict (its verify) or a run's settings came in; nil where it was measured here." },
+  { "kwb.cache.as_measured", "kwb.cache.as_measured(verify_or_settings, trust) -> boolean",
+    "Whether a result or run counts as a measurement of this machine's: measured here, or imported where trust "
+    .. "(a recipe's trust_imported) is true. The loop's one rule for imports (kwb.store's known)." },
   { "cache:put_candidate", "cache:put_candidate { problem =, source = [, ...] } -> id, new",
     "Stores a candidate unless its id is there; new is false when it was. Fields: params, flags, parent (an id or "
     .. "prefix), origin = { strategy, model }, rationale, outcome, run, created, id, transcript. Raises on a "
@@ -356,9 +361,10 @@ return {
   { "cache:add_profile", "cache:add_profile { candidate =, device =, shape =, class =, data = } -> true",
     "Keeps a profile (replacing the one of that candidate, device kind and shape). Raises on a malformed field." },
   { "cache:best", "cache:best(problem [, { shape =, device =, sanitized = }]) -> rows",
-    "The fastest verified result (accepted, slower or start) per device kind and shape: { device, shape, "
-    .. "candidate, median, outcome, sanitized, imported }; sanitized = true counts an accepted or slower result "
-    .. "only where compute-sanitizer cleared it here." },
+    "The fastest verified result (accepted, slower or start) per device kind and shape measured here, and before "
+    .. "it a faster one a bundle brought, where there is one: { device, shape, candidate, median, outcome, "
+    .. "sanitized, imported (the bundle, or nil) }; sanitized = true counts an accepted or slower result only where "
+    .. "compute-sanitizer cleared it here." },
   { "cache:begin_run", "cache:begin_run { recipe = [, source =, settings =, started =] } -> id",
     "Records the start of a run; source defaults to the recipe file's text. Raises when that file cannot be read." },
   { "cache:end_run", "cache:end_run(id, funnel [, ended [, usage]]) -> true",
@@ -390,15 +396,18 @@ return {
     "Removes blobs no record needs and stale mirrors, then compacts the file (vacuum = false skips that). "
     .. "Records are never removed." },
   { "cache:check", "cache:check([{ repair = }]) -> report",
-    "Decodes every stored copy of every blob: blobs, frames, ok, corrupt, unreadable, unmirrored. repair = true "
-    .. "rewrites a corrupt copy from a sound one and mirrors unmirrored bases." },
+    "Decodes every stored copy of every blob and checks every row for sense as import does: blobs, frames, ok, "
+    .. "corrupt, unreadable, unmirrored, rows, unsound ({ table, what, message } each). repair = true rewrites a "
+    .. "corrupt copy from a sound one and mirrors unmirrored bases." },
   { "cache:integrity", "cache:integrity() -> text", "SQLite's integrity check: \"ok\" or its list of problems." },
   { "cache:export", "cache:export(file [, filters]) -> counts | nil, message, info",
-    "Writes a bundle of the matching candidates with their ancestors, builds, results and runs. filters: "
+    "Writes a bundle (a regular file, or a new one in a directory that exists) of the matching candidates with "
+    .. "their ancestors, builds, results and runs. filters: "
     .. "problem, ids, outcome, since, binaries (false leaves them out). counts: candidates, builds, results, runs." },
   { "cache:import", "cache:import(file) -> counts | nil, message, info",
-    "Checks a whole bundle, then adds its rows in one transaction, or nothing; rows already present stay as they "
-    .. "are. counts are of new rows and blobs. info.code \"corrupt-bundle\", \"bundle-version\", ..." },
+    "Checks a whole bundle (every hash, and every row for sense), then adds its rows in one transaction, or "
+    .. "nothing; rows already present stay as they are. Its results and runs are marked with the bundle's name. "
+    .. "counts are of new rows and blobs. info.code \"corrupt-bundle\", \"bundle-version\", ..." },
   { "cache:close", "cache:close()", "Closes the database; later use raises." },
 
   -- ---- kwb.problem --------------------------------------------------------

@@ -6,12 +6,18 @@ local profile = require "kwb.profile"
 local M = {}
 
 -- recipe_of(cache, id) -> the file of the recipe whose run made the
--- candidate | nil, message.
+-- candidate | nil, message. A run a bundle brought names a file of another
+-- machine's: never loaded on its word.
 function M.recipe_of(cache, id)
   local got, msg = cache:get(id)
   if not got then return nil, msg end
   if got.run then
     for _, r in ipairs(cache:runs()) do
+      local bundle = r.id == got.run and require("kwb.cache").imported_from(r.settings)
+      if bundle then
+        return nil, string.format("candidate %s came in bundle %s, whose run names a recipe file of another "
+                                  .. "machine's: name it with --recipe FILE", got.id:sub(1, 12), bundle)
+      end
       if r.id == got.run then return r.recipe end
     end
   end

@@ -369,7 +369,6 @@ function M.new(spec, level)
     if not names[k] then c:unknown(k, fields) end
   end
   local r = setmetatable({ file = site.file ~= "recipe" and site.file or nil, dir = c.dir, line = site.line }, Recipe)
-
   if type(spec.name) ~= "string" or not spec.name:match("^[%w_%.%-]+$") then
     c:fail("name", "a name of letters, digits, '_', '.' or '-'", spec.name)
   end
@@ -453,6 +452,7 @@ function M.new(spec, level)
     c:subtable("timing", spec.timing, timing_spec)
     for k, v in pairs(spec.timing) do r.timing[k] = v end
   end
+  if spec.trust_imported ~= nil and type(spec.trust_imported) ~= "boolean" then c:fail("trust_imported", "true or false", spec.trust_imported) end; r.trust_imported = spec.trust_imported == true   -- (kwb.store's known)
   if spec.race ~= nil and spec.race ~= false then nonneg_number(c, "race", spec.race) end
   r.race = spec.race == nil and 0.10 or spec.race
   if spec.ceilings ~= nil then c:subtable("ceilings", spec.ceilings, ceilings_spec) end

@@ -274,8 +274,13 @@ end
 -- write(recipe, dir, { device =, store = }) -> the data shown.
 function M.write(recipe, dir, opts)
   opts = opts or {}
-  local ok, msg = require("kwb.core").mkdirs(dir)
+  local core = require "kwb.core"   -- (DIR made where its parent exists; no parents are made)
+  local ok, msg = core.output_dir(dir)
   if not ok then error(msg, 0) end
+  for _, name in ipairs { "report.md", "report.html" } do   -- (never a device or a FIFO)
+    local fine, why = core.output_file(dir .. "/" .. name)
+    if not fine then error(why, 0) end
+  end
   local st = opts.store or store.open()
   local device = opts.device or require("kwb.backend").load(recipe.backend).device()
   local d = M.data(recipe, st:results(st:recipe_context(recipe, device)))

@@ -382,6 +382,10 @@ end
 function Session:profile(prefix, key, csv)
   local recipe, cache = self.recipe, self.store.cache
   if recipe.backend ~= "cuda" then error("recipe " .. recipe.name .. ": a profile is ncu's, for the cuda backend", 0) end
+  if csv then   -- (where ncu's output goes, before ncu runs: a regular file in a directory that exists)
+    local fine, why = core.output_file(csv)
+    if not fine then error(why, 0) end
+  end
   local got, msg = cache:get(prefix)
   if not got then error(msg, 0) end
   if got.problem ~= recipe.problem:key() then
@@ -389,8 +393,10 @@ function Session:profile(prefix, key, csv)
                         recipe.problem:key()), 0)
   end
   local medians = {}
-  for _, r in ipairs(cache:results(got.id) or {}) do
-    if r.device == self.ctx.device then medians[r.shape] = r.timing.median end
+  for _, r in ipairs(cache:results(got.id) or {}) do   -- (times measured here: kwb.store's known)
+    if r.device == self.ctx.device and require("kwb.cache").as_measured(r.verify, self.ctx.trust_imported) then
+      medians[r.shape] = r.timing.median
+    end
   end
   if key then   -- (the variables in any order)
     local shape_set = require("kwb.problem").shape_set

@@ -13,6 +13,11 @@
 -- A result is known under a context when the cache holds a row for each of
 -- the context's shapes on its device kind; a candidate's id (kwb.cache's)
 -- already covers the problem, the source, the parameters and the flags.
+-- A result a bundle brought is known only where the context trusts imports
+-- (a recipe's trust_imported; kwb.cache.as_measured): elsewhere it is no
+-- measurement of this machine's, so no reader races against it, judges
+-- relative to it, names it a best or ships it, and a run that proposes it
+-- measures it here (its rows then replaced by this machine's).
 local cache = require "kwb.cache"
 
 local M = {}
@@ -29,7 +34,7 @@ end
 
 function Store:context(c)
   return { problem = c.problem, device = c.device or cache.host_kind(), shapes = c.shapes, flags = c.flags or {},
-           toolchain = c.toolchain or "cc", verified_on = c.verified_on or {} }
+           toolchain = c.toolchain or "cc", verified_on = c.verified_on or {}, trust_imported = c.trust_imported == true }
 end
 
 -- recipe_context(recipe, device) -> the context the loop keys a recipe's
@@ -38,7 +43,7 @@ function Store:recipe_context(recipe, device)
   local keys = {}
   for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
   return self:context { problem = recipe.problem:key(), shapes = keys, flags = recipe.flags, device = device,
-                        toolchain = recipe.cc or os.getenv("CC") or "cc",
+                        toolchain = recipe.cc or os.getenv("CC") or "cc", trust_imported = recipe.trust_imported,
                         verified_on = require("kwb.unannounced").keys(recipe.verify_shapes or {}) }
 end
 
@@ -53,7 +58,8 @@ local function covers(v, ctx)
   return true
 end
 
--- known(ctx, id) -> the result as the loop made it, or nil.
+-- known(ctx, id) -> the result as the loop made it, or nil; and whether a
+-- result a bundle brought was left out (the context does not trust imports).
 function Store:known(ctx, id)
   local rows = self.cache:results(id)
   if not rows then return nil end
@@ -64,6 +70,9 @@ function Store:known(ctx, id)
   for _, key in ipairs(ctx.shapes) do
     if not mine[key] then return nil end
   end
+  for _, key in ipairs(ctx.shapes) do   -- (any shape's row from a bundle: the result is no measurement here)
+    if not cache.as_measured(mine[key].verify, ctx.trust_imported) then return nil, true end
+  end
   local first = mine[ctx.shapes[1]]
   local v = first.verify
   -- a verified result from before these unannounced shapes is evaluated again
@@ -73,7 +82,8 @@ function Store:known(ctx, id)
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
                 model = v.model, cost = v.cost, transcript = v.transcript, created = first.created,
-                sanitize_due = v.sanitize_due, sanitized = v.sanitized, seconds = {}, shapes = {} }
+                sanitize_due = v.sanitize_due, sanitized = v.sanitized, imported = cache.imported_from(v),
+                seconds = {}, shapes = {} }
   for _, key in ipairs(ctx.shapes) do
     local t = mine[key].timing
     if t.median then res.shapes[key] = t end
@@ -178,18 +188,20 @@ function Store:revise(ctx, cand, res, run, was)
   return done
 end
 
--- results(ctx) -> every result known under ctx, oldest first.
+-- results(ctx) -> every result known under ctx, oldest first; and how many
+-- results bundles brought were left out (not trusted: known's).
 function Store:results(ctx)
-  local out = {}
+  local out, away = {}, 0
   local flags = table.concat(ctx.flags, "\0")
   for _, c in ipairs(self.cache:list(ctx.problem)) do
     if table.concat(c.flags, "\0") == flags then
-      local r = self:known(ctx, c.id)
+      local r, imported = self:known(ctx, c.id)
       if r then out[#out + 1] = r end
+      if imported then away = away + 1 end
     end
   end
   table.sort(out, function(a, b) return (a.seq or 0) < (b.seq or 0) end)
-  return out
+  return out, away
 end
 
 -- begin_run { recipe = path or name, source = text, settings = {} } -> run
@@ -221,12 +233,13 @@ end
 
 -- baseline(recipe, device) -> the baseline of the latest run of this recipe
 -- (its name and problem) on this device kind that measured one, with its
--- run's id and start time, or nil.
+-- run's id and start time, or nil; a run a bundle brought only where the
+-- recipe trusts imports (kwb.cache.as_measured).
 function Store:baseline(recipe, device)
   local found
   for _, r in ipairs(self.cache:runs()) do
     local b = r.settings.baseline
-    if b and r.settings.device == device and b.recipe == recipe.name and b.problem == recipe.problem:key() then
+    if b and cache.as_measured(r.settings, recipe.trust_imported) and r.settings.device == device and b.recipe == recipe.name and b.problem == recipe.problem:key() then
       found = b
       found.run, found.started = r.id, r.started
     end

@@ -176,6 +176,15 @@ content     625 bytes raw, 396 bytes stored with the mirrors
 ratio       1.6x
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/axpy.kwb --problem axpy --outcome accepted
 wrote build/test-cache/axpy.kwb: 2 candidates, 1 build, 4 results, 0 runs
+# a device is refused, and left as it was: /dev/full, or as root a node of the test's own
+# (the same device), so that a kwb that renamed its file over it could not take the machine's
+$ dev=/dev/full; if [ "$(id -u)" = 0 ]; then dev=build/test-cache/full; rm -f $dev; mknod $dev c 1 7; fi; ./kwb --cache build/test-cache/cli.db cache export $dev >build/test-cache/out 2>&1; echo "exit $?"; sed "s|$dev|FULL|" build/test-cache/out; stat -c %F $dev
+exit 1
+kwb cache: cannot write the bundle FULL: it is a character device, not a regular file
+character special file
+$ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/no/such.kwb; test -e build/test-cache/no || echo "no directory made"
+kwb cache: cannot write the bundle build/test-cache/no/such.kwb: the directory build/test-cache/no does not exist (kwb makes no directories for a file)
+no directory made
 $ ./kwb --cache build/test-cache/cli.db cache export build/test-cache/x.kwb --since 2026-13
 kwb cache: --since wants a date YYYY-MM-DD, not '2026-13'
 try 'kwb cache --help'
@@ -260,7 +269,9 @@ not exist is an error (only import makes one).
   best PROBLEM [--shape S] [--device D]
                               the fastest correct candidate of each device kind
                               and shape (the shape's variables in any order:
-                              --shape cols=100,rows=64)
+                              --shape cols=100,rows=64) measured here, and
+                              before it one a bundle brought where that is
+                              faster on paper (measured: bundle NAME)
   diff ID1 ID2                the parameters two candidates differ in, and their
                               sources' line diff
   export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]
@@ -268,11 +279,12 @@ not exist is an error (only import makes one).
                               builds, results and runs) to a bundle file for a
                               teammate
   import FILE                 add a bundle's records: all of them, or none if
-                              the file is bad
+                              the file is bad or a row makes no sense
   stats                       counts, sizes and the compression ratio
-  check [--repair]            decode every stored copy of every blob; --repair
-                              rewrites a corrupt copy from its sound one (exit 1
-                              if a blob is lost)
+  check [--repair]            decode every stored copy of every blob and check
+                              every row for sense; --repair rewrites a corrupt
+                              copy from its sound one (exit 1 if a blob is lost
+                              or a row makes no sense)
   gc                          drop blobs no record needs, then compact the file
 [exit 2]
 # kwb profile needs a cache that has the candidate, and the recipe that made it

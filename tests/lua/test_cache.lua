@@ -543,7 +543,11 @@ t.test("cache_import_rejects_results_that_make_no_sense", function()
   t.eq(try("slower", 1e300, { median = 1e300, min = -2 }), "its min time -2 is not a finite positive number of seconds")
   t.eq(try("accepted", nil, {}), "a accepted result needs a median time")
   t.eq(try("accepted", 2e-3, { median = 1e-3 }), "its median column disagrees with its timing")
-  t.eq(try("crashed", 1e-3, { median = 1e-3 }), "a crashed result has no times, but this one has a median")
+  -- (a failure keeps the times of the shapes timed before the one it failed at: a
+  -- timeout at the second shape has the first's; they are checked the same)
+  t.eq(try("crashed", 1e-3, { median = 1e-3 }), "imported", "a failure's times, where it has some")
+  t.eq(try("timeout", 1e-3, {}), "its median column disagrees with its timing")
+  t.eq(try("crashed", 1e-3, { median = 1e-3, min = 2e-3 }), "its min time 0.002 is over its median time 0.001")
   t.eq(try("great", nil, {}), "its outcome 'great' is not one kwb gives")
   local got, n = try("slower", 1e-3, { median = 1e-3, n = 5 })
   t.eq(got, "imported", "a sane row")
@@ -555,6 +559,121 @@ t.test("cache_import_rejects_results_that_make_no_sense", function()
   d:close(); c:close()
 end)
 
+-- A structure-valid bundle (every hash right) whose rows make no sense is
+-- refused whole, naming the bundle, the record and the field; the cache
+-- keeps what it had. Each mutant changes one field of one sane record; its
+-- JSON is text, so NaN and Infinity can be written as a forger would.
+t.test("cache_import_refuses_each_senseless_row_naming_record_and_field", function()
+  local c = fresh()
+  local id = c:put_candidate { problem = "mm", source = src, created = 7 }
+  local cand = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
+  local build = { id = cache_mod.build_id(id, "x86-64", "cc"), candidate = id, arch = "x86-64", toolchain = "cc", ok = 1,
+                  resources = "{}", created = 8 }
+  local run = { id = string.rep("ab", 32), recipe = "r.lua", recipe_hash = string.rep("0", 64), settings = "{}",
+                started = 1000, ended = 1100, funnel = cache_mod.json { accepted = 1, slower = 0 } }
+  local timing = { median = 1e-3, min = 0.9e-3, p10 = 0.95e-3, p90 = 1.05e-3, ci_lo = 0.98e-3, ci_hi = 1.02e-3, n = 20,
+                   spread = 0.01, partial = false }
+  local verify = { outcome = "accepted", score = 2.5, seq = 3, seed = 12345, origin = "grid" }
+  local file = dir .. "/mutant.kwb"
+  local mark = "@MUTANT@"
+  local function copy(x) local y = {}; for k, v in pairs(x) do y[k] = v end; return y end
+  -- try(where, key, text): the bundle with field key of where (a table, or a
+  -- result's timing or verify) written as the JSON text `text`, imported into
+  -- a cache that holds one candidate -> "imported" or the code and message
+  local function try(where, key, text)
+    local rows = { candidate = copy(cand), build = copy(build), run = copy(run) }
+    local parts = { timing = copy(timing), verify = copy(verify) }
+    rows.result = { candidate = id, device = "d", shape = "s", outcome = "accepted", median = timing.median,
+                    created = 9, run = run.id, clocks = "{}" }
+    local target = parts[where] or rows[where]
+    target[key] = mark
+    if where == "timing" and key == "median" then rows.result.median = mark end
+    rows.result.timing, rows.result.verify = cache_mod.json(parts.timing), cache_mod.json(parts.verify)
+    local records = {}
+    for _, name in ipairs { "candidate", "build", "result", "run" } do
+      local json = cache_mod.json(rows[name]):gsub('\\?"' .. mark .. '\\?"', function(q)
+        return q:sub(1, 1) == "\\" and text:gsub('"', '\\"') or text
+      end)
+      records[#records + 1] = { table = name, json = json }
+    end
+    assert(c.db:export(file, cache_mod.json { format = 1 }, records, { cand.source }))
+    local d = fresh()
+    d:put_candidate { problem = "other", source = "kept" }
+    local ok, msg, info = d:import(file)
+    local st = d:stats()
+    d:close()
+    t.eq(st.candidates .. " " .. st.results .. " " .. st.runs, ok and "2 1 1" or "1 0 0", "the cache as it was")
+    return ok and "imported" or (info.code .. ": " .. msg)
+  end
+  local pre = "corrupt-bundle: bundle " .. file .. " is corrupt: "
+  local res = "record 3 (result of " .. id .. " at s): "
+  t.eq(try("result", "shape", '"s"'), "imported", "the sane bundle imports")
+  t.eq(try("result", "outcome", '"pwned"'), pre .. res .. "its outcome 'pwned' is not one kwb gives")
+  t.eq(try("verify", "outcome", '"pwned"'), pre .. res .. "its verdict's outcome 'pwned' is not its outcome 'accepted'")
+  t.eq(try("candidate", "outcome", '"pwned"'), pre .. "record 1 (candidate " .. id .. "): its outcome 'pwned' is not one kwb gives")
+  t.eq(try("timing", "median", "NaN"), pre .. res .. "its median time NaN is not a finite positive number of seconds")
+  t.eq(try("timing", "median", "-1e308"), pre .. res .. "its median time -1e+308 is not a finite positive number of seconds")
+  t.eq(try("timing", "min", "Infinity"), pre .. res .. "its min time inf is not a finite positive number of seconds")
+  t.eq(try("timing", "p10", "-0.001"), pre .. res .. "its p10 time -0.001 is not a finite positive number of seconds")
+  t.eq(try("timing", "min", "0.003"), pre .. res .. "its min time 0.003 is over its p10 time 0.00095")
+  t.eq(try("timing", "p90", "0.0009"), pre .. res .. "its median time 0.001 is over its p90 time 0.0009")
+  t.eq(try("timing", "ci_hi", "0.00099"), pre .. res .. "its median time 0.001 is over its ci_hi time 0.00099")
+  t.eq(try("timing", "n", "0"), pre .. res .. "its timing's n 0 is not a whole number of at least 1")
+  t.eq(try("timing", "partial", '"yes"'), pre .. res .. "its timing's partial 'yes' is not true or false")
+  t.eq(try("verify", "score", "NaN"), pre .. res .. "its verdict's score NaN is not a finite number")
+  t.eq(try("verify", "seq", "9007199254740994"),
+       pre .. res .. "its verdict's seq 9007199254740994 is not a whole number from 1 to 2^53")
+  t.eq(try("result", "created", "-5"), pre .. res .. "its created time -5 is not a finite time in Unix seconds")
+  t.eq(try("build", "ok", "7"), pre .. "record 2 (build " .. build.id .. "): its ok 7 is not 0 or 1")
+  t.eq(try("run", "ended", "-1e308"), pre .. "record 4 (run " .. run.id .. "): its end -1e+308 is not a finite time in Unix seconds")
+  t.eq(try("run", "ended", "990"), pre .. "record 4 (run " .. run.id .. "): its end 990 is before its start 1000")
+  t.eq(try("run", "started", "NaN"), pre .. "record 4 (run " .. run.id .. "): its start NaN is not a finite time in Unix seconds")
+  t.eq(try("run", "funnel", '"{\\"pwned\\":1}"'),
+       pre .. "record 4 (run " .. run.id .. "): its funnel counts 'pwned', not an outcome of the funnel")
+  c:close()
+end)
+
+-- kwb cache check applies import's checks to what is stored: rows planted in
+-- the database directly are each reported, naming the row and the field.
+t.test("cache_check_reports_each_unsound_row_planted_in_the_database", function()
+  local c = fresh()
+  local a = c:put_candidate { problem = "mm", source = "a", created = 10 }
+  local b = c:put_candidate { problem = "mm", source = "b", created = 11 }
+  c:add_result { candidate = a, device = "d", shape = "ok", outcome = "accepted", timing = { median = 1e-3, n = 5 },
+                 verify = { outcome = "accepted", seq = 1 }, created = 20 }
+  local run = c:begin_run { recipe = "r.lua", source = "-- r", started = 1000 }
+  c:end_run(run, { accepted = 1 }, 1100)
+  t.eq(c:check().ok, true, "a sane cache")
+  c:exec("UPDATE candidate SET outcome = 'pwned' WHERE id = ?1", b)
+  local function plant(shape, outcome, median, timing, verify)
+    c:exec("INSERT INTO result(candidate, device, shape, outcome, median, verify, timing, clocks, run, created) "
+           .. "VALUES (?1, 'd', ?2, ?3, ?4, ?5, ?6, '{}', NULL, 21)", a, shape, outcome, median, verify or "{}", timing)
+  end
+  plant("s1", "accepted", 1e-3, '{"median":0.001,"min":0.003}')
+  plant("s2", "accepted", nil, '{"median":NaN}')
+  plant("s3", "slower", 1e-3, '{"median":0.001}', '{"outcome":"pwned"}')
+  plant("s4", "accepted", -1e308, '{"median":-1e308}')
+  c:exec("UPDATE run SET ended = -1e308 WHERE id = ?1", run)
+  local r = c:check()
+  t.eq(r.ok, false)
+  t.eq(r.rows, 8, "2 candidates, 5 results, 1 run")
+  local got = {}
+  for i, e in ipairs(r.unsound) do got[i] = e.what .. ": " .. e.message end
+  local at = "result of " .. a .. " at "
+  t.eq(table.concat(got, "\n"), table.concat({
+    "candidate " .. b .. ": its outcome 'pwned' is not one kwb gives",
+    at .. "s1 on d: its min time 0.003 is over its median time 0.001",
+    at .. "s2 on d: its median time NaN is not a finite positive number of seconds",
+    at .. "s3 on d: its verdict's outcome 'pwned' is not its outcome 'slower'",
+    at .. "s4 on d: its median time -1e+308 is not a finite positive number of seconds",
+    "run " .. run .. ": its end -1e+308 is not a finite time in Unix seconds",
+  }, "\n"))
+  local out = sh("./kwb --cache " .. c.path .. " cache check; echo \"exit $?\"")
+  t.eq(out:match("[^\n]*\nexit %d+\n$"), "checked 2 blobs (2 stored frames): all blobs sound; 6 of 8 rows make no sense\nexit 1\n")
+  t.truthy(out:find(at .. "s1 on d: its min time 0.003 is over its median time 0.001\n", 1, true), out)
+  c:close()
+end)
+
 -- A time no device of its kind could give: under the floor of a host that
 -- moves 2 TB/s and computes 100 TFLOP/s (a matmul at n=64 moves 49152 bytes:
 -- 24.6 ns), or of a CUDA device at 10 TB/s and 10 PFLOP/s (4.9 ns).
@@ -563,8 +682,8 @@ t.test("cache_import_rejects_a_time_under_any_devices_floor", function()
   local id = c:put_candidate { problem = "matmul", source = src, created = 7 }
   local cand = c:exec("SELECT * FROM candidate WHERE id = ?1", id)[1]
   local file = dir .. "/floor.kwb"
-  local function try(device, median)
-    local row = { candidate = id, device = device, shape = "n=64", outcome = "slower", median = median,
+  local function try(device, median, outcome)
+    local row = { candidate = id, device = device, shape = "n=64", outcome = outcome or "slower", median = median,
                   verify = "{}", timing = cache_mod.json { median = median }, clocks = "{}", created = 1 }
     assert(c.db:export(file, cache_mod.json { format = 1 }, { { table = "candidate", json = cache_mod.json(cand) },
                                                              { table = "result", json = cache_mod.json(row) } },
@@ -580,6 +699,7 @@ t.test("cache_import_rejects_a_time_under_any_devices_floor", function()
   t.eq(try("cuda:NVIDIA H200:sm_90", 1e-12):match("^its median 1e%-12 s is under the physical floor 4%.915e%-09 s"),
        "its median 1e-12 s is under the physical floor 4.915e-09 s")
   t.eq(try("host:EPYC:2", 1e-6), "imported")
+  t.eq(try("host:EPYC:2", 1e-12, "impossible"), "imported", "an impossible result is under a floor: it says so")
   t.eq(try("tpu:v5", 1e-12), "imported", "a family kwb has no ceilings for is not judged")
   c:close()
 end)
@@ -603,6 +723,43 @@ t.test("cache_import_refuses_a_blob_that_would_decode_past_256_mib", function()
   t.eq(msg, string.format("bundle %s: blob %s would decode to 268435457 bytes, over the 256 MiB a blob may hold",
                           file, cand.source))
   d:close(); c:close()
+end)
+
+-- What a path is (stat's words).
+local function kind(path) return (sh("stat -c %F '" .. path .. "' 2>&1"):gsub("\n$", "")) end
+
+-- A bundle goes only to a regular file (or a new one) in a directory that
+-- exists: a device or a FIFO there is refused before anything is written,
+-- and no directory is made.
+t.test("cache_export_refuses_a_target_that_is_not_a_regular_file", function()
+  local c = fresh()
+  c:put_candidate { problem = "p", source = "x" }
+  -- /dev/full, or as root a node of the test's own (the same device): a kwb
+  -- that renamed its file over it could not take the machine's /dev/full
+  local dev, devdir = "/dev/full", "/dev"
+  if core.uid() == 0 then
+    dev, devdir = dir .. "/full", dir
+    os.execute("mknod '" .. dev .. "' c 1 7")
+  end
+  local ok, msg = c:export(dev, {})
+  t.eq(ok, nil)
+  t.eq(msg, "cannot write the bundle " .. dev .. ": it is a character device, not a regular file")
+  t.eq(kind(dev), "character special file", "the device is as it was")
+  t.eq(sh("ls '" .. devdir .. "' | grep -c '^full%.tmp' || true"), "0\n", "no temporary file beside it")
+  local fifo = dir .. "/fifo.kwb"
+  os.execute("mkfifo '" .. fifo .. "'")
+  ok, msg = c:export(fifo, {})
+  t.eq(msg, "cannot write the bundle " .. fifo .. ": it is a FIFO, not a regular file")
+  t.eq(kind(fifo), "fifo", "the FIFO is as it was")
+  ok, msg = c:export(dir, {})
+  t.eq(msg, "cannot write the bundle " .. dir .. ": it is a directory, not a regular file")
+  ok, msg = c:export(dir .. "/no/such/x.kwb", {})
+  t.eq(msg, "cannot write the bundle " .. dir .. "/no/such/x.kwb: the directory " .. dir .. "/no/such does not exist "
+       .. "(kwb makes no directories for a file)")
+  t.truthy(kind(dir .. "/no"):match("No such file"), "no directory made")
+  assert(c:export(dir .. "/fine.kwb", {}), "a regular file is written")
+  assert(c:export(dir .. "/fine.kwb", {}), "and replaced")
+  c:close()
 end)
 
 t.test("cache_import_refuses_what_is_not_a_regular_file", function()

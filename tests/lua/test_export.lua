@@ -102,4 +102,39 @@ t.test("export_cli_takes_options_anywhere_and_answers_json", function()
   t.eq(bad:match("^[^\n]*"), "kwb export: unknown option '--devise' (known: --device, --fallback, --help, --json)")
 end)
 
+-- What a path is (stat's words): where a refused write left it.
+local function kind(path)
+  local out = sh("stat -c %F '" .. path .. "'")
+  return (out:gsub("\n$", ""))
+end
+
+-- Output paths: no parents made; a file there must be a regular one. The
+-- checks come before anything is written (a device was once written "through").
+t.test("export_makes_no_parent_directories", function()
+  t.raises(function() export.export(recipe, dir .. "/no/such", { store = st }) end,
+           "cannot write into the directory " .. dir .. "/no/such: the directory " .. dir .. "/no does not exist "
+           .. "(kwb makes the directory named, not its parents)")
+  t.eq(kind(dir .. "/no"):match("No such file") ~= nil, true, "nothing made")
+  local out, code = sh(string.format("./kwb export --cache '%s/dispatch.db' tests/recipes/dispatch.lua '%s/no/such'", dir, dir))
+  t.eq(code, 1)
+  t.eq(out, "kwb export: cannot write into the directory " .. dir .. "/no/such: the directory " .. dir .. "/no does not "
+       .. "exist (kwb makes the directory named, not its parents)\n")
+end)
+
+t.test("export_refuses_a_device_where_a_file_goes", function()
+  t.raises(function() export.export(recipe, "/dev/full", { store = st }) end,
+           "cannot write into the directory /dev/full: it is a character device, not a directory")
+  local d = dir .. "/dev"
+  assert(core.mkdirs(d))
+  os.execute(string.format("ln -sf /dev/full '%s/dispatch.json' && mkfifo '%s/dispatch.h'", d, d))
+  t.raises(function() export.export(recipe, d, { store = st }) end,
+           "cannot write the file " .. d .. "/dispatch.json: it is a character device, not a regular file")
+  os.remove(d .. "/dispatch.json")
+  t.raises(function() export.export(recipe, d, { store = st }) end,
+           "cannot write the file " .. d .. "/dispatch.h: it is a FIFO, not a regular file")
+  t.eq(kind("/dev/full"), "character special file", "the device is as it was")
+  t.eq(kind(d .. "/dispatch.h"), "fifo", "the FIFO too")
+  t.eq(io.open(d .. "/kernels/" .. fast.short .. ".c"), nil, "nothing written before the refusal")
+end)
+
 t.done()

@@ -183,6 +183,13 @@ t.test("profile_session_errors_name_what_is_wrong", function()
   t.raises(function() s:profile(start.id) end, "ncu failed at n=300000 (exit 9): ==ERROR== the profiler could not start")
   profile.command = dir .. "/no-such-ncu"
   t.raises(function() s:profile(start.id) end, "ncu at n=300000 did not start")
+  -- --csv FILE: a regular file in a directory that exists, checked before ncu runs
+  profile.command = ncu_ok
+  t.raises(function() s:profile(start.id, nil, "/dev/full") end,
+           "cannot write the file /dev/full: it is a character device, not a regular file")
+  t.raises(function() s:profile(start.id, nil, dir .. "/no/such.csv") end,
+           "cannot write the file " .. dir .. "/no/such.csv: the directory " .. dir .. "/no does not exist "
+           .. "(kwb makes no directories for a file)")
   profile.command = nil
 end)
 

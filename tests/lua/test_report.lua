@@ -101,4 +101,46 @@ t.test("report_cli_answers_json", function()
   t.truthy(io.open(j.html), j.html)
 end)
 
+-- The run's rows as kwb cache check reads them: all sound (the checks an
+-- import applies take every outcome an honest run stores).
+t.test("report_an_honest_runs_rows_all_make_sense", function()
+  local r = st.cache:check()
+  local got = {}
+  for i, e in ipairs(r.unsound) do got[i] = e.what .. ": " .. e.message end
+  t.eq(table.concat(got, "\n"), "", "unsound rows")
+  t.truthy(r.rows > 10, "rows checked: " .. r.rows)
+end)
+
+local function kind(path)
+  local p = io.popen("stat -c %F '" .. path .. "' 2>&1")
+  local out = p:read("a")
+  p:close()
+  return (out:gsub("\n$", ""))
+end
+
+-- Output paths: no parents made; a file there must be a regular one.
+t.test("report_makes_no_parent_directories", function()
+  t.raises(function() rr.write(recipe, dir .. "/no/such", { store = st }) end,
+           "cannot write into the directory " .. dir .. "/no/such: the directory " .. dir .. "/no does not exist "
+           .. "(kwb makes the directory named, not its parents)")
+  t.truthy(kind(dir .. "/no"):match("No such file"), "nothing made")
+  local r = assert(core.exec({ "./kwb", "--cache", dir .. "/planted.db", "report", "tests/recipes/planted.lua",
+                               dir .. "/no/such" }, { timeout = 120 }))
+  t.eq(r.status, 1)
+  t.eq(r.err, "kwb report: cannot write into the directory " .. dir .. "/no/such: the directory " .. dir .. "/no does "
+       .. "not exist (kwb makes the directory named, not its parents)\n")
+end)
+
+t.test("report_refuses_a_device_where_a_file_goes", function()
+  local d = dir .. "/dev"
+  assert(core.mkdirs(d))
+  os.execute(string.format("ln -sf /dev/full '%s/report.md'", d))
+  t.raises(function() rr.write(recipe, d, { store = st }) end,
+           "cannot write the file " .. d .. "/report.md: it is a character device, not a regular file")
+  t.eq(kind("/dev/full"), "character special file", "the device is as it was")
+  t.eq(io.open(d .. "/report.html"), nil, "nothing written before the refusal")
+  t.raises(function() rr.write(recipe, "/dev/full", { store = st }) end,
+           "cannot write into the directory /dev/full: it is a character device, not a directory")
+end)
+
 t.done()

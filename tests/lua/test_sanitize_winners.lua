@@ -220,8 +220,11 @@ t.test("sanitize_winners_a_result_without_the_mark_is_sanitized_before_it_is_nam
 end)
 
 -- A revision keeps what it does not judge: the bundle a result came in, why
--- it was measured again, the shapes it was verified on.
+-- it was measured again, the shapes it was verified on. (A result a bundle
+-- brought is a winner, sanitized and revised, only under a recipe that
+-- trusts imports: kwb.store's known.)
 t.test("sanitize_winners_a_revision_keeps_the_rest_of_the_verdict", function()
+  local r = make_recipe { trust_imported = true }
   local s = session_of(r, fresh_store(dir .. "/h3.db"))
   local by = play(s, { START, A, S })
   local cache = s.store.cache
@@ -348,8 +351,12 @@ t.test("sanitize_winners_a_bundles_mark_is_not_taken", function()
   assert(s.store.cache:export(file, {}))
   local other = fresh_store(dir .. "/h9b.db")
   assert(other.cache:import(file))
-  t.eq(other:known(s.ctx, by.S.id).sanitized, nil)
-  t.eq(other:known(s.ctx, by.S.id).outcome, "slower")
+  t.eq(other:known(s.ctx, by.S.id), nil, "no measurement here (the recipe does not trust imports)")
+  local trusting = {}   -- (one that does takes the result, but not the mark)
+  for k, v in pairs(s.ctx) do trusting[k] = v end
+  trusting.trust_imported = true
+  t.eq(other:known(trusting, by.S.id).sanitized, nil)
+  t.eq(other:known(trusting, by.S.id).outcome, "slower")
 end)
 
 -- The summary's sanitizer seconds are every tool run of the run (the

@@ -5,7 +5,7 @@
  * run of writable pages between unreadable ones, not one of its own
  * arguments', is taken for a buffer (guard page, redzone, data, redzone,
  * guard page) and the byte just before its data (its first page's last)
- * flipped. Readable pages that are not writable (a module's code) end the
+ * changed. Readable pages that are not writable (a module's code) end the
  * search that way, as does a gap of more than two unmapped pages. */
 #include <sys/mman.h>
 
@@ -38,7 +38,8 @@ static void walk(unsigned long from, long step, const void *const *args) {
         if (!page_ok(p, MADV_POPULATE_READ)) {
             if (start) {   /* a run ended: [lo, hi) */
                 unsigned long lo = step > 0 ? start : p + 4096, hi = step > 0 ? p : start + 4096;
-                if (hi - lo >= 2 * 4096 && !own(lo, hi, args)) ((unsigned char *)lo)[4095] ^= 0xFF;
+                unsigned char *z = (unsigned char *)lo;   /* changed the same way every time: never back */
+                if (hi - lo >= 2 * 4096 && !own(lo, hi, args)) z[4095] = z[4094] ^ 0x5A;
                 start = 0;
             }
             if (++gap > 2) return;

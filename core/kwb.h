@@ -249,7 +249,9 @@ int kwb_sandbox_call(kwb_sandbox *s, const kwb_value *args, kwb_buffer *const *b
                      kwb_sandbox_result *r);
 /* count calls at once (1 to 64), queued together so the sandbox runs them
  * back to back: args and bufs hold count x nargs entries, call after call;
- * r->cpu_s is their total, the limit is limit_s per call. */
+ * r->cpu_s is their total, the limit is limit_s per call. While they run the
+ * sandbox holds their buffers and no other: any buffer mapped there for
+ * earlier calls and not used by these is unmapped first. */
 int kwb_sandbox_calls(kwb_sandbox *s, uint32_t count, const kwb_value *args, kwb_buffer *const *bufs,
                       double limit_s, kwb_sandbox_result *r);
 int kwb_sandbox_pid(const kwb_sandbox *s);

@@ -33,11 +33,12 @@
 #include "timing.h"
 
 enum { FD_CHAN = 3, FD_MODULE = 4, MAX_ARGS = 64, MAX_SLOTS = 4096 };
-enum { OP_CALL = 1, OP_MAP, OP_READY = 10, OP_DONE, OP_MAPPED, OP_FAIL, OP_SYSCALL };
+enum { OP_CALL = 1, OP_MAP, OP_UNMAP, OP_READY = 10, OP_DONE, OP_MAPPED, OP_FAIL, OP_SYSCALL };
 
 /* One message either way (a SOCK_SEQPACKET record). */
 typedef struct {
-    uint32_t op, seq, nargs, slot;   /* CALL: 1 to be answered; MAPPED: the slot; SYSCALL: the number */
+    uint32_t op, seq, nargs, slot;   /* CALL, MAP, UNMAP: slot 1 to be answered; MAPPED: nargs, how many are
+                                        mapped; SYSCALL: slot, the number */
     uint64_t bytes, data_offset;     /* MAP: the memfd's size, where its data starts */
     int32_t status;                  /* FAIL: a kwb_status */
     int32_t bufslot[MAX_ARGS];       /* CALL: -1 for a scalar, else the slot of the buffer */
@@ -169,7 +170,31 @@ static void child_fail(int status, const char *fmt, const char *a, const char *b
     send_msg(FD_CHAN, &m, -1);
 }
 
-static void *slots[MAX_SLOTS];
+/* The buffers mapped in the sandbox: those of the calls at hand, no others
+ * (the judge sends UNMAP before calls that do not use them all). A slot is
+ * the buffer's whole mapping (its guard pages too) and where its data starts. */
+static struct { unsigned char *base; size_t bytes; void *data; } slots[MAX_SLOTS];
+static uint32_t used;
+
+static void unmap_all(void) {
+    for (uint32_t i = 0; i < used; i++) munmap(slots[i].base, slots[i].bytes);
+    memset(slots, 0, used * sizeof *slots);
+    used = 0;
+}
+
+/* MAP: the memfd between guard pages of the sandbox's own, in the next slot. */
+static int map_one(const sb_msg *m, int fd, size_t page) {
+    size_t bytes = m->bytes + 2 * page;
+    unsigned char *base = used == MAX_SLOTS ? MAP_FAILED
+                          : mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (fd < 0 || base == MAP_FAILED ||
+        mmap(base + page, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+        return -1;
+    slots[used].base = base;
+    slots[used].bytes = bytes;
+    slots[used++].data = base + page + m->data_offset;
+    return 0;
+}
 
 int kwb_sandbox_main(int argc, char **argv) {
     if (argc != 4) {
@@ -202,30 +227,28 @@ int kwb_sandbox_main(int argc, char **argv) {
     static sb_msg m;
     m = (sb_msg){.op = OP_READY};
     if (send_msg(FD_CHAN, &m, -1)) return 1;
-    uint32_t used = 0;
     size_t page = page_bytes();
     for (;;) {
         int fd = -1;
         int got = recv_msg(FD_CHAN, &m, &fd, 0);
         if (got <= 0) return 0;   /* the judge hung up */
-        if (m.op == OP_MAP) {
-            unsigned char *base = mmap(NULL, m.bytes + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (fd < 0 || used == MAX_SLOTS || base == MAP_FAILED ||
-                mmap(base + page, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        if (m.op == OP_MAP || m.op == OP_UNMAP) {
+            if (m.op == OP_UNMAP) unmap_all();
+            else if (map_one(&m, fd, page)) {
                 child_fail(KWB_ENOMEM, "the sandbox cannot map a buffer%s%s", "", NULL);
                 return 1;
             }
-            close(fd);
-            slots[used] = base + page + m.data_offset;
+            if (fd >= 0) close(fd);   /* the mapping keeps the memory: no descriptor outlives it */
+            if (!m.slot) continue;    /* the last of a set is answered */
             m.op = OP_MAPPED;
-            m.slot = used++;
+            m.nargs = used;
             if (send_msg(FD_CHAN, &m, -1)) return 1;
         } else if (m.op == OP_CALL) {
             if (fd >= 0) close(fd);
             void *values[MAX_ARGS];
             for (size_t i = 0; i < nargs; i++) {
                 if (types[i] == KWB_C_PTR && m.bufslot[i] >= 0)
-                    m.args[i].ptr = (uint32_t)m.bufslot[i] < used ? slots[m.bufslot[i]] : NULL;
+                    m.args[i].ptr = (uint32_t)m.bufslot[i] < used ? slots[m.bufslot[i]].data : NULL;
                 values[i] = &m.args[i];
             }
             kwb_value r;
@@ -250,7 +273,7 @@ struct kwb_sandbox {
     kwb_ctype args[MAX_ARGS];
     double cpu_end;                  /* its CPU clock when it last fell asleep */
     unsigned long nvcsw;             /* its voluntary context switches then */
-    struct { uint64_t serial; uint32_t slot; } *mapped;
+    uint64_t *mapped;                /* the serials of the buffers mapped there, by slot */
     uint32_t nmapped;
     char forbidden[120];             /* the system call it was stopped at, when one */
     cpu_set_t judge_cpus;            /* the caller's processors before the sandbox */
@@ -482,31 +505,119 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
     return 0;
 }
 
-/* The slot of b in the sandbox, mapping it there first; -1 when it ended. */
-static int64_t slot_of(kwb_sandbox *s, kwb_buffer *b, kwb_sandbox_result *r) {
-    kwb_buffer_shared sh;
-    if (kwb_buffer_share(b, &sh)) {
-        r->outcome = KWB_SANDBOX_CRASHED;
-        snprintf(r->detail, sizeof r->detail, "%s", kwb_last_error());
-        end(s, NULL);
-        return -1;
+/* Send count records at once (one sendmmsg a chunk: the sandbox, on this
+ * processor, wakes to find them all), each with fds[j] passed where >= 0.
+ * 0, or -1 when the channel failed. */
+static int send_all(int chan, sb_msg *m, const int *fds, uint32_t count) {
+    enum { CHUNK = 64 };
+    struct mmsghdr hs[CHUNK];
+    struct iovec iov[CHUNK];
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } u[CHUNK];
+    for (uint32_t done = 0; done < count;) {
+        uint32_t k = count - done < CHUNK ? count - done : CHUNK;
+        for (uint32_t j = 0; j < k; j++) {
+            iov[j] = (struct iovec){&m[done + j], sizeof m[done + j]};
+            hs[j] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[j], .msg_iovlen = 1}};
+            if (fds && fds[done + j] >= 0) {
+                hs[j].msg_hdr.msg_control = u[j].buf;
+                hs[j].msg_hdr.msg_controllen = sizeof u[j].buf;
+                struct cmsghdr *c = CMSG_FIRSTHDR(&hs[j].msg_hdr);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &fds[done + j], sizeof(int));
+            }
+        }
+        for (uint32_t sent = 0; sent < k;) {
+            int n = sendmmsg(chan, hs + sent, k - sent, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return -1;
+            sent += (uint32_t)n;
+        }
+        done += k;
     }
+    return 0;
+}
+
+static int64_t slot_in(const kwb_sandbox *s, uint64_t serial) {
     for (uint32_t i = 0; i < s->nmapped; i++)
-        if (s->mapped[i].serial == sh.serial) return s->mapped[i].slot;
-    if (s->nmapped == MAX_SLOTS) {
-        r->outcome = KWB_SANDBOX_CRASHED;
-        snprintf(r->detail, sizeof r->detail, "more than %d buffers for one sandbox", MAX_SLOTS);
-        end(s, NULL);
-        return -1;
+        if (s->mapped[i] == serial) return i;
+    return -1;
+}
+
+static int crashed(kwb_sandbox *s, kwb_sandbox_result *r, const char *why) {
+    r->outcome = KWB_SANDBOX_CRASHED;
+    snprintf(r->detail, sizeof r->detail, "%s", why);
+    end(s, NULL);
+    return 1;
+}
+
+/* The buffers of the calls at hand (n of them, NULL entries skipped) mapped
+ * in the sandbox and no other: where one mapped there is not among them,
+ * every mapping goes first (UNMAP), so while these calls run the candidate
+ * can reach only their buffers; slot[i] is bufs[i]'s. One round trip, none
+ * when they are mapped already (a shape's runs, call after call). 0, or 1
+ * when the sandbox ended (r says why). */
+static int map_calls(kwb_sandbox *s, uint32_t n, kwb_buffer *const *bufs, int32_t *slot, kwb_sandbox_result *r) {
+    kwb_buffer_shared *sh = calloc(n ? n : 1, sizeof *sh);
+    sb_msg *m = calloc(n + 1, sizeof *m);
+    int *fds = calloc(n + 1, sizeof *fds);
+    uint64_t *want = calloc(n ? n : 1, sizeof *want);
+    int rc = 1;
+    if (!sh || !m || !fds || !want) { crashed(s, r, "out of memory"); goto out; }
+    uint32_t nwant = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!bufs[i]) continue;
+        if (kwb_buffer_share(bufs[i], &sh[i])) { crashed(s, r, kwb_last_error()); goto out; }
+        int seen = 0;
+        for (uint32_t j = 0; j < nwant && !seen; j++) seen = want[j] == sh[i].serial;
+        if (!seen) want[nwant++] = sh[i].serial;
     }
-    sb_msg m = {.op = OP_MAP, .seq = ++s->seq, .bytes = sh.bytes, .data_offset = sh.data_offset};
-    if (send_msg(s->chan, &m, sh.fd)) { end(s, r); return -1; }
-    double c0 = s->cpu_end, cpu;
-    if (await(s, m.seq, OP_MAPPED, c0, 60, &m, r, NULL) || settle(s, c0, 60, &cpu, r)) return -1;
-    s->cpu_end = cpu;
-    s->mapped[s->nmapped].serial = sh.serial;
-    s->mapped[s->nmapped++].slot = m.slot;
-    return m.slot;
+    int keep = 1;   /* every buffer mapped now is one of these calls' */
+    for (uint32_t i = 0; i < s->nmapped && keep; i++) {
+        int found = 0;
+        for (uint32_t j = 0; j < nwant && !found; j++) found = want[j] == s->mapped[i];
+        keep = found;
+    }
+    uint32_t count = 0, mapped = keep ? s->nmapped : 0;
+    if (!keep) {
+        m[count] = (sb_msg){.op = OP_UNMAP, .seq = ++s->seq};
+        fds[count++] = -1;
+        s->nmapped = 0;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!bufs[i] || slot_in(s, sh[i].serial) >= 0) continue;
+        int again = 0;   /* the same buffer twice in these calls: mapped once */
+        for (uint32_t j = 0; j < i && !again; j++) again = bufs[j] && sh[j].serial == sh[i].serial;
+        if (again) continue;
+        if (mapped == MAX_SLOTS) {
+            char why[80];
+            snprintf(why, sizeof why, "more than %d buffers for one sandbox", MAX_SLOTS);
+            crashed(s, r, why);
+            goto out;
+        }
+        m[count] = (sb_msg){.op = OP_MAP, .seq = ++s->seq, .bytes = sh[i].bytes, .data_offset = sh[i].data_offset};
+        fds[count++] = sh[i].fd;
+        s->mapped[mapped++] = sh[i].serial;
+    }
+    if (count) {
+        m[count - 1].slot = 1;   /* the last is answered */
+        if (send_all(s->chan, m, fds, count)) { end(s, r); goto out; }
+        sb_msg got;
+        double c0 = s->cpu_end, cpu;
+        if (await(s, s->seq, OP_MAPPED, c0, 60, &got, r, NULL) || settle(s, c0, 60, &cpu, r)) goto out;
+        s->cpu_end = cpu;
+        if (got.nargs != mapped) { crashed(s, r, "the sandbox lost count of its buffers"); goto out; }
+        s->nmapped = mapped;
+    }
+    for (uint32_t i = 0; i < n; i++) slot[i] = bufs[i] ? (int32_t)slot_in(s, sh[i].serial) : -1;
+    rc = 0;
+out:
+    free(sh);
+    free(m);
+    free(fds);
+    free(want);
+    return rc;
 }
 
 int kwb_sandbox_calls(kwb_sandbox *s, uint32_t count, const kwb_value *args, kwb_buffer *const *bufs,
@@ -518,8 +629,16 @@ int kwb_sandbox_calls(kwb_sandbox *s, uint32_t count, const kwb_value *args, kwb
         snprintf(r->detail, sizeof r->detail, "the sandbox ended earlier");
         return 0;
     }
+    size_t total = (size_t)count * s->nargs;
     sb_msg *m = calloc(count, sizeof *m);
-    if (!m) return kwb_fail(KWB_ENOMEM, "out of memory");
+    kwb_buffer **ptrs = calloc(total ? total : 1, sizeof *ptrs);
+    int32_t *slot = calloc(total ? total : 1, sizeof *slot);
+    if (!m || !ptrs || !slot) { free(m); free(ptrs); free(slot); return kwb_fail(KWB_ENOMEM, "out of memory"); }
+    for (size_t k = 0; k < total; k++)
+        if (bufs && s->args[k % s->nargs] == KWB_C_PTR) ptrs[k] = bufs[k];
+    int ended = map_calls(s, (uint32_t)total, ptrs, slot, r);
+    free(ptrs);
+    if (ended) { free(m); free(slot); return 0; }
     for (uint32_t j = 0; j < count; j++) {
         m[j].op = OP_CALL;
         m[j].nargs = s->nargs;
@@ -529,14 +648,11 @@ int kwb_sandbox_calls(kwb_sandbox *s, uint32_t count, const kwb_value *args, kwb
             m[j].bufslot[i] = -1;
             if (s->args[i] == KWB_C_PTR) {
                 m[j].args[i].u64 = 0;   /* no address of the judge's reaches the sandbox */
-                if (bufs && bufs[k]) {
-                    int64_t slot = slot_of(s, bufs[k], r);
-                    if (slot < 0) { free(m); return 0; }
-                    m[j].bufslot[i] = (int32_t)slot;
-                }
+                m[j].bufslot[i] = slot[k];
             }
         }
     }
+    free(slot);
     unsigned long v = 0;
     char st = proc_state(s, &v);
     double c0 = cpu_now(s), c1;
@@ -548,21 +664,11 @@ int kwb_sandbox_calls(kwb_sandbox *s, uint32_t count, const kwb_value *args, kwb
     /* all the calls queued at once: the sandbox runs them back to back,
      * asleep only after the last */
     double t0 = kwb_now(), limit = limit_s * count;
-    /* one sendmmsg: the sandbox (on this processor) wakes to find them all */
-    struct mmsghdr hs[64];
-    struct iovec iov[64];
     for (uint32_t j = 0; j < count; j++) {
         m[j].seq = ++s->seq;
         m[j].slot = j + 1 == count;   /* answer the last one */
-        iov[j] = (struct iovec){&m[j], sizeof m[j]};
-        hs[j] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[j], .msg_iovlen = 1}};
     }
-    for (uint32_t sent = 0; sent < count;) {
-        int n = sendmmsg(s->chan, hs + sent, count - sent, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) { free(m); end(s, r); return 0; }
-        sent += (uint32_t)n;
-    }
+    if (send_all(s->chan, m, NULL, count)) { free(m); end(s, r); return 0; }
     sb_msg done;
     int failed = await(s, s->seq, OP_DONE, c0, limit, &done, r, NULL) || settle(s, c0, limit, &c1, r);
     free(m);

@@ -79,6 +79,48 @@ function M.release(h)
   collectgarbage()
 end
 
+-- kept(h) -> what the harness keeps across candidates within a candidate's
+-- reach, each { name =, key =, buf = }: every bench's buffers (and its batch
+-- copies'), the reference's and the inout buffers' initial copies (on the
+-- device, where the backend's buffers are), and the fixed inputs once each.
+-- The expected outputs kept for later rounds and pool sets are not among
+-- them: they are held where no candidate's code runs (kwb.backends).
+function M.kept(h)
+  local list, keys = {}, {}
+  for key in pairs(h.benches) do keys[#keys + 1] = key end
+  table.sort(keys)   -- (the first damage named is the same on every run)
+  for _, key in ipairs(keys) do
+    local b = h.benches[key]
+    for _, c in ipairs(b.copies or { b }) do
+      for _, a in ipairs(h.problem.buffers) do
+        if not (c.fixed and c.fixed[a.name]) then
+          list[#list + 1] = { name = (a.role == "in" and "input " or "output ") .. a.name, key = key, buf = c.bufs[a.name] }
+        end
+        if c.refs[a.name] then
+          list[#list + 1] = { name = "the reference's copy of " .. a.name, key = key, buf = c.refs[a.name] }
+        end
+        if c.init[a.name] then
+          list[#list + 1] = { name = "the initial copy of " .. a.name, key = key, buf = c.init[a.name] }
+        end
+      end
+    end
+  end
+  local fks = {}
+  for fk in pairs(h.fixed) do fks[#fks + 1] = fk end
+  table.sort(fks)
+  for _, fk in ipairs(fks) do
+    list[#list + 1] = { name = "input " .. fk:match("^[^:]+"), key = "every shape", buf = h.fixed[fk], fixed = fk }
+  end
+  return list
+end
+
+-- refill_fixed(h, fk): fixed input fk filled again, from its seed, and
+-- digested afresh before its next use (one a candidate changed).
+function M.refill_fixed(h, fk)
+  h.fixed_done[fk] = nil
+  if h.fixed_sum then h.fixed_sum[fk] = nil end
+end
+
 local function fill(buf, init, seed, shape, bufs, stream)
   if type(init) == "function" then return init(buf, seed, shape, bufs) end
   local kind = init[1]
@@ -258,8 +300,8 @@ end
 -- (kwb.timed), drawn from the candidate's seed, the shape and the run's tag
 -- whatever the problem's draw (normal ones from a faster stream of the same
 -- distribution), or those of pool set `pool` (M.pool_sets); outputs
--- poisoned; for a run to be checked against the reference (`checked`), the
--- inputs digested (a keyed hash, kwb_buffer_digest) to be compared after it.
+-- poisoned; the inputs digested (a keyed hash, kwb_buffer_digest), for a run
+-- to be checked against the reference (`checked`) to be compared after it.
 -- The expected outputs are not computed (expect() does that, after the call,
 -- for the runs checked).
 function M.fresh(h, b, seed, tag, pool, checked)
@@ -279,9 +321,12 @@ function M.fresh(h, b, seed, tag, pool, checked)
     if a.role == "inout" then b.init[a.name]:copy(b.bufs[a.name]) end
     if a.role == "in" and checked then   -- (fixed inputs: their digest from when they were filled)
       b.sums[a.name] = a.fixed and h.fixed_sum[b.fixed[a.name]] or b.bufs[a.name]:digest(b.sum_key)
-    elseif a.role == "in" and not a.fixed and h.backend.queued_digests then
-      -- a run not checked does the digest's device work too, unread, so that
-      -- nothing on the device tells it from a checked one
+    elseif a.role == "in" and not a.fixed then
+      -- a run not checked digests its inputs all the same, unread (on the
+      -- host computed and dropped, on the device queued and never waited
+      -- for): the judge's work before every call is alike, so neither the
+      -- caches the candidate meets, nor its clock, nor the device tell a
+      -- checked run from another
       b.bufs[a.name]:digest(base, false)
     end
     if a.role == "out" then b.bufs[a.name]:poison() end

@@ -216,22 +216,11 @@ local function verify_all(h, fn, res)
   return out, why, call_s
 end
 
--- measure(cand, res [, { start = true }]) -> res: build, verify every shape,
--- time every shape (the start kernel fully, unraced); res.outcome is set for
--- a candidate that fails here, res.shapes holds the raw timings.
-function Harness:measure(cand, res, opts)
-  opts = opts or {}
-  worker.deadline(M.build_limit, "the build")
-  local fn = self:build(cand, res)
-  if not fn then return res end
+-- The candidate's calls: verify every shape, then time every shape; its
+-- sandbox (where it has one) ends here, with its last call.
+function Harness:evaluate(fn, res, opts)
   local mt = getmetatable(fn)   -- a sandbox ends with the measurement
   local _k <close> = type(mt) == "table" and mt.__close and fn or nil
-  self.seed = res.seed
-  -- the candidate runs on the device only while no other worker does: the
-  -- next candidates build meanwhile, and no run disturbs another's timing
-  worker.deadline(nil, "waiting for the device")
-  local locked = worker.serving() and core.worker_lock(true)
-  local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
   local tv = core.now()
   local out, why, call_s = verify_all(self, fn, res)
   res.seconds.verify = core.now() - tv
@@ -276,6 +265,37 @@ function Harness:measure(cand, res, opts)
   if self.backend.fresh_timing then res.seconds.calls = self.calls_s end
   if self.reference_s > 0 then res.seconds.reference = self.reference_s end
   if res.outcome == "crashed" then res.signal = res.signal or (res.reason or ""):match("died of (SIG%u+)") end
+  return res
+end
+
+-- measure(cand, res [, { start = true }]) -> res: build, verify every shape,
+-- time every shape (the start kernel fully, unraced); res.outcome is set for
+-- a candidate that fails here, res.shapes holds the raw timings.
+-- What the harness keeps across candidates (kwb.verify.sweep) is looked at
+-- before the candidate's first call and after its last: damage found before
+-- is not this candidate's (a task that ended in an error left it, or
+-- something outside the candidates' calls), and is put right (h.repaired
+-- says what it was); damage found after is its own, `wrong` where nothing
+-- else failed it first. So a worker's benches, which outlive its tasks, are
+-- clean when each candidate meets them.
+function Harness:measure(cand, res, opts)
+  opts = opts or {}
+  worker.deadline(M.build_limit, "the build")
+  local fn = self:build(cand, res)
+  if not fn then return res end
+  self.seed = res.seed
+  -- the candidate runs on the device only while no other worker does: the
+  -- next candidates build meanwhile, and no run disturbs another's timing
+  worker.deadline(nil, "waiting for the device")
+  local locked = worker.serving() and core.worker_lock(true)
+  local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
+  worker.deadline(M.harness_limit, "checking the harness's buffers before the candidate")
+  local _, before = verify.sweep(self, "found before the next candidate's first call", "an earlier task")
+  if before then self.repaired = before end
+  self:evaluate(fn, res, opts)
+  worker.deadline(M.harness_limit, "checking the harness's buffers after the candidate")
+  local out, why = verify.sweep(self, "found after its last call")
+  if out and not res.outcome then res.outcome, res.reason = out, why end
   return res
 end
 

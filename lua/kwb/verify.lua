@@ -118,6 +118,46 @@ function M.check(problem, backend, b, when, skip_inout, zones_only)
   return nil
 end
 
+-- sweep(h, when [, who]) -> nil, or "wrong", reason: every buffer the harness keeps
+-- across candidates (kwb.inputs.kept) looked at in one pass: each one's
+-- redzones or guard bands, and each fixed input against its digest from
+-- when it was filled. Whatever is found is put right (the zones restored, a
+-- changed fixed input filled again before its next use), so the next
+-- candidate meets clean benches; the first finding is the reason, naming
+-- the buffer and the shape (and `who`, "the candidate" unless given). Run before a candidate's first call and after
+-- its last (kwb.measure): the calls' own checks look only at the benches
+-- they used, and stop at the first damage.
+function M.sweep(h, when, who)
+  local backend, list = h.backend, require("kwb.inputs").kept(h)
+  if #list == 0 then return nil end
+  local hits = {}
+  if backend.guard_bands then   -- all in one look
+    local bufs = {}
+    for i, e in ipairs(list) do bufs[i] = e.buf end
+    hits = backend.guard_bands(bufs)
+  elseif backend.redzones then
+    for i, e in ipairs(list) do
+      local first, last = e.buf:redzone()
+      if first then hits[i] = { first, last } end
+    end
+  end
+  local why
+  for i, e in ipairs(list) do
+    local hit = hits[i]
+    if hit and not why then
+      why = string.format("%s wrote outside %s at %s (%s): byte offsets %d to %d of a buffer of %d bytes",
+                          who or "the candidate", e.name, e.key, when, hit[1], hit[2], e.buf.bytes)
+    end
+    local sum = e.fixed and h.fixed_sum and h.fixed_sum[e.fixed]
+    if sum and e.buf:digest(h.fixed_key) ~= sum then
+      require("kwb.inputs").refill_fixed(h, e.fixed)
+      why = why or string.format("%s changed by %s (%s)", e.name, who or "the candidate", when)
+    end
+  end
+  if why then return "wrong", why end
+  return nil
+end
+
 -- degenerate(problem, backend, b) -> nil, or why the shape's outputs cannot
 -- tell a kernel that computes nothing from one that computes: an output of
 -- zeros, or of the reference's mean, passes the tolerance.

@@ -144,6 +144,31 @@ end)
 
 -- The unannounced shapes: derived from the timed ones, the same on every
 -- load, or the recipe's own, or none.
+-- The judge's work before a timed run is the same whether the run will be
+-- verified or not: the inputs are digested before every call (the candidate
+-- shares the judge's processor, and a digest's traces in the caches, or in
+-- a clock read at the call's start, would tell it which runs count).
+t.test("hostile_timed_runs_digest_their_inputs_before_the_call_verified_or_not", function()
+  local inputs = require "kwb.inputs"
+  local h = require("kwb.measure").harness(kwb.load "tests/recipes/hostile.lua")
+  local b = h:bench(h.recipe.shapes[1])
+  local methods = getmetatable(b.bufs.a).methods
+  local digest, seen = methods.digest, {}
+  methods.digest = function(buf, ...)
+    for name, x in pairs(b.bufs) do if x == buf then seen[#seen + 1] = name end end
+    return digest(buf, ...)
+  end
+  local ok, err = pcall(function()
+    inputs.fresh(h, b, 7, "timed 1 1", nil, false)
+    t.eq(table.concat(seen, " "), "a b", "a run not verified")
+    seen = {}
+    inputs.fresh(h, b, 7, "timed 2 1", nil, true)
+    t.eq(table.concat(seen, " "), "a b", "a verified run")
+  end)
+  methods.digest = digest
+  if not ok then error(err, 0) end
+end)
+
 t.test("hostile_unannounced_shapes_are_derived_given_or_none", function()
   local keys = {}
   for i, sh in ipairs(kwb.load("recipes/host_matmul.lua").verify_shapes) do keys[i] = sh.key end

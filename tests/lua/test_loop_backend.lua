@@ -359,6 +359,46 @@ t.test("loop_backend_cuda_the_tensor_rate_is_measured_only_where_flops_can_bind"
   if not ok then error(err, 0) end
 end)
 
+-- A candidate on the device reaches every buffer of the context (pointer
+-- arithmetic): one that, timed at its last shape, writes one guard-band
+-- byte of every other buffer it was given is found by the look after its
+-- last call at the benches another shape used, `wrong`, and the candidates
+-- after it meet clean guard bands.
+t.test("loop_backend_cuda_guard_bands_of_other_benches_are_looked_at_after_the_last_call", function()
+  local saboteur = "static unsigned char *seen[64];\nstatic int nseen, done[64], at_last;\n" .. vec
+                   .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n"
+                   .. "  unsigned char *args[3] = { (unsigned char *)a, (unsigned char *)b, (unsigned char *)c };\n"
+                   .. "  for (int j = 0; j < 3; j++) {\n    int k = 0;\n"
+                   .. "    while (k < nseen && seen[k] != args[j]) k++;\n"
+                   .. "    if (k == nseen && nseen < 64) seen[nseen++] = args[j];\n  }\n"
+                   .. "  if (n != 3000 || ++at_last <= 2) return;\n"
+                   .. "  for (int k = 0; k < nseen; k++)\n"
+                   .. "    if (!done[k] && seen[k] != args[0] && seen[k] != args[1] && seen[k] != args[2]) {\n"
+                   .. "      seen[k][-1] ^= 0xFF;\n      done[k] = 1;\n    }\n}\n"
+  local honest = vec .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n"
+  local rs = kwb.recipe {
+    name = "fake_cuda_sabotage", backend = "cuda", problem = problem, shapes = { n = { 1000, 3000 } },
+    verify_shapes = false, start = { source = honest, defines = { BLOCK = 32 } },
+    template = "../../kernels/host/matmul_naive.c",
+    launch = function(shape, p) return { grid = { (shape.n + p.BLOCK - 1) // p.BLOCK }, block = { p.BLOCK } } end,
+    forbid = { "default", "-global-state" },
+    strategy = require("kwb.strategies.list")({ { source = saboteur, params = { BLOCK = 32 } },
+                                                 { source = "/* 2 */\n" .. honest, params = { BLOCK = 32 } },
+                                                 { source = "/* 3 */\n" .. honest, params = { BLOCK = 32 } } }),
+    timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+    sanitize = false,
+  }
+  local _, srun = rs:run { mode = "quiet", store = require("kwb.store").open(dir .. "/fake_sabotage.db") }
+  t.eq(#srun.results, 3)
+  t.eq(srun.results[1].outcome, "wrong")
+  t.eq(srun.results[1].reason, "the candidate wrote outside input a at n=1000 (found after its last call): byte "
+                               .. "offsets -1 to -1 of a buffer of 4000 bytes")
+  for i = 2, 3 do
+    local res = srun.results[i]
+    t.truthy(res.outcome == "accepted" or res.outcome == "slower", tostring(res.outcome) .. ": " .. tostring(res.reason))
+  end
+end)
+
 t.test("loop_backend_cuda_results_are_keyed_by_the_device_kind", function()
   local st = require("kwb.store").open(dir .. "/fake_cuda.db")
   local rows = st.cache:results(run.results[1].id)

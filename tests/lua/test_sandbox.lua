@@ -63,6 +63,34 @@ t.test("sandbox_maps_only_the_buffers_it_is_passed", function()
   sb:close()
 end)
 
+-- A call's buffers are mapped in the sandbox while it runs; those of earlier
+-- calls it does not use are gone by then: a candidate reaches the buffers of
+-- the calls at hand and no other (a shape's bench, not another shape's).
+t.test("sandbox_unmaps_the_buffers_earlier_calls_used", function()
+  local function mapped(sb)
+    local maps, n = assert(read("/proc/" .. sb:pid() .. "/maps")), 0
+    for line in maps:gmatch("[^\n]+") do
+      if line:find("/memfd:kwb-buffer", 1, true) then n = n + 1 end
+    end
+    return n
+  end
+  local a2, c2 = core.buffer("f32", 1000), core.buffer("f32", 1000)
+  a2:fill(3)
+  local sb = assert(sandbox "add.c")
+  assert(sb:call(1, 1000, a, c))
+  t.eq(mapped(sb), 2, "a and c")
+  assert(sb:calls(1, { { 1000, a, c }, { 1000, a2, c2 } }))
+  t.eq(mapped(sb), 4, "a batch of two calls: both benches")
+  c2:poison()
+  assert(sb:call(1, 1000, a2, c2))
+  t.eq(mapped(sb), 2, "a2 and c2 alone: a and c unmapped")
+  t.eq(c2[1000], 4, "and the call ran on a2 and c2")
+  assert(sb:call(1, 1000, a2, a2))
+  t.eq(mapped(sb), 1, "a2 passed twice: mapped once")
+  t.eq(a2[1], 4)
+  sb:close()
+end)
+
 t.test("sandbox_refuses_a_signal_to_the_judge_and_names_the_call", function()
   local sb = assert(sandbox "kill_parent.c")
   local me = tonumber(read("/proc/self/stat"):match("^(%d+)"))

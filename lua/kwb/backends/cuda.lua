@@ -371,9 +371,6 @@ B.verify_runs = 0
 -- once per set and run, its outputs held on the host, where one of its own
 -- for every timing cost a 4096^3 SGEMM's checks 35 ms a timing.
 B.pooled_checks = true
--- A timed run not checked queues the inputs' digests all the same (unread):
--- the device sees the same work before every run (kwb.inputs.fresh).
-B.queued_digests = true
 
 -- timed_call(fn, bench, args) -> true, seconds | nil, message: one replay of
 -- the shape's plan as a CUDA graph, cold: its scratch poisoned and the L2

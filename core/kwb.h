@@ -292,6 +292,8 @@ typedef struct kwb_worker_opts {
     uint64_t output_cap;          /* bytes of output kept between two takes */
     int32_t uid, gid;             /* who a root parent drops the worker to (65534) */
     int32_t isolate;              /* 1: private mount and network namespaces when root */
+    int32_t sandbox_uid;          /* -1, or (root parent) the uid its sandboxes run as, given it
+                                     as its real uid at exec (kwb_sandbox_take_uid) */
 } kwb_worker_opts;
 
 typedef enum kwb_worker_event {

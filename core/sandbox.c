@@ -752,8 +752,8 @@ static int start_failed(const kwb_sandbox_result *r, const sb_msg *m, int loaded
         return kwb_fail(KWB_ENOSYM, "no function %s in the module", symbol);
     if (!loaded) return kwb_fail(KWB_EIO, "the sandbox did not start: %s", r->detail);
     if (r->outcome == KWB_SANDBOX_TIMEOUT)
-        return kwb_fail(KWB_ERUN, "its module's initialisers ran past the timeout %s (the timeout is %g s of CPU "
-                                  "time); its sandbox was killed", when, limit_s);
+        return kwb_fail(KWB_ERUN, "%s, its initialisers ran past the timeout (the timeout is %g s of CPU time); its "
+                                  "sandbox was killed", when, limit_s);
     return kwb_fail(KWB_ERUN, "its sandbox %s %s", r->detail, when);
 }
 

@@ -235,12 +235,19 @@ typedef struct kwb_sandbox_result {
     char detail[256];
 } kwb_sandbox_result;
 
+typedef struct kwb_sandbox_opts {
+    double limit_s;          /* CPU seconds the module's initialisers may take */
+    int keep_output;         /* 1: its stdout and stderr are the caller's; 0: /dev/null */
+} kwb_sandbox_opts;
+
 /* Start a sandbox that loads the shared object at path and resolves symbol
- * with the given prototype. KWB_ENOSYM (no such function), KWB_ERUN (a
- * constructor of the module made a system call the filter refuses), KWB_EIO
- * (the module does not load, the process cannot start). */
+ * with the given prototype. The module's initialisers (constructors) run in
+ * the sandbox under its filter, never while it loads. KWB_ENOSYM (no such
+ * function), KWB_ERUN (the candidate's doing: r says forbidden, timeout or
+ * crashed, while its module loaded or its initialisers ran), KWB_EIO (the
+ * module does not load, the process cannot start). */
 int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const kwb_ctype *args,
-                      uint32_t nargs, kwb_sandbox **out);
+                      uint32_t nargs, const kwb_sandbox_opts *o, kwb_sandbox **out, kwb_sandbox_result *r);
 /* One call; bufs[i] is the buffer behind pointer argument i (NULL for a
  * scalar; args[i].ptr is then ignored). The limit is CPU seconds. A result
  * other than OK ends the sandbox. Returns 0 with r filled, or a status when
@@ -258,6 +265,11 @@ int kwb_sandbox_pid(const kwb_sandbox *s);
 void kwb_sandbox_free(kwb_sandbox *s);   /* kills the process and reaps it */
 /* The sandbox's own side: main() runs it for `kwb --sandbox-child ...`. */
 int kwb_sandbox_main(int argc, char **argv);
+/* At the start of a host worker that root started with its sandboxes' uid
+ * as its real one (core/worker.c): that uid made its saved set-user-ID,
+ * its own the real and effective. 1 when it did, 0 when there was none, -1
+ * on failure. */
+int kwb_sandbox_take_uid(void);
 
 /* ---- workers ------------------------------------------------------------ */
 
@@ -285,6 +297,8 @@ typedef struct kwb_worker_opts {
     uint64_t output_cap;          /* bytes of output kept between two takes */
     int32_t uid, gid;             /* who a root parent drops the worker to (65534) */
     int32_t isolate;              /* 1: private mount and network namespaces when root */
+    int32_t sandbox_uid;          /* -1, or (root parent) the uid its sandboxes run as, given it
+                                     as its real uid at exec (kwb_sandbox_take_uid) */
 } kwb_worker_opts;
 
 /* The largest frame either side sends or takes: a sender checks a message's

@@ -273,13 +273,28 @@ static int l_fn_tostring(lua_State *L) {
 
 typedef struct { kwb_sandbox *s; uint32_t nargs; kwb_ctype args[64]; } lsandbox;
 
-/* core.host_sandbox(path, symbol, ret, {args}) -> a sandbox running that
- * function of the shared object at path | nil, message, { code = "no-symbol"
- * | "forbidden" (its constructors) | "sandbox-failed" } */
+static const char *const sandbox_codes[] = {"ok", "crashed", "forbidden", "timeout"};
+
+/* core.host_sandbox(path, symbol, ret, {args} [, { timeout =, output = }])
+ * -> a sandbox running that function of the shared object at path | nil,
+ * message, { code = "no-symbol" | "forbidden" | "timeout" | "crashed" (its
+ * module's doing, while it loaded) | "sandbox-failed" }. timeout: the CPU
+ * seconds its module's initialisers may take (default 60); output: true to
+ * give it this process's stdout and stderr (a worker's, which its pool
+ * captures), else /dev/null. */
 static int l_sandbox(lua_State *L) {
     const char *path = luaL_checkstring(L, 1), *name = luaL_checkstring(L, 2);
     kwb_ctype ret = (kwb_ctype)luaL_checkoption(L, 3, NULL, ctype_names);
     luaL_checktype(L, 4, LUA_TTABLE);
+    kwb_sandbox_opts o = {.limit_s = 60, .keep_output = 0};
+    if (!lua_isnoneornil(L, 5)) {
+        luaL_checktype(L, 5, LUA_TTABLE);
+        if (lua_getfield(L, 5, "timeout") != LUA_TNIL) o.limit_s = luaL_checknumber(L, -1);
+        lua_getfield(L, 5, "output");
+        o.keep_output = lua_toboolean(L, -1);
+        lua_pop(L, 2);
+        if (!(o.limit_s > 0)) return luaL_error(L, "a sandbox's timeout is a positive number of seconds");
+    }
     lua_Integer n = luaL_len(L, 4);
     if (n > 64) return luaL_error(L, "%s: more than 64 arguments", name);
     lsandbox *u = lua_newuserdatauv(L, sizeof *u, 0);
@@ -291,14 +306,12 @@ static int l_sandbox(lua_State *L) {
         lua_pop(L, 1);
     }
     luaL_setmetatable(L, SANDBOX_MT);
-    int rc = kwb_sandbox_start(path, name, ret, u->args, u->nargs, &u->s);
-    if (rc)
-        return kwb_lua_fail(L, rc == KWB_ENOSYM ? "no-symbol" : rc == KWB_ERUN ? "forbidden" : "sandbox-failed",
-                            kwb_last_error());
+    kwb_sandbox_result r;
+    int rc = kwb_sandbox_start(path, name, ret, u->args, u->nargs, &o, &u->s, &r);
+    if (rc == KWB_ERUN) return kwb_lua_fail(L, sandbox_codes[r.outcome], kwb_last_error());
+    if (rc) return kwb_lua_fail(L, rc == KWB_ENOSYM ? "no-symbol" : "sandbox-failed", kwb_last_error());
     return 1;
 }
-
-static const char *const sandbox_codes[] = {"ok", "crashed", "forbidden", "timeout"};
 
 static int push_sandbox_result(lua_State *L, const kwb_sandbox_result *r) {
     if (r->outcome != KWB_SANDBOX_OK) {

@@ -52,13 +52,13 @@ static const char *str_field(lua_State *L, int idx, const char *field, const cha
 }
 
 /* core.worker_start { argv =, env =, exe =, scratch_in =, lock =, cpu =, fsize =,
- *                     nproc =, as =, output_cap =, uid =, gid =, isolate = } */
+ *                     nproc =, as =, output_cap =, uid =, gid =, isolate =, sandbox_uid = } */
 static int l_start(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     kwb_worker_opts o;
     kwb_worker_opts_default(&o);
     static const char *known[] = {"argv", "env", "exe", "scratch_in", "lock", "cpu", "fsize", "nproc",
-                                  "as", "output_cap", "uid", "gid", "isolate", NULL};
+                                  "as", "output_cap", "uid", "gid", "isolate", "sandbox_uid", NULL};
     lua_pushnil(L);
     while (lua_next(L, 1)) {
         lua_pop(L, 1);
@@ -80,6 +80,9 @@ static int l_start(lua_State *L) {
     o.output_cap = num_field(L, 1, "output_cap", o.output_cap);
     o.uid = (int32_t)num_field(L, 1, "uid", (uint64_t)o.uid);
     o.gid = (int32_t)num_field(L, 1, "gid", (uint64_t)o.gid);
+    lua_getfield(L, 1, "sandbox_uid");
+    if (!lua_isnil(L, -1)) o.sandbox_uid = (int32_t)luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
     lua_getfield(L, 1, "isolate");
     if (!lua_isnil(L, -1)) o.isolate = lua_toboolean(L, -1);
     lua_pop(L, 1);

@@ -4,6 +4,7 @@
  *
  * Everything after the file (or subcommand) goes to it as `arg` and `...`, as
  * lua.c does. The work itself runs inside lua_pcall (pmain). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,11 @@ static int pmain(lua_State *L) {
 int main(int argc, char **argv) {
     /* a sandbox (core/sandbox.c): no Lua, nothing of the judge's */
     if (argc > 1 && strcmp(argv[1], "--sandbox-child") == 0) return kwb_sandbox_main(argc, argv);
+    /* a host worker of root's pool: its sandboxes' uid kept aside (core/sandbox.c) */
+    if (argc == 2 && strcmp(argv[1], "worker") == 0 && kwb_sandbox_take_uid() < 0) {
+        fprintf(stderr, "kwb worker: cannot keep its sandboxes' uid: %s\n", strerror(errno));
+        return EXIT_RUN;
+    }
     /* past the file size limit a write or a memfd's size fails (EFBIG)
      * instead of killing kwb: a host buffer that large is private memory */
     signal(SIGXFSZ, SIG_IGN);

@@ -8,6 +8,10 @@
 #include <fcntl.h>
 #include <ffi.h>
 #include <grp.h>
+#include <link.h>
+#include <linux/seccomp.h>
+#include <linux/futex.h>
+#include <elf.h>
 #include <poll.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -33,17 +37,16 @@
 #include "timing.h"
 
 enum { FD_CHAN = 3, FD_MODULE = 4, MAX_ARGS = 64, MAX_SLOTS = 4096 };
-enum { OP_CALL = 1, OP_MAP, OP_UNMAP, OP_READY = 10, OP_DONE, OP_MAPPED, OP_FAIL, OP_SYSCALL };
+enum { OP_CALL = 1, OP_MAP, OP_UNMAP, OP_GO, OP_READY = 10, OP_DONE, OP_MAPPED, OP_FAIL, OP_SYSCALL, OP_LOADED };
 
 /* One message either way (a SOCK_SEQPACKET record). */
 typedef struct {
     uint32_t op, seq, nargs, slot;   /* CALL, MAP, UNMAP: slot 1 to be answered; MAPPED: nargs, how many are
                                         mapped; SYSCALL: slot, the number */
     uint64_t bytes, data_offset;     /* MAP: the memfd's size, where its data starts */
-    int32_t status;                  /* FAIL: a kwb_status */
+    int32_t status;                  /* FAIL: a code of the sandbox's (FAIL_...), never text */
     int32_t bufslot[MAX_ARGS];       /* CALL: -1 for a scalar, else the slot of the buffer */
     kwb_value args[MAX_ARGS], ret;
-    char text[256];                  /* FAIL: why */
 } sb_msg;
 
 static size_t page_bytes(void) {
@@ -94,8 +97,21 @@ static int recv_msg(int fd, sb_msg *m, int *got_fd, int flags) {
 
 /* ==== the sandbox's side ================================================= */
 
+/* Candidate code runs on two threads in turn, never at once: the module's
+ * initialisers on a thread of their own (init_tid while it lives), under a
+ * filter that has no channel, while the main thread waits; then the calls on
+ * the main thread. A refused call on the initialisers' thread cannot be
+ * reported from there: the thread notes it and ends, and the main thread
+ * reports it. */
+static volatile pid_t init_tid;   /* set by the kernel at its start (CLONE_PARENT_SETTID), cleared at its end */
+static volatile int init_refused = -1;
+
 static void on_sigsys(int sig, siginfo_t *si, void *uc) {
     (void)sig; (void)uc;
+    if (init_tid && (pid_t)syscall(SYS_gettid) == init_tid) {
+        init_refused = si->si_syscall;
+        syscall(SYS_exit, 0);   /* this thread only; the main thread waits for its end */
+    }
     static sb_msg m;   /* a handler's message: static, not on a stack the kernel may have spoiled */
     m.op = OP_SYSCALL;
     m.slot = (uint32_t)si->si_syscall;
@@ -103,13 +119,18 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc) {
     syscall(SYS_exit_group, 111);
 }
 
-/* The system calls a running kernel may make: memory, the clock, its two
- * sockets' messages (the protocol), writes to stdout and stderr. */
-static int allow_running(scmp_filter_ctx f) {
-    int rc = 0;
+/* The initialisers' thread: the main thread's memory, files and thread-local
+ * storage (the main thread only waits meanwhile), none of the C library's
+ * thread machinery (pthread_create would install signal handlers). */
+enum { INIT_CLONE = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+                    CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID };
+
 #define ALLOW(name, ...) rc |= seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(name), __VA_ARGS__)
-    ALLOW(recvmsg, 1, SCMP_A0(SCMP_CMP_EQ, FD_CHAN));
-    ALLOW(sendmsg, 1, SCMP_A0(SCMP_CMP_EQ, FD_CHAN));
+
+/* What any candidate code may do: memory, the clock, writes to stdout and
+ * stderr. */
+static int allow_common(scmp_filter_ctx f) {
+    int rc = 0;
     ALLOW(write, 1, SCMP_A0(SCMP_CMP_EQ, 1));
     ALLOW(write, 1, SCMP_A0(SCMP_CMP_EQ, 2));
     ALLOW(fstat, 0);
@@ -135,8 +156,36 @@ static int allow_running(scmp_filter_ctx f) {
     return rc;
 }
 
-/* While the module loads (its constructors run then): reading files as well,
- * and mapping them executable; never writing, creating or starting anything. */
+/* The calls (the strict filter): the above and the messages of the protocol
+ * on fd 3. */
+static int allow_running(scmp_filter_ctx f) {
+    int rc = allow_common(f);
+    ALLOW(recvmsg, 1, SCMP_A0(SCMP_CMP_EQ, FD_CHAN));
+    ALLOW(sendmsg, 1, SCMP_A0(SCMP_CMP_EQ, FD_CHAN));
+    return rc;
+}
+
+/* The main thread from the module's load to its initialisers' end: the
+ * calls' filter, starting their thread and waiting for its end, and the
+ * filters that follow (the thread's, then the calls' stacked on this). */
+static int allow_joining(scmp_filter_ctx f) {
+    int rc = allow_running(f);
+    ALLOW(clone, 1, SCMP_A0(SCMP_CMP_EQ, INIT_CLONE));
+    ALLOW(futex, 0);
+    ALLOW(seccomp, 1, SCMP_A0(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER));
+    return rc;
+}
+
+/* The initialisers' thread: no channel at all, so nothing it says can pass
+ * for the sandbox's own words. */
+static int allow_initialising(scmp_filter_ctx f) {
+    return allow_common(f);
+}
+
+/* While the system's libraries and the module load (no candidate code runs
+ * then: the judge took the module's initialisers out, kwb_sandbox_start):
+ * reading files, mapping them executable, the loader's calls; never
+ * writing, creating or starting anything. */
 static int allow_loading(scmp_filter_ctx f) {
     int rc = allow_running(f);
     int writes = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND;
@@ -147,26 +196,40 @@ static int allow_loading(scmp_filter_ctx f) {
     ALLOW(newfstatat, 0);
     ALLOW(mmap, 0);
     ALLOW(mprotect, 0);
-    ALLOW(seccomp, 0);   /* the second filter */
-    ALLOW(prctl, 0);
+    ALLOW(seccomp, 0);   /* the next filter */
     ALLOW(futex, 0);
     ALLOW(rt_sigprocmask, 0);
-#undef ALLOW
+    ALLOW(clone, 1, SCMP_A0(SCMP_CMP_EQ, INIT_CLONE));   /* (filters stack: the next ones' calls too) */
     return rc;
 }
+#undef ALLOW
 
-static int load_filter(int loading) {
+enum { F_LOADING, F_JOINING, F_INITIALISING, F_RUNNING };
+
+static int load_filter(int which) {
     scmp_filter_ctx f = seccomp_init(SCMP_ACT_TRAP);
     if (!f) return -1;
-    int rc = loading ? allow_loading(f) : allow_running(f);
+    /* no new privileges was set before exec (kwb_sandbox_start): no prctl here */
+    int rc = seccomp_attr_set(f, SCMP_FLTATR_CTL_NNP, 0);
+    if (rc == 0) {
+        switch (which) {
+        case F_LOADING: rc = allow_loading(f); break;
+        case F_JOINING: rc = allow_joining(f); break;
+        case F_INITIALISING: rc = allow_initialising(f); break;
+        default: rc = allow_running(f); break;
+        }
+    }
     if (rc == 0) rc = seccomp_load(f);
     seccomp_release(f);
     return rc;
 }
 
-static void child_fail(int status, const char *fmt, const char *a, const char *b) {
-    sb_msg m = {.op = OP_FAIL, .status = status};
-    snprintf(m.text, sizeof m.text, fmt, a, b ? b : "");
+/* A failure the sandbox's own code reports: a code from this list, never
+ * text (the judge says it in its own words, fail_text). */
+enum { FAIL_FILTER = 1, FAIL_LOAD, FAIL_SYMBOL, FAIL_FFI, FAIL_MAP, FAIL_THREAD };
+
+static void child_fail(int code) {
+    sb_msg m = {.op = OP_FAIL, .status = code};
     send_msg(FD_CHAN, &m, -1);
 }
 
@@ -196,21 +259,72 @@ static int map_one(const sb_msg *m, int fd, size_t page) {
     return 0;
 }
 
+/* The module's initialisers, as the judge found them (kwb_sandbox_start):
+ * addresses relative to the load base. */
+typedef struct {
+    uintptr_t base, init, array, count;
+    int argc;
+    char **argv;
+} sb_inits;
+
+typedef void (*init_fn)(int, char **, char **);
+
+/* The initialisers' thread: confined further first, then the initialisers
+ * in the dynamic loader's order (DT_INIT, then DT_INIT_ARRAY) with its
+ * arguments. */
+static int run_inits(void *arg) {
+    const sb_inits *in = arg;
+    char *no_env[] = {NULL};
+    if (load_filter(F_INITIALISING) != 0) { init_refused = -2; return 0; }
+    if (in->init) ((init_fn)(in->base + in->init))(in->argc, in->argv, no_env);
+    init_fn *array = (init_fn *)(in->base + in->array);
+    for (uintptr_t i = 0; in->array && i < in->count; i++) array[i](in->argc, in->argv, no_env);
+    return 0;
+}
+
+/* Run them on their thread and wait for its end: 0, or FAIL_... */
+static int initialise(sb_inits *in) {
+    enum { STACK = 8 << 20 };
+    unsigned char *stack = mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return FAIL_THREAD;
+    if (clone(run_inits, stack + STACK, INIT_CLONE, in, &init_tid, NULL, &init_tid) < 0) return FAIL_THREAD;
+    /* its end clears init_tid and wakes this wait */
+    for (pid_t t; (t = init_tid) != 0;) syscall(SYS_futex, &init_tid, FUTEX_WAIT, t, NULL, NULL, 0);
+    munmap(stack, STACK);
+    return init_refused == -2 ? FAIL_FILTER : 0;
+}
+
+/* argv: kwb --sandbox-child SYMBOL SIG INIT INIT_ARRAY COUNT [NEEDED...]
+ * (hex addresses; NEEDED: the module's libraries, loaded first). */
 int kwb_sandbox_main(int argc, char **argv) {
-    if (argc != 4) {
+    if (argc < 7) {
         fprintf(stderr, "kwb: --sandbox-child is started by kwb itself, with a module on fd 4 and a channel on fd 3\n");
         return 2;
     }
     const char *symbol = argv[2], *sig = argv[3];
+    static sb_inits in;
+    in.init = (uintptr_t)strtoull(argv[4], NULL, 16);
+    in.array = (uintptr_t)strtoull(argv[5], NULL, 16);
+    in.count = (uintptr_t)strtoull(argv[6], NULL, 16);
+    in.argc = argc;
+    in.argv = argv;
     struct sigaction sa = {.sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO};
     sigaction(SIGSYS, &sa, NULL);
-    if (load_filter(1) != 0) { child_fail(KWB_EIO, "the sandbox cannot load its system call filter%s%s", "", NULL); return 1; }
+    if (load_filter(F_LOADING) != 0) { child_fail(FAIL_FILTER); return 1; }
+    /* the module's libraries first, on their own: their relocations and
+     * constructors (the system's code) see none of the module's symbols */
+    for (int i = 7; i < argc; i++)
+        if (!dlopen(argv[i], RTLD_NOW | RTLD_LOCAL)) { child_fail(FAIL_LOAD); return 1; }
     void *h = dlopen("/proc/self/fd/4", RTLD_NOW | RTLD_LOCAL);
-    if (!h) { child_fail(KWB_EIO, "the module does not load: %s%s", dlerror(), NULL); return 1; }
+    struct link_map *lm = NULL;
+    if (!h || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0) { child_fail(FAIL_LOAD); return 1; }
     close(FD_MODULE);
+    in.base = lm->l_addr;
+    int inits = in.init || (in.array && in.count);
+    if (load_filter(inits ? F_JOINING : F_RUNNING) != 0) { child_fail(FAIL_FILTER); return 1; }
     dlerror();
     void *fn = dlsym(h, symbol);
-    if (!fn) { child_fail(KWB_ENOSYM, "no function %s in the module%s", symbol, NULL); return 1; }
+    if (!fn) { child_fail(FAIL_SYMBOL); return 1; }
     size_t nargs = strlen(sig) - 1;
     kwb_ctype ret = (kwb_ctype)(sig[0] - '0'), types[MAX_ARGS];
     ffi_type *ftypes[MAX_ARGS];
@@ -220,11 +334,25 @@ int kwb_sandbox_main(int argc, char **argv) {
         ftypes[i] = kwb_host_ffi_type(types[i]);
     }
     if (nargs > MAX_ARGS || ffi_prep_cif(&cif, FFI_DEFAULT_ABI, (unsigned)nargs, kwb_host_ffi_type(ret), ftypes) != FFI_OK) {
-        child_fail(KWB_EINVAL, "libffi cannot describe %s%s", symbol, NULL);
+        child_fail(FAIL_FFI);
         return 1;
     }
-    if (load_filter(0) != 0) { child_fail(KWB_EIO, "the sandbox cannot load its system call filter%s%s", "", NULL); return 1; }
+    /* loaded: the judge reads its clock while it sleeps here, then says go,
+     * and the initialisers' time is counted from there */
     static sb_msg m;
+    m = (sb_msg){.op = OP_LOADED};
+    if (send_msg(FD_CHAN, &m, -1)) return 1;
+    if (recv_msg(FD_CHAN, &m, NULL, 0) != 1 || m.op != OP_GO) return 1;
+    if (inits) {
+        int failed = initialise(&in);
+        if (failed) { child_fail(failed); return 1; }
+        if (init_refused >= 0) {
+            m = (sb_msg){.op = OP_SYSCALL, .slot = (uint32_t)init_refused};
+            send_msg(FD_CHAN, &m, -1);
+            syscall(SYS_exit_group, 111);
+        }
+        if (load_filter(F_RUNNING) != 0) { child_fail(FAIL_FILTER); return 1; }
+    }
     m = (sb_msg){.op = OP_READY};
     if (send_msg(FD_CHAN, &m, -1)) return 1;
     size_t page = page_bytes();
@@ -235,7 +363,7 @@ int kwb_sandbox_main(int argc, char **argv) {
         if (m.op == OP_MAP || m.op == OP_UNMAP) {
             if (m.op == OP_UNMAP) unmap_all();
             else if (map_one(&m, fd, page)) {
-                child_fail(KWB_ENOMEM, "the sandbox cannot map a buffer%s%s", "", NULL);
+                child_fail(FAIL_MAP);
                 return 1;
             }
             if (fd >= 0) close(fd);   /* the mapping keeps the memory: no descriptor outlives it */
@@ -265,6 +393,155 @@ int kwb_sandbox_main(int argc, char **argv) {
 
 /* ==== the judge's side ==================================================== */
 
+
+/* ---- the module as the sandbox loads it --------------------------------- */
+
+#if defined(__x86_64__)
+#define SB_MACHINE EM_X86_64
+#define SB_IRELATIVE R_X86_64_IRELATIVE
+#elif defined(__aarch64__)
+#define SB_MACHINE EM_AARCH64
+#define SB_IRELATIVE R_AARCH64_IRELATIVE
+#endif
+
+enum { MAX_NEEDED = 32, MAX_MODULE = 256 << 20 };
+
+/* A candidate's module made ready for a sandbox: a sealed copy (a memfd)
+ * with its initialisers' entries taken out of the dynamic section, so the
+ * dynamic loader runs none of its code; the sandbox runs them itself under
+ * its filter. */
+typedef struct {
+    int fd;
+    uint64_t init, array, count;     /* DT_INIT, DT_INIT_ARRAY and its length, relative to the load base */
+    const char *needed[MAX_NEEDED];  /* its libraries by name (in text, the copy's string table) */
+    int nneeded;
+    unsigned char *text;
+    char why[200];                   /* a module refused: why */
+} sb_module;
+
+static unsigned char *file_at(const sb_module *mod, size_t size, uint64_t off, uint64_t len) {
+    return off <= size && len <= size - off ? mod->text + off : NULL;
+}
+
+/* The bytes at address a (len of them) in the file, through its PT_LOAD segments. */
+static unsigned char *addr_at(const sb_module *mod, size_t size, const Elf64_Phdr *ph, int phnum, uint64_t a,
+                              uint64_t len) {
+    for (int i = 0; i < phnum; i++)
+        if (ph[i].p_type == PT_LOAD && a >= ph[i].p_vaddr && a - ph[i].p_vaddr <= ph[i].p_filesz &&
+            len <= ph[i].p_filesz - (a - ph[i].p_vaddr))
+            return file_at(mod, size, ph[i].p_offset + (a - ph[i].p_vaddr), len);
+    return NULL;
+}
+
+static int refuse(sb_module *mod, const char *why) {
+    snprintf(mod->why, sizeof mod->why, "%s", why);
+    return 1;
+}
+
+/* Code the dynamic loader would run while it loads the module, other than
+ * the initialisers (taken out): indirect functions (ifunc), whose resolvers
+ * it calls for their relocations and dlsym. 1 (mod->why) when there is. */
+static int runs_code_when_loaded(sb_module *mod, size_t size, const Elf64_Ehdr *eh) {
+    if (!eh->e_shnum || eh->e_shentsize != sizeof(Elf64_Shdr)) return refuse(mod, "the module has no section headers");
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)file_at(mod, size, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof *sh);
+    if (!sh) return refuse(mod, "the module's section headers lie outside it");
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_DYNSYM && sh[i].sh_type != SHT_RELA) continue;
+        const unsigned char *p = file_at(mod, size, sh[i].sh_offset, sh[i].sh_size);
+        if (!p) return refuse(mod, "a section of the module lies outside it");
+        if (sh[i].sh_type == SHT_DYNSYM) {
+            for (uint64_t k = 0; k + sizeof(Elf64_Sym) <= sh[i].sh_size; k += sizeof(Elf64_Sym)) {
+                const Elf64_Sym *y = (const Elf64_Sym *)(p + k);
+                if (ELF64_ST_TYPE(y->st_info) == STT_GNU_IFUNC && y->st_shndx != SHN_UNDEF) goto ifunc;
+            }
+        } else {
+            for (uint64_t k = 0; k + sizeof(Elf64_Rela) <= sh[i].sh_size; k += sizeof(Elf64_Rela))
+                if (ELF64_R_TYPE(((const Elf64_Rela *)(p + k))->r_info) == SB_IRELATIVE) goto ifunc;
+        }
+    }
+    return 0;
+ifunc:
+    return refuse(mod, "the module has an indirect function (ifunc), whose resolver the dynamic loader would run "
+                       "before the sandbox's system call filter");
+}
+
+/* Read the module at path and make its sandbox copy: 0, 1 when the module
+ * is refused (mod->why, the candidate's doing), or a status. */
+static int module_prepare(const char *path, sb_module *mod) {
+    *mod = (sb_module){.fd = -1};
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0) return kwb_fail(KWB_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(f, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr) || st.st_size > MAX_MODULE) {
+        close(f);
+        return kwb_fail(KWB_EIO, "%s is not a module a sandbox loads (%lld bytes)", path, (long long)st.st_size);
+    }
+    size_t size = (size_t)st.st_size;
+    mod->text = malloc(size);
+    ssize_t n = mod->text ? pread(f, mod->text, size, 0) : -1;
+    close(f);
+    if (n != (ssize_t)size) return kwb_fail(KWB_EIO, "cannot read %s", path);
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)mod->text;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_type != ET_DYN || eh->e_machine != SB_MACHINE ||
+        eh->e_phentsize != sizeof(Elf64_Phdr))
+        return refuse(mod, "the module is not a shared object of this machine");
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)file_at(mod, size, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof *ph);
+    if (!ph) return refuse(mod, "the module's program headers lie outside it");
+    Elf64_Dyn *dyn = NULL;
+    size_t ndyn = 0;
+    for (int i = 0; i < eh->e_phnum; i++)
+        if (ph[i].p_type == PT_DYNAMIC) {
+            dyn = (Elf64_Dyn *)file_at(mod, size, ph[i].p_offset, ph[i].p_filesz);
+            ndyn = ph[i].p_filesz / sizeof *dyn;
+        }
+    if (!dyn) return refuse(mod, "the module has no dynamic section");
+    if (runs_code_when_loaded(mod, size, eh)) return 1;
+    uint64_t strtab = 0, strsz = 0, arraysz = 0, needed[MAX_NEEDED];
+    size_t kept = 0, i;
+    for (i = 0; i < ndyn && dyn[i].d_tag != DT_NULL; i++) {
+        switch (dyn[i].d_tag) {
+        case DT_INIT: mod->init = dyn[i].d_un.d_ptr; continue;
+        case DT_INIT_ARRAY: mod->array = dyn[i].d_un.d_ptr; continue;
+        case DT_INIT_ARRAYSZ: arraysz = dyn[i].d_un.d_val; continue;
+        case DT_PREINIT_ARRAY: case DT_PREINIT_ARRAYSZ: continue;   /* (the loader runs a program's only) */
+        case DT_STRTAB: strtab = dyn[i].d_un.d_ptr; break;
+        case DT_STRSZ: strsz = dyn[i].d_un.d_val; break;
+        case DT_NEEDED:
+            if (mod->nneeded == MAX_NEEDED) return refuse(mod, "the module needs too many libraries");
+            needed[mod->nneeded++] = dyn[i].d_un.d_val;
+            break;
+        }
+        dyn[kept++] = dyn[i];   /* the rest kept in order; the freed entries end the section */
+    }
+    for (; kept < i; kept++) dyn[kept] = (Elf64_Dyn){.d_tag = DT_NULL};
+    if (arraysz % sizeof(uint64_t)) return refuse(mod, "the module's initialiser array has a partial entry");
+    mod->count = arraysz / sizeof(uint64_t);
+    const char *names = (const char *)addr_at(mod, size, ph, eh->e_phnum, strtab, strsz);
+    for (int k = 0; k < mod->nneeded; k++) {
+        const char *name = names && needed[k] < strsz ? names + needed[k] : NULL;
+        if (!name || !memchr(name, 0, strsz - needed[k]) || strchr(name, '/') || !*name)
+            return refuse(mod, "the module names a library by a path, or by no name the sandbox can load");
+        mod->needed[k] = name;
+    }
+    /* the copy: sealed, so what the sandbox maps is what was checked here */
+    mod->fd = memfd_create("kwb-module", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mod->fd < 0) return kwb_fail(KWB_EIO, "cannot make the module's copy: %s", strerror(errno));
+    for (size_t done = 0; done < size;) {
+        ssize_t w = write(mod->fd, mod->text + done, size - done);
+        if (w <= 0) return kwb_fail(KWB_EIO, "cannot write the module's copy: %s", strerror(errno));
+        done += (size_t)w;
+    }
+    if (fcntl(mod->fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0)
+        return kwb_fail(KWB_EIO, "cannot seal the module's copy: %s", strerror(errno));
+    return 0;
+}
+
+static void module_free(sb_module *mod) {
+    if (mod->fd >= 0) close(mod->fd);
+    free(mod->text);
+}
+
 struct kwb_sandbox {
     pid_t pid;
     int chan, status_fd, alive;
@@ -278,6 +555,9 @@ struct kwb_sandbox {
     char forbidden[120];             /* the system call it was stopped at, when one */
     cpu_set_t judge_cpus;            /* the caller's processors before the sandbox */
     int pinned;
+    uid_t uid;                       /* the sandbox's */
+    int borrowed;                    /* its uid is the caller's saved one (kill_sandbox) */
+    int hidden;                      /* counted in live_sandboxes (judge_hide) */
 };
 
 static double cpu_now(const kwb_sandbox *s) {
@@ -323,9 +603,11 @@ static void reap(kwb_sandbox *s, kwb_sandbox_result *r) {
     }
 }
 
+static void kill_sandbox(const kwb_sandbox *s);
+
 static void end(kwb_sandbox *s, kwb_sandbox_result *r) {
     if (!s->alive) return;
-    kill(s->pid, SIGKILL);
+    kill_sandbox(s);
     reap(s, r);
 }
 
@@ -334,6 +616,29 @@ static void note_syscall(kwb_sandbox *s, uint32_t nr) {
     snprintf(s->forbidden, sizeof s->forbidden, "system call %s (number %u), which the sandbox does not allow",
              name ? name : "?", nr);
     free(name);
+}
+
+/* A failure the sandbox reports, in the judge's words. */
+static const char *fail_text(int code) {
+    switch (code) {
+    case FAIL_FILTER: return "the sandbox cannot load its system call filter";
+    case FAIL_LOAD: return "the module does not load (the dynamic loader refused it)";
+    case FAIL_SYMBOL: return "no function of that name in the module";
+    case FAIL_FFI: return "libffi cannot describe the function";
+    case FAIL_MAP: return "the sandbox cannot map a buffer";
+    case FAIL_THREAD: return "the sandbox cannot start the thread of its module's initialisers";
+    default: return "the sandbox failed";
+    }
+}
+
+/* Whether a failure record is one the sandbox's own code sends while the
+ * judge waits for want: any other (a candidate's forgery) is ignored. */
+static int fail_expected(uint32_t want, int code) {
+    if (want == OP_LOADED) return code == FAIL_FILTER || code == FAIL_LOAD || code == FAIL_SYMBOL ||
+                                  code == FAIL_FFI || code == FAIL_THREAD;
+    if (want == OP_READY) return code == FAIL_FILTER || code == FAIL_THREAD;
+    if (want == OP_MAPPED) return code == FAIL_MAP;
+    return 0;
 }
 
 /* Wait for the reply to seq (op want): 0, or 1 when the sandbox ended or
@@ -348,9 +653,9 @@ static int await(kwb_sandbox *s, uint32_t seq, uint32_t want, double c0, double 
             int got = recv_msg(s->chan, m, got_fd, MSG_DONTWAIT);
             if (got == 1 && m->op == OP_SYSCALL) note_syscall(s, m->slot);
             else if (got == 1 && m->op == want && m->seq == seq) return 0;
-            else if (got == 1 && m->op == OP_FAIL) {
+            else if (got == 1 && m->op == OP_FAIL && fail_expected(want, m->status)) {
                 r->outcome = KWB_SANDBOX_CRASHED;
-                snprintf(r->detail, sizeof r->detail, "%s", m->text);
+                snprintf(r->detail, sizeof r->detail, "%s", fail_text(m->status));
                 end(s, NULL);
                 return 1;
             }
@@ -402,34 +707,127 @@ static int settle(kwb_sandbox *s, double c0, double limit_s, double *cpu, kwb_sa
     }
 }
 
-int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const kwb_ctype *args,
-                      uint32_t nargs, kwb_sandbox **out) {
+/* The judge is not dumpable while any sandbox of its lives: its memory
+ * (/proc/PID/mem) and its other /proc entries are not open to a process of
+ * its uid. Its own setting comes back with the last sandbox's end. */
+static int live_sandboxes, judge_dumpable;
+
+static void judge_hide(void) {
+    if (live_sandboxes++ == 0) judge_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+static void judge_show(void) {
+    if (--live_sandboxes == 0 && judge_dumpable > 0) prctl(PR_SET_DUMPABLE, judge_dumpable, 0, 0, 0);
+}
+
+/* The uid a sandbox runs as: 65534 when the caller is root; the caller's
+ * saved set-user-ID where it differs from its real and effective uids (a
+ * host worker of a pool run by root carries its sandboxes' uid there:
+ * kwb_sandbox_take_uid); else the caller's own, for want of any other. */
+static uid_t sandbox_uid(int *borrowed) {
+    uid_t r, e, saved;
+    *borrowed = 0;
+    if (getresuid(&r, &e, &saved) != 0) return geteuid();
+    if (e == 0) return 65534;
+    if (saved != r && saved != e) { *borrowed = 1; return saved; }
+    return e;
+}
+
+int kwb_sandbox_take_uid(void) {
+    uid_t r, e, saved;
+    if (getresuid(&r, &e, &saved) != 0 || r == e || r == 0 || e == 0) return 0;
+    /* started with its sandboxes' uid as the real one (exec keeps the real
+     * uid, not the saved one): that becomes the saved one, its own uid the
+     * real and effective. The C library's secure mode, which such a start
+     * sets, took TMPDIR away; it comes back from TMP. */
+    if (setresuid(e, e, r) != 0) return -1;
+    const char *tmp = getenv("TMP");
+    if (tmp && !getenv("TMPDIR")) setenv("TMPDIR", tmp, 1);
+    return 1;
+}
+
+/* SIGKILL to the sandbox. One of a borrowed uid is signalled with that uid
+ * as this thread's effective one, for the kill alone (the system call, not
+ * the C library's wrapper, which would change every thread's); changing it
+ * clears this thread's parent-death signal, set again after. */
+static void kill_sandbox(const kwb_sandbox *s) {
+    if (!s->borrowed) { kill(s->pid, SIGKILL); return; }
+    int pdeath = 0;
+    prctl(PR_GET_PDEATHSIG, &pdeath, 0, 0, 0);
+    uid_t me = geteuid();
+    syscall(SYS_setresuid, -1, s->uid, -1);
+    kill(s->pid, SIGKILL);
+    syscall(SYS_setresuid, -1, me, -1);
+    if (pdeath) prctl(PR_SET_PDEATHSIG, pdeath, 0, 0, 0);
+}
+
+/* How long kwb's own start of a sandbox (exec, the libraries, the module)
+ * may take, in CPU seconds; the module's initialisers have the caller's limit. */
+enum { LOAD_LIMIT_S = 60 };
+
+/* What a start that failed was, in the judge's words: a status (r filled
+ * for KWB_ERUN, the candidate's doing). */
+static int start_failed(const kwb_sandbox_result *r, const sb_msg *m, int loaded, const char *symbol, double limit_s) {
+    const char *when = "while its module loaded";
+    if (r->outcome == KWB_SANDBOX_FORBIDDEN) return kwb_fail(KWB_ERUN, "%s, the candidate made a %s", when, r->detail);
+    if (!loaded && m->op == OP_FAIL && m->status == FAIL_SYMBOL)
+        return kwb_fail(KWB_ENOSYM, "no function %s in the module", symbol);
+    if (!loaded) return kwb_fail(KWB_EIO, "the sandbox did not start: %s", r->detail);
+    if (r->outcome == KWB_SANDBOX_TIMEOUT)
+        return kwb_fail(KWB_ERUN, "%s, its initialisers ran past the timeout (the timeout is %g s of CPU time); its "
+                                  "sandbox was killed", when, limit_s);
+    return kwb_fail(KWB_ERUN, "its sandbox %s %s", r->detail, when);
+}
+
+int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const kwb_ctype *args, uint32_t nargs,
+                      const kwb_sandbox_opts *o, kwb_sandbox **out, kwb_sandbox_result *r) {
     *out = NULL;
+    *r = (kwb_sandbox_result){.outcome = KWB_SANDBOX_OK};
     if (nargs > MAX_ARGS) return kwb_fail(KWB_EINVAL, "%s: more than %d arguments", symbol, MAX_ARGS);
     char sig[MAX_ARGS + 2];
     sig[0] = (char)('0' + ret);
     for (uint32_t i = 0; i < nargs; i++) sig[i + 1] = (char)('0' + args[i]);
     sig[nargs + 1] = 0;
-    int mod = open(path, O_RDONLY | O_CLOEXEC);
-    if (mod < 0) return kwb_fail(KWB_EIO, "cannot open %s: %s", path, strerror(errno));
-    int sv[2];
+    sb_module mod;
+    int rc = module_prepare(path, &mod);
+    if (rc == 1) {
+        r->outcome = KWB_SANDBOX_FORBIDDEN;
+        snprintf(r->detail, sizeof r->detail, "%s", mod.why);
+        rc = kwb_fail(KWB_ERUN, "%s", mod.why);
+    }
+    if (rc) { module_free(&mod); return rc; }
+    char init[20], array[20], count[20];
+    snprintf(init, sizeof init, "%llx", (unsigned long long)mod.init);
+    snprintf(array, sizeof array, "%llx", (unsigned long long)mod.array);
+    snprintf(count, sizeof count, "%llx", (unsigned long long)mod.count);
+    char *argv[8 + MAX_NEEDED] = {"kwb", "--sandbox-child", (char *)symbol, sig, init, array, count};
+    for (int i = 0; i < mod.nneeded; i++) argv[7 + i] = (char *)mod.needed[i];
+    char *const envp[] = {NULL};
+    int sv[2], quiet = -1;
+    if (!o->keep_output && (quiet = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0) {
+        module_free(&mod);
+        return kwb_fail(KWB_EIO, "cannot open /dev/null: %s", strerror(errno));
+    }
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-        close(mod);
+        module_free(&mod);
+        if (quiet >= 0) close(quiet);
         return kwb_fail(KWB_EIO, "cannot make the sandbox's channel: %s", strerror(errno));
     }
     kwb_sandbox *s = calloc(1, sizeof *s);
-    if (!s) { close(mod); close(sv[0]); close(sv[1]); return kwb_fail(KWB_ENOMEM, "out of memory"); }
-    s->mapped = calloc(MAX_SLOTS, sizeof *s->mapped);
-    if (!s->mapped) { free(s); close(mod); close(sv[0]); close(sv[1]); return kwb_fail(KWB_ENOMEM, "out of memory"); }
-    char *const argv[] = {"kwb", "--sandbox-child", (char *)symbol, sig, NULL};
-    char *const envp[] = {NULL};
+    if (s) s->mapped = calloc(MAX_SLOTS, sizeof *s->mapped);
+    if (!s || !s->mapped) {
+        if (s) free(s);
+        module_free(&mod); close(sv[0]); close(sv[1]);
+        if (quiet >= 0) close(quiet);
+        return kwb_fail(KWB_ENOMEM, "out of memory");
+    }
+    s->chan = s->status_fd = -1;
     int root = geteuid() == 0;
+    s->uid = sandbox_uid(&s->borrowed);
     pid_t parent = getpid();
-    /* while the module's constructors run, unfiltered reads of files are
-     * allowed: this process is not dumpable meanwhile, so its memory is not
-     * one of them (/proc/PID/mem needs ptrace access) */
-    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    judge_hide();
+    s->hidden = 1;
     /* The sandbox and its caller share one processor (the caller's now) for
      * the sandbox's life: the inputs the caller draws before each call are
      * in that processor's caches when the kernel runs, every call alike, and
@@ -441,16 +839,20 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
         CPU_SET(cpu, &one);
         s->pinned = sched_setaffinity(0, sizeof one, &one) == 0;
     }
+    uid_t uid = s->uid;
     pid_t pid = fork();
     if (pid == 0) {   /* only async-signal-safe calls until exec */
-        int c = fcntl(sv[1], F_DUPFD, 10), m = fcntl(mod, F_DUPFD, 10);   /* out of the way first */
+        /* out of the way first */
+        int c = fcntl(sv[1], F_DUPFD, 10), m = fcntl(mod.fd, F_DUPFD, 10), q = quiet >= 0 ? fcntl(quiet, F_DUPFD, 10) : -1;
         if (c < 0 || m < 0 || dup2(c, FD_CHAN) < 0 || dup2(m, FD_MODULE) < 0) _exit(126);
+        if (quiet >= 0 && (q < 0 || dup2(q, 1) < 0 || dup2(q, 2) < 0)) _exit(126);
         syscall(SYS_close_range, FD_MODULE + 1, ~0u, 0);
         int keep[] = {FD_CHAN, FD_MODULE};
         for (int i = 0; i < 2; i++) fcntl(keep[i], F_SETFD, 0);
         struct rlimit zero = {0, 0};
         setrlimit(RLIMIT_CORE, &zero);
-        if (root && (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) _exit(125);
+        if (root && (setgroups(0, NULL) != 0 || setgid(65534) != 0)) _exit(125);
+        if (uid != geteuid() && syscall(SYS_setresuid, uid, uid, uid) != 0) _exit(125);
         prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         if (getppid() != parent) _exit(125);
@@ -460,13 +862,11 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
         _exit(127);
     }
     close(sv[1]);
-    close(mod);
+    module_free(&mod);
+    if (quiet >= 0) close(quiet);
     if (pid < 0) {
-        prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
-        if (s->pinned) sched_setaffinity(0, sizeof s->judge_cpus, &s->judge_cpus);
         close(sv[0]);
-        free(s->mapped);
-        free(s);
+        kwb_sandbox_free(s);
         return kwb_fail(KWB_EIO, "cannot start a sandbox: %s", strerror(errno));
     }
     s->pid = pid;
@@ -478,31 +878,26 @@ int kwb_sandbox_start(const char *path, const char *symbol, kwb_ctype ret, const
     snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
     s->status_fd = open(p, O_RDONLY | O_CLOEXEC);
     if (s->status_fd < 0 || clock_getcpuclockid(pid, &s->clock) != 0) {
-        prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
         kwb_sandbox_free(s);
         return kwb_fail(KWB_EIO, "cannot watch the sandbox (pid %d): %s", (int)pid, strerror(errno));
     }
-    sb_msg m;
-    kwb_sandbox_result r = {0};
-    int ended = await(s, 0, OP_READY, 0, 60, &m, &r, NULL);
-    prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
-    if (ended) {
-        int status = m.op == OP_FAIL && m.status ? m.status : KWB_EIO, rc;
-        if (r.outcome == KWB_SANDBOX_FORBIDDEN)   /* a constructor of the module's */
-            rc = kwb_fail(KWB_ERUN, "while its module loaded, the candidate made a %s", r.detail);
-        else if (status == KWB_ENOSYM) rc = kwb_fail(KWB_ENOSYM, "%s", r.detail);
-        else rc = kwb_fail(status, "the sandbox did not start: %s", r.detail);
-        kwb_sandbox_free(s);
-        return rc;
-    }
-    double asleep;
-    if (settle(s, 0, 60, &asleep, &r)) {
-        kwb_sandbox_free(s);
-        return kwb_fail(KWB_EIO, "the sandbox did not start: %s", r.detail);
-    }
+    /* loaded (kwb's own work and the system's libraries'), asleep; then its
+     * module's initialisers, on the caller's limit from there */
+    sb_msg m = {0};
+    double c0, asleep;
+    int loaded = 0;
+    if (await(s, 0, OP_LOADED, 0, LOAD_LIMIT_S, &m, r, NULL) || settle(s, 0, LOAD_LIMIT_S, &c0, r)) goto failed;
+    loaded = 1;
+    m = (sb_msg){.op = OP_GO};
+    if (send_msg(s->chan, &m, -1)) { end(s, r); goto failed; }
+    if (await(s, 0, OP_READY, c0, o->limit_s, &m, r, NULL) || settle(s, c0, o->limit_s, &asleep, r)) goto failed;
     s->cpu_end = asleep;
     *out = s;
     return 0;
+failed:
+    rc = start_failed(r, &m, loaded, symbol, o->limit_s);
+    kwb_sandbox_free(s);
+    return rc;
 }
 
 /* Send count records at once (one sendmmsg a chunk: the sandbox, on this
@@ -690,6 +1085,7 @@ int kwb_sandbox_pid(const kwb_sandbox *s) { return s->alive ? (int)s->pid : 0; }
 void kwb_sandbox_free(kwb_sandbox *s) {
     if (!s) return;
     end(s, NULL);
+    if (s->hidden) judge_show();
     if (s->pinned) sched_setaffinity(0, sizeof s->judge_cpus, &s->judge_cpus);
     if (s->chan >= 0) close(s->chan);
     if (s->status_fd >= 0) close(s->status_fd);

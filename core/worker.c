@@ -43,7 +43,7 @@ struct kwb_worker {
 void kwb_worker_opts_default(kwb_worker_opts *o) {
     *o = (kwb_worker_opts){.scratch_parent = "/tmp", .cpu_s = 3600, .fsize = 1ull << 30,
                            .nproc = 256, .as = 0, .output_cap = 64 << 10,
-                           .uid = 65534, .gid = 65534, .isolate = 1};
+                           .uid = 65534, .gid = 65534, .isolate = 1, .sandbox_uid = -1};
 }
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -139,7 +139,10 @@ static void child(const kwb_worker_opts *o, const char *scratch, int sock, int o
     limit(RLIMIT_FSIZE, o->fsize);
     limit(RLIMIT_AS, o->as);
     if (getuid() == 0 || geteuid() == 0) {
-        if (setgroups(0, NULL) != 0 || setgid((gid_t)o->gid) != 0 || setuid((uid_t)o->uid) != 0) {
+        /* a second uid, its sandboxes', rides in the real uid through exec
+         * (which overwrites the saved one): kwb_sandbox_take_uid puts it there */
+        uid_t real = o->sandbox_uid >= 0 && o->sandbox_uid != o->uid ? (uid_t)o->sandbox_uid : (uid_t)o->uid;
+        if (setgroups(0, NULL) != 0 || setgid((gid_t)o->gid) != 0 || setresuid(real, (uid_t)o->uid, (uid_t)o->uid) != 0) {
             say("cannot drop root: ", strerror(errno));
             _exit(125);
         }

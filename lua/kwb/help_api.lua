@@ -106,9 +106,11 @@ return {
     "A callable kernel for the module's function: mod:fn \"void f(int n, float *x)\" or "
     .. "mod:fn(\"f\", \"void(int, float*)\"). fn(...) takes exactly the declared arguments (pointers: a host buffer, "
     .. "nil or a light userdata) and returns the C return value. info.code \"no-symbol\" when the module lacks it." },
-  { "mod:sandbox", "mod:sandbox(prototype) -> sb | nil, message, info",
-    "Runs the function in a process of its own; the buffers sb:call passes are shared with it. info.code "
-    .. "\"no-symbol\", \"forbidden\" (the object has constructors) or \"sandbox-failed\"." },
+  { "mod:sandbox", "mod:sandbox(prototype [, { timeout =, output = }]) -> sb | nil, message, info",
+    "Runs the function in a process of its own; the buffers sb:call passes are shared with it. Its module's "
+    .. "constructors run there under the sandbox's filter, timeout CPU seconds at most (default 60); output = true "
+    .. "gives it this process's stdout and stderr (else /dev/null). info.code \"no-symbol\", \"forbidden\", "
+    .. "\"timeout\" or \"crashed\" (what its constructors did) or \"sandbox-failed\"." },
   { "fn:time", "fn:time(opts, ...) -> stats | nil, message, info",
     "Times fn called with the arguments after opts (nil for the defaults); what kwb.host.time calls. info.code "
     .. "\"timing-failed\" on a failure." },

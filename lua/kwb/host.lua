@@ -195,15 +195,19 @@ function Module:fn(name, sig)
   return core.host_fn(self.ud, name, ret, args)
 end
 
--- mod:sandbox "void f(int n, float *x)" -> the function in a process of its
--- own (core/sandbox.c): sb:call(limit_s, args...) -> { cpu =, wall =,
--- between = } | nil, why, { code = "crashed" | "forbidden" | "timeout" };
--- sb:close(). Or nil, message, { code = "no-symbol" | "sandbox-failed" }.
-function Module:sandbox(proto)
+-- mod:sandbox("void f(int n, float *x)" [, { timeout =, output = }]) -> the
+-- function in a process of its own (core/sandbox.c): sb:call(limit_s,
+-- args...) -> { cpu =, wall =, between = } | nil, why, { code = "crashed" |
+-- "forbidden" | "timeout" }; sb:close(). Or nil, message, { code =
+-- "no-symbol" | "sandbox-failed", or "forbidden" | "timeout" | "crashed" for
+-- what its module did while it loaded (its initialisers run in the sandbox,
+-- `timeout` CPU seconds at most, default 60) }. output: true to give it this
+-- process's stdout and stderr, else they go to /dev/null.
+function Module:sandbox(proto, opts)
   local ret, args, name = M.parse_signature(proto)
   if not name then error("the prototype needs a function name", 2) end
   no_tensor_maps(args, proto)
-  return core.host_sandbox(self.path, name, ret, args)
+  return core.host_sandbox(self.path, name, ret, args, opts)
 end
 
 function Module:__tostring()

@@ -95,7 +95,9 @@ function M.environment(extra, deny)
     end
   end
   table.sort(env)
-  for _, kv in ipairs { "HOME=%SCRATCH%", "TMPDIR=%SCRATCH%/tmp", "KWB_CACHE=%SCRATCH%/kwb.db" } do
+  -- (TMP as well: a worker started with a second uid loses TMPDIR to the C
+  -- library's secure mode and takes it back from TMP, kwb_sandbox_take_uid)
+  for _, kv in ipairs { "HOME=%SCRATCH%", "TMPDIR=%SCRATCH%/tmp", "TMP=%SCRATCH%/tmp", "KWB_CACHE=%SCRATCH%/kwb.db" } do
     env[#env + 1] = kv
   end
   -- where kwb was started: paths relative to it (kernels/...) resolve there (kwb.host.resolve)
@@ -200,20 +202,30 @@ end
 -- leftover process of one run's candidate cannot signal the other's.
 M.uid_locks = "/tmp/kwb-worker-uids"
 
-local function claim_uid(pool, slot)
-  if slot.uid_lock or not pool.claim_uids then return end
+-- A host worker's sandboxes (core/sandbox.c) get a second uid from the same
+-- range, claimed the same way from its top down: no process of a candidate
+-- shares a uid with its judge, or with another worker's candidates.
+local function claim(pool, first, last, step, what)
   mkdirs(M.uid_locks)
-  for u = M.uid_base, M.uid_last do
+  for u = first, last, step do
     if not pool.claimed[u] then
       local lock = core.flock(string.format("%s/%d.lock", M.uid_locks, u), { wait = false })
       if lock then
-        slot.uid, slot.uid_lock, pool.claimed[u] = u, lock, true
-        return
+        pool.claimed[u] = true
+        return u, lock
       end
     end
   end
-  error(string.format("no worker uid is free: every one of %d..%d is held by another kwb's workers",
-                      M.uid_base, M.uid_last), 0)
+  error(string.format("no %s uid is free: every one of %d..%d is held by another kwb's workers",
+                      what, M.uid_base, M.uid_last), 0)
+end
+
+local function claim_uid(pool, slot)
+  if not pool.claim_uids then return end
+  if not slot.uid_lock then slot.uid, slot.uid_lock = claim(pool, M.uid_base, M.uid_last, 1, "worker") end
+  if pool.backend == "host" and not slot.sandbox_lock then
+    slot.sandbox_uid, slot.sandbox_lock = claim(pool, M.uid_last, M.uid_base, -1, "sandbox")
+  end
 end
 
 function Pool:start_worker(slot)
@@ -222,6 +234,7 @@ function Pool:start_worker(slot)
     argv = { "kwb", "worker" }, env = slot.env, scratch_in = self.scratch_in, lock = slot.lock,
     cpu = self.limits.cpu, fsize = self.limits.fsize, nproc = self.limits.nproc, as = self.limits.as,
     output_cap = self.limits.output_cap, isolate = self.isolate, uid = slot.uid, gid = self.gid,
+    sandbox_uid = slot.sandbox_uid,
   }
   if not w then error("cannot start a worker: " .. msg, 0) end
   slot.worker = w
@@ -407,6 +420,11 @@ function Pool:close()
       self.claimed[slot.uid] = nil
       slot.uid_lock:unlock()
       slot.uid_lock = nil
+    end
+    if slot.sandbox_lock then
+      self.claimed[slot.sandbox_uid] = nil
+      slot.sandbox_lock:unlock()
+      slot.sandbox_uid, slot.sandbox_lock = nil, nil
     end
   end
 end

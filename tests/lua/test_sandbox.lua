@@ -187,4 +187,107 @@ t.test("sandbox_module_built_for_a_sandbox_does_not_load_here", function()
   t.truthy(why:find("was built to run in a sandbox, not here", 1, true), why)
 end)
 
+-- No candidate code runs before the strict filter: a module's constructors
+-- run in the sandbox under it, so the judge's /proc entries are out of
+-- reach from a constructor as from the kernel (and the sandbox runs as
+-- another uid, kwb_sandbox_start).
+local me = tonumber(read("/proc/self/stat"):match("^(%d+)"))
+for _, what in ipairs { "cmdline", "mem" } do
+  t.test("sandbox_constructor_cannot_open_the_judges_proc_" .. what, function()
+    local mod = assert(host.compile { file = "tests/sandbox/judge_proc.c", no_load = true,
+                                      defines = { IN_CTOR = 1, JUDGE = me, WHAT = what } })
+    local sb, why, info = mod:sandbox(proto)
+    t.eq(sb, nil)
+    t.eq(info.code, "forbidden")
+    t.eq(why, "while its module loaded, the candidate made a system call openat (number 257), which the sandbox "
+              .. "does not allow")
+  end)
+  t.test("sandbox_kernel_cannot_open_the_judges_proc_" .. what, function()
+    local mod = assert(host.compile { file = "tests/sandbox/judge_proc.c", no_load = true, defines = { WHAT = what } })
+    local _, why, info = assert(mod:sandbox(proto)):call(1, me, a, c)
+    t.eq(info.code, "forbidden")
+    t.eq(why, "system call openat (number 257), which the sandbox does not allow")
+  end)
+end
+
+t.test("sandbox_uid_differs_from_the_judges", function()
+  local sb = assert(sandbox "add.c")
+  local status = assert(read("/proc/" .. sb:pid() .. "/status"))
+  local judge = assert(read("/proc/self/status")):match("\nUid:\t(%d+)")
+  t.truthy(status:match("\nUid:\t(%d+)") ~= judge, status)
+  sb:close()
+end)
+
+-- A constructor that spins is stopped at the limit given (the recipe's
+-- timeout), not a minute later.
+t.test("sandbox_constructor_past_its_limit_is_timeout", function()
+  local mod = assert(host.compile { source = "__attribute__((constructor)) static void s(void) { for (volatile int x = 0;; x++) {} }\n"
+                                              .. "void add(int n, const float *a, float *c) { (void)n; (void)a; (void)c; }\n",
+                                    name = "ctor_spin.c", no_load = true })
+  local t0 = core.now()
+  local sb, why, info = mod:sandbox(proto, { timeout = 0.3 })
+  t.eq(sb, nil)
+  t.eq(info.code, "timeout")
+  t.eq(why, "while its module loaded, its initialisers ran past the timeout (the timeout is 0.3 s of CPU time); its "
+            .. "sandbox was killed")
+  t.truthy(core.now() - t0 < 10, "stopped soon after")
+end)
+
+-- A module's initialisers still run, before the first call.
+t.test("sandbox_runs_a_constructor_before_the_first_call", function()
+  local mod = assert(host.compile { source = "static float one;\n__attribute__((constructor)) static void s(void) { one = 1; }\n"
+                                              .. "void add(int n, const float *a, float *c) { for (int i = 0; i < n; i++) c[i] = a[i] + one; }\n",
+                                    name = "ctor_one.c", no_load = true })
+  local sb = assert(mod:sandbox(proto))
+  c:poison()
+  assert(sb:call(1, 1000, a, c))
+  t.eq(c[7], (string.unpack("f", string.pack("f", a[7] + 1))))
+  sb:close()
+end)
+
+-- An indirect function's resolver would run while the module loads: refused.
+t.test("sandbox_refuses_a_module_with_an_ifunc", function()
+  local mod = assert(host.compile { source = "static void add_impl(int n, const float *a, float *c) { for (int i = 0; i < n; i++) c[i] = a[i] + 1; }\n"
+                                              .. "static void *pick(void) { return (void *)add_impl; }\n"
+                                              .. "void add(int n, const float *a, float *c) __attribute__((ifunc(\"pick\")));\n",
+                                    name = "ifunc.c", no_load = true })
+  local sb, why, info = mod:sandbox(proto)
+  t.eq(sb, nil)
+  t.eq(info.code, "forbidden")
+  t.eq(why, "the module has an indirect function (ifunc), whose resolver the dynamic loader would run before the "
+            .. "sandbox's system call filter")
+end)
+
+-- Text from the sandbox never becomes a reason: a failure record is a code
+-- the judge says in its own words, taken only where the sandbox's own code
+-- sends one (a kernel's forgery is ignored).
+t.test("sandbox_failure_record_forged_by_a_kernel_is_ignored", function()
+  local sb = assert(sandbox "forge.c")
+  c:poison()
+  local r, why = sb:call(1, 1000, a, c)
+  t.truthy(r, why)
+  t.eq(c[1000], (string.unpack("f", string.pack("f", a[1000] + 1))))
+  sb:close()
+end)
+
+-- Its stdout and stderr: /dev/null unless asked for (a worker's, which its
+-- pool captures as the result's output).
+t.test("sandbox_output_goes_nowhere_unless_asked_for", function()
+  local mod = assert(host.compile { file = "tests/sandbox/say.c", no_load = true })
+  local script = [[
+local core = require "kwb.core"
+local a, c = core.buffer("f32", 4), core.buffer("f32", 4)
+for _, keep in ipairs { false, true } do
+  local sb = assert(core.host_sandbox(%q, "add", "void", { "i32", "ptr", "ptr" }, { output = keep }))
+  assert(sb:call(1, 4, a, c))
+  sb:close()
+  io.stdout:write(keep and "kept\n" or "quiet\n")
+  io.stdout:flush()
+end]]
+  local p = io.popen("./kwb -e '" .. script:format(mod.path):gsub("'", "'\\''") .. "' 2>&1")
+  local out = p:read("a")
+  p:close()
+  t.eq(out, "quiet\nsandbox-says-out\nsandbox-says-err\nkept\n")
+end)
+
 t.done()

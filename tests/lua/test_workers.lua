@@ -96,6 +96,28 @@ t.test("test_each_worker_of_a_pool_has_its_own_uid", function()
   t.raises(function() workers.pool { uid = -1 } end, "a pool's uid must be an integer >= 0, got -1")
 end)
 
+-- A host worker's sandboxes run as a uid of their own, claimed like the
+-- workers' from the top of the range: the worker carries it as its saved
+-- set-user-ID (kill(2) lets a process signal one whose real or saved uid is
+-- its real or effective one, so the sandbox could signal its worker but for
+-- its filter; the worker borrows the uid to kill it), and it can neither
+-- trace nor read the worker (ptrace needs all three uids alike).
+t.test("test_worker_sandbox_runs_as_its_own_uid", function()
+  local r = pool:call("worker_probe.sandbox_identity", {})
+  t.truthy(r.ok, r.reason)
+  local id = r.value
+  local real, eff, saved = id.judge:match("^(%d+)\t(%d+)\t(%d+)")
+  local sb = id.sandbox:match("^(%d+)")
+  t.eq(real, eff, "the worker's own uid, real and effective")
+  t.eq(id.sandbox, string.rep(sb .. "\t", 3) .. sb, "the sandbox's, all four")
+  t.eq(saved, sb, "kept as the worker's saved uid")
+  t.truthy(sb ~= real, id.judge .. " / " .. id.sandbox)
+  t.truthy(tonumber(sb) >= workers.uid_base and tonumber(sb) <= workers.uid_last, sb)
+  t.eq(id.ran, true)
+  t.eq(id.spin, "past its limit of 0.2 s")
+  t.eq(id.spin_gone, true, "killed")
+end)
+
 t.test("test_worker_refuses_to_run_as_root_and_the_pool_says_so", function()
   local p = workers.pool { n = 1, uid = 0, gid = 0 }
   local ok, err = pcall(p.call, p, "worker_probe.identity", {})

@@ -29,6 +29,32 @@ function M.steps(a, b)
   return "stepped"
 end
 
+-- A sandbox started here (core/sandbox.c): its uids and this worker's, as
+-- /proc says (real, effective, saved), whether it ran a call, and whether
+-- one past its limit was killed (a sandbox of another uid is signalled by
+-- borrowing it).
+function M.sandbox_identity()
+  local host = require "kwb.host"
+  local function uids(pid)
+    local f = io.open("/proc/" .. pid .. "/status")
+    local st = f and f:read("a") or ""
+    if f then f:close() end
+    return st:match("\nUid:\t([^\n]*)")
+  end
+  local mod = assert(host.compile { file = host.resolve("tests/sandbox/add.c"), no_load = true })
+  local a, c = core.buffer("f32", 4), core.buffer("f32", 4)
+  local sb = assert(mod:sandbox "void add(int n, const float *a, float *c)")
+  local ran = sb:call(1, 4, a, c) ~= nil
+  local out = { sandbox = uids(sb:pid()), judge = uids("self"), ran = ran }
+  sb:close()
+  local spin = assert(host.compile { file = host.resolve("tests/sandbox/spin.c"), no_load = true })
+  sb = assert(spin:sandbox "void add(int n, const float *a, float *c)")
+  local pid = sb:pid()
+  local _, why = sb:call(0.2, 4, a, c)
+  out.spin, out.spin_gone = why, io.open("/proc/" .. pid .. "/status") == nil
+  return out
+end
+
 function M.identity()
   local f = io.open("/proc/self/status")
   local status = f and f:read("a") or ""

@@ -8,6 +8,7 @@ local ceilings = require "kwb.ceilings"
 local core = require "kwb.core"
 local host = require "kwb.host"
 local rules = require "kwb.rules"
+local worker = require "kwb.worker"
 
 local B = { name = "host", error_line = "[^\n]*error:[^\n]*" }
 
@@ -129,10 +130,18 @@ function B.check_built(rs, mod, _, pp)
   return rs:check_symbols(syms, pp)
 end
 
-function B.entry(mod, _, _, prototype)
+-- The sandbox's start: its module's initialisers run there, on the recipe's
+-- timeout; what they do wrong is the candidate's outcome (forbidden, timeout,
+-- crashed). Its stdout and stderr are a worker's captured output (the
+-- result's `output`, never a reason, a log or a prompt); in the main
+-- process, /dev/null.
+local candidate_doing = { forbidden = true, timeout = true, crashed = true }
+
+function B.entry(mod, _, recipe, prototype)
   local ret, args, name = host.parse_signature(prototype)
-  local sb, msg, info = core.host_sandbox(mod.path, name, ret, args)
-  if not sb and info.code == "forbidden" then return nil, msg, "forbidden" end
+  local sb, msg, info = core.host_sandbox(mod.path, name, ret, args,
+                                          { timeout = recipe.budget.timeout, output = worker.serving() })
+  if not sb and candidate_doing[info.code] then return nil, msg, info.code end
   if not sb then return nil, msg .. " (candidates export " .. prototype .. ")" end
   return setmetatable({ sb = sb }, Sandboxed)
 end

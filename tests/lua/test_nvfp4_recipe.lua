@@ -338,7 +338,7 @@ t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
       sizes[#sizes + 1] = n
     end
   end
-  t.eq(table.concat(sizes, " "), "7 8 162", "the points each sweep may take")
+  t.eq(table.concat(sizes, " "), "7 4 162", "the points each sweep may take")
 end)
 
 t.test("nvfp4_problem_bytes_are_a_lower_bound", function()
@@ -425,7 +425,7 @@ if cuda.nvrtc_version() then
         end
       end
     end
-    t.eq(#rspecs, 7 + 8)
+    t.eq(#rspecs, 7 + 4)
     for i, m in ipairs(cuda.compile_all(rspecs)) do
       t.truthy(m.resources and m.resources.w4_up_rg2 and m.resources.w4_down_rg2, "reply point " .. i .. ": " .. tostring(m.error))
       for k, res in pairs(m.resources or {}) do

@@ -59,6 +59,43 @@ local function field_line(site, field)
   return line
 end
 
+-- ---- the recipe's own functions ---------------------------------------
+
+-- A recipe's accept, score and space.restrict run under an instruction
+-- bound: at most M.call_steps Lua VM instructions a call (about a third of a
+-- second), counted by a hook on the coroutine the call runs in, so one that
+-- loops forever is an error naming the recipe's file and the field, not a
+-- hang. Once the bound is passed every further instruction raises, so a pcall
+-- inside the function cannot catch its way past it.
+M.call_steps = 100000000
+
+local Overrun = {}   -- the hook's error, told apart from the function's own
+
+local function overrun()
+  debug.sethook(coroutine.running(), function() error(Overrun, 0) end, "", 1)
+  error(Overrun, 0)
+end
+
+-- bounded(site, field, fn, ...) -> fn(...) under the bound, or raises a
+-- schema error at the field's line: the overrun, or fn's own error.
+local function bounded(site, field, fn, ...)
+  local co = coroutine.create(fn)
+  debug.sethook(co, overrun, "", M.call_steps)
+  local res = table.pack(coroutine.resume(co, ...))
+  if res[1] and coroutine.status(co) ~= "dead" then
+    res = { false, string.format("%s:%d: recipe field '%s': yielded (it may not wait or yield)", site.file,
+                                 field_line(site, field), field) }
+  end
+  if res[1] then return table.unpack(res, 2, res.n) end
+  local line = field_line(site, field)
+  local why = res[2] == Overrun and string.format("still running after %d Lua instructions (a loop that never ends?)",
+                                                  M.call_steps)
+              or "failed: " .. tostring(res[2])
+  error(setmetatable({ code = "bad-recipe", file = site.file, line = line,
+                       message = string.format("%s:%d: recipe field '%s': %s", site.file, line, field, why) },
+                     M.SchemaError), 0)
+end
+
 -- ---- the schema ---------------------------------------------------------
 
 local fields = {}   -- (their one description: kwb/help.lua)
@@ -96,7 +133,7 @@ function Checker:fail(field, expected, got, hint)
 end
 
 function Checker:unknown(field, names, prefix)
-  local near = nearest(tostring(field), names)
+  local near = type(field) == "string" and nearest(field, names) or nil
   local msg = string.format("unknown recipe field '%s%s'", prefix or "", tostring(field))
   if near then msg = msg .. string.format(" (did you mean '%s%s'?)", prefix or "", near)
   else msg = msg .. " (known: " .. table.concat(names, ", ") .. ")" end
@@ -108,7 +145,9 @@ function Checker:path(field, p)
   local full = p:sub(1, 1) == "/" and p or (self.dir .. "/" .. p)
   local f = io.open(full, "r")
   if not f then self:fail(field, string.format("no file %s (paths are relative to the recipe's file)", full), false) end
+  local got, err = f:read(0)   -- (a directory opens, and fails to read)
   f:close()
+  if got == nil and err then self:fail(field, string.format("a file to read, but %s: %s", full, err), false) end
   return full
 end
 
@@ -143,18 +182,30 @@ end
 local function positive_integer(c, f, v)
   if math.type(v) ~= "integer" or v < 1 then c:fail(f, "a positive integer", v) end
 end
+-- (inf is no number a recipe means: it is neither a limit nor storable)
 local function positive_number(c, f, v)
-  if type(v) ~= "number" or not (v > 0) then c:fail(f, "a positive number", v) end
+  if type(v) ~= "number" or not (v > 0 and v < math.huge) then c:fail(f, "a positive number", v) end
 end
 local function nonneg_number(c, f, v)
-  if type(v) ~= "number" or not (v >= 0) then c:fail(f, "a number >= 0", v) end
+  if type(v) ~= "number" or not (v >= 0 and v < math.huge) then c:fail(f, "a number >= 0", v) end
+end
+local function at_most(limit, why, check)
+  return function(c, f, v)
+    check(c, f, v)
+    if v > limit then c:fail(f, string.format("at most %g (%s)", limit, why), v) end
+  end
 end
 local function a_string(c, f, v)
   if type(v) ~= "string" or v == "" then c:fail(f, "a non-empty string", v) end
 end
 
+-- A call's timeout is at most the CPU time a worker may spend (kwb.workers'
+-- limits.cpu), which would end a longer call first.
+M.max_timeout, M.max_minutes = 3600, 525600
 local budget_spec = { names = { "candidates", "minutes", "timeout", "cost" },
-                      check = { candidates = positive_integer, minutes = positive_number, timeout = positive_number,
+                      check = { candidates = positive_integer,
+                                minutes = at_most(M.max_minutes, "a year", positive_number),
+                                timeout = at_most(M.max_timeout, "seconds a call: a worker's CPU limit", positive_number),
                                 cost = positive_number } }
 -- model = { ... } is checked in kwb/recipe_model.lua
 local model_check = require("kwb.recipe_model")({ positive_integer = positive_integer, positive_number = positive_number,
@@ -203,6 +254,8 @@ function Checker:shapes(p, v, field)
       if i > #p.vars then
         local s = {}
         for k, x in pairs(cur) do s[k] = x end
+        local ok, err = p:check_shape(s)
+        if not ok then self:fail(field, err, false) end
         out[#out + 1] = s
         return
       end
@@ -230,8 +283,11 @@ function Checker:candidate_spec(field, v)
     if not ({ file = 1, source = 1, defines = 1, name = 1 })[k] then self:unknown(k, { "file", "source", "defines", "name" }, field .. ".") end
   end
   local c = { defines = v.defines, name = v.name, source = v.source, resolved = true }
+  if v.file and v.source ~= nil then self:fail(field, "'file' or 'source', not both", false) end
   if v.file then c.file = self:path(field .. ".file", v.file)
-  elseif type(v.source) ~= "string" then self:fail(field, "'file' or 'source'", v) end
+  elseif v.source ~= nil and type(v.source) ~= "string" then self:fail(field .. ".source", "the kernel's source text", v.source)
+  elseif v.source == nil then self:fail(field, "'file' or 'source'", v) end
+  if v.name ~= nil then a_string(self, field .. ".name", v.name) end
   if v.defines ~= nil and type(v.defines) ~= "table" then self:fail(field .. ".defines", "a table of NAME = value", v.defines) end
   return c
 end
@@ -249,7 +305,9 @@ function Checker:space(v)
       if not is_array(list) or #list == 0 then self:fail("space." .. k, "a non-empty list of values", list) end
       for i, x in ipairs(list) do
         local t = type(x)
-        if t ~= "number" and t ~= "string" and t ~= "boolean" then self:fail("space." .. k .. "[" .. i .. "]", "a number, string or boolean", x) end
+        if (t ~= "number" and t ~= "string" and t ~= "boolean") or (t == "number" and not (math.abs(x) < math.huge)) then
+          self:fail("space." .. k .. "[" .. i .. "]", "a finite number, a string or a boolean", x)
+        end
       end
       dims[#dims + 1] = { name = k, values = list }
     end
@@ -274,7 +332,7 @@ function Checker:space(v)
   if restrict then   -- true or false, nothing else; and not false everywhere
     local site = self.site
     restrict = function(p)
-      local ok = v.restrict(p)
+      local ok = bounded(site, "space.restrict", v.restrict, p)
       if type(ok) ~= "boolean" then
         raise(site, field_line(site, "space.restrict"), string.format("recipe field 'space.restrict': returned %s "
               .. "for a point, not true or false", describe(ok)))
@@ -417,6 +475,7 @@ function M.new(spec, level)
     for i, f in ipairs(spec.context) do r.context[i] = c:path("context[" .. i .. "]", f) end
   end
   r.ideas = spec.ideas and c:string_list("ideas", spec.ideas, true) or {}
+  if spec.forbid ~= nil then c:string_list("forbid", spec.forbid, true) end
   local ok, rs = pcall(rules.set, spec.forbid or { "default" })
   if not ok then
     local where, why = tostring(rs):match("^(forbid%[%d+%]): (.*)$")
@@ -436,6 +495,7 @@ function M.new(spec, level)
   r.seed = spec.seed
   r.flags = spec.flags and c:string_list("flags", spec.flags, true) or (r.backend == "host" and { "-O2" } or {})
   if spec.launch ~= nil and type(spec.launch) ~= "function" then c:fail("launch", "a function(shape, params) -> { grid =, block =, smem = }", spec.launch) end
+  if spec.launch ~= nil and r.backend ~= "cuda" then c:fail("launch", "backend = 'cuda' (a launch plan places CUDA kernels)", false) end
   r.launch = spec.launch
   if spec.arch ~= nil then
     if r.backend ~= "cuda" then c:fail("arch", "backend = 'cuda' (arch names a CUDA architecture)", false) end
@@ -447,11 +507,19 @@ function M.new(spec, level)
   r.sanitize, r.sanitize_default = r.backend == "cuda" and (spec.sanitize == nil and "best" or spec.sanitize), spec.sanitize == nil
   r.dispatch = spec.dispatch or "nearest"   -- (kwb.sanitize: CUDA only, "best" unless set; kwb.export)
   if r.sanitize then require("kwb.sanitize").verify_race_shape(r) end   -- (racecheck's shape verified too)
-  if spec.cc ~= nil then a_string(c, "cc", spec.cc) end; r.cc = spec.cc
+  if spec.cc ~= nil then
+    a_string(c, "cc", spec.cc)
+    if not require("kwb.host").which(spec.cc) then c:fail("cc", "a C compiler on PATH (or its path)", spec.cc) end
+  end
+  r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }
   if spec.timing ~= nil then
     c:subtable("timing", spec.timing, timing_spec)
     for k, v in pairs(spec.timing) do r.timing[k] = v end
+    if r.timing.max_samples and r.timing.max_samples < r.timing.min_samples then
+      c:fail("timing.max_samples", string.format("at least timing.min_samples (%d%s)", r.timing.min_samples,
+                                                  spec.timing.min_samples and "" or ", the default"), r.timing.max_samples)
+    end
   end
   if spec.race ~= nil and spec.race ~= false then nonneg_number(c, "race", spec.race) end
   r.race = spec.race == nil and 0.10 or spec.race
@@ -488,6 +556,29 @@ function Recipe:profile(id, key) return require("kwb.run").profile(self, id, key
 function Recipe:__tostring()
   return string.format("kwb.recipe %s (%s, %d shapes%s)", self.name, self.problem:key(), #self.shapes,
                        self.file and (", " .. self.file) or "")
+end
+
+-- Where the recipe was written: its file's lines, read once.
+local function site_of(r)
+  if not r._site then
+    r._site = { file = r.file or "recipe", line = r.line or 1 }
+    r._site.lines = r.file and read_lines(r.file)
+  end
+  return r._site
+end
+
+-- r:call(field, ...) -> the recipe's function `field` (accept, score) called
+-- under the instruction bound (see bounded).
+function Recipe:call(field, ...)
+  return bounded(site_of(self), field, self[field], ...)
+end
+
+-- r:fail(field, why): raise "file:line: recipe field 'field': why", the line
+-- of the field, for a mistake found while the recipe runs (what its accept
+-- or score returned).
+function Recipe:fail(field, why)
+  local site = site_of(self)
+  raise(site, field_line(site, field), string.format("recipe field '%s': %s", field, why))
 end
 
 function M.is_recipe(v) return getmetatable(v) == Recipe end

@@ -9,6 +9,17 @@
 -- and asm patterns are matched inside string literals (inline assembly text);
 -- a CUDA module's PTX is a view of its own (check_ptx).
 --
+-- The rules are messages, not the boundary. A hit is `forbidden` before
+-- anything runs, with why the rule exists and the line, for the model's next
+-- prompt. But they read names and text: what has no name passes them. A
+-- system call spelled as bytes (`.byte 0x0f, 0x05` in inline or top-level
+-- assembly) matches no word, symbol or asm pattern, and state the assembler
+-- defines (`.lcomm` in .bss) is no data symbol the candidate's code names.
+-- What holds is the host sandbox's seccomp filter (core/sandbox.c), which
+-- refuses the call however it is spelled, and the verification (fresh inputs
+-- and poisoned outputs every timed run), against which kept state is useless
+-- (tests/lua/test_text_rules.lua plants both).
+--
 --   local rs = rules.set { "default", "-sleep", { name = "no-goto", words = { "goto" } } }
 --   local hit = rs:check_source(src)      -- nil, or { rule =, line =, word =, message = }
 local host = require "kwb.host"

@@ -58,7 +58,7 @@ return {
     "The loop's state for this recipe (the cache, the start kernel's result, the best so far, the workers), made "
     .. "on the first call and kept, so try and run share it. opts.store (a kwb.store) counts on the first call only." },
   { "recipe:call", "recipe:call(field, ...) -> what recipe[field](...) returns",
-    "Calls the recipe's accept or score (the judge does) under an instruction bound (kwb.recipe.call_steps, 10^8 "
+    "Calls the recipe's accept or score (the judge does) under an instruction bound (kwb.recipe_site.call_steps, 10^8 "
     .. "Lua instructions): one that runs past it, or fails, raises \"file:line: recipe field 'accept': ...\" at "
     .. "the field's line. space.restrict runs under the same bound." },
   { "recipe:fail", "recipe:fail(field, why)",

@@ -32,69 +32,8 @@ function M.with_file(path, chunk, ...)
   return table.unpack(res, 1, res.n)
 end
 
--- ---- where a field is written ------------------------------------------
-
-local function read_lines(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local lines = {}
-  for l in f:lines() do lines[#lines + 1] = l end
-  f:close()
-  return lines
-end
-
--- The line of `field =` in the file at or after line `from` (nested fields:
--- each part after the previous), else `from`.
-local function field_line(site, field)
-  if not site.lines or not field then return site.line end
-  local line = site.line or 1
-  for part in field:gmatch("[^%.%[%]]+") do
-    if not part:match("^%d+$") then
-      for i = line, #site.lines do
-        local l = site.lines[i]:gsub("%-%-.*$", "")
-        if l:match("^[%s{,]*" .. part .. "%s*=") or l:match("[{,]%s*" .. part .. "%s*=") then line = i; break end
-      end
-    end
-  end
-  return line
-end
-
--- ---- the recipe's own functions ---------------------------------------
-
--- A recipe's accept, score and space.restrict run under an instruction
--- bound: at most M.call_steps Lua VM instructions a call (about a third of a
--- second), counted by a hook on the coroutine the call runs in, so one that
--- loops forever is an error naming the recipe's file and the field, not a
--- hang. Once the bound is passed every further instruction raises, so a pcall
--- inside the function cannot catch its way past it.
-M.call_steps = 100000000
-
-local Overrun = {}   -- the hook's error, told apart from the function's own
-
-local function overrun()
-  debug.sethook(coroutine.running(), function() error(Overrun, 0) end, "", 1)
-  error(Overrun, 0)
-end
-
--- bounded(site, field, fn, ...) -> fn(...) under the bound, or raises a
--- schema error at the field's line: the overrun, or fn's own error.
-local function bounded(site, field, fn, ...)
-  local co = coroutine.create(fn)
-  debug.sethook(co, overrun, "", M.call_steps)
-  local res = table.pack(coroutine.resume(co, ...))
-  if res[1] and coroutine.status(co) ~= "dead" then
-    res = { false, string.format("%s:%d: recipe field '%s': yielded (it may not wait or yield)", site.file,
-                                 field_line(site, field), field) }
-  end
-  if res[1] then return table.unpack(res, 2, res.n) end
-  local line = field_line(site, field)
-  local why = res[2] == Overrun and string.format("still running after %d Lua instructions (a loop that never ends?)",
-                                                  M.call_steps)
-              or "failed: " .. tostring(res[2])
-  error(setmetatable({ code = "bad-recipe", file = site.file, line = line,
-                       message = string.format("%s:%d: recipe field '%s': %s", site.file, line, field, why) },
-                     M.SchemaError), 0)
-end
+local rsite = require "kwb.recipe_site"
+local read_lines, field_line, raise, bounded = rsite.read_lines, rsite.field_line, rsite.raise, rsite.bounded
 
 -- ---- the schema ---------------------------------------------------------
 
@@ -102,26 +41,13 @@ local fields = {}   -- (their one description: kwb/help.lua)
 for i, f in ipairs(require("kwb.help").recipe_fields) do fields[i] = f[1] end
 M.fields = fields
 
-local function describe(v)
-  if type(v) == "string" then return string.format("%q", v) end
-  if type(v) == "table" then return "a table" end
-  return tostring(v) == "nil" and "nothing" or type(v) .. " " .. tostring(v)
-end
+local describe = rsite.describe
 
 local Checker = {}
 Checker.__index = Checker
 M.Checker = Checker
 
--- Schema errors are raised as objects that print as their one sentence, so
--- the top level shows "recipes/x.lua:12: recipe field ..." without a
--- traceback into kwb's own files.
-local SchemaError = { __tostring = function(e) return e.message end }
-M.SchemaError = SchemaError
-
-local function raise(site, line, msg)
-  error(setmetatable({ code = "bad-recipe", message = string.format("%s:%d: %s", site.file, line, msg),
-                       file = site.file, line = line }, SchemaError), 0)
-end
+M.SchemaError = rsite.SchemaError   -- (kwb/recipe_site.lua)
 
 -- fail(field, expected, got [, hint]); got == false: `expected` is the whole complaint.
 function Checker:fail(field, expected, got, hint)
@@ -151,12 +77,7 @@ function Checker:path(field, p)
   return full
 end
 
-local function is_array(t)
-  if type(t) ~= "table" then return false end
-  local n = 0
-  for _ in pairs(t) do n = n + 1 end
-  return n == #t
-end
+local is_array = rsite.is_array
 
 function Checker:string_list(field, v, allow_empty)
   if not is_array(v) or (#v == 0 and not allow_empty) then self:fail(field, "a list of strings", v) end
@@ -292,66 +213,8 @@ function Checker:candidate_spec(field, v)
   return c
 end
 
-function Checker:space(v)
-  if type(v) ~= "table" then self:fail("space", "a table of parameter names to value lists", v) end
-  local dims = {}
-  for k, list in pairs(v) do
-    if k == "restrict" then
-      if type(list) ~= "function" then self:fail("space.restrict", "a function(params) -> boolean", list) end
-    elseif k == "start" then
-      if type(list) ~= "table" then self:fail("space.start", "a point of the space: { NAME = value, ... }", list) end
-    else
-      if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then self:fail("space", "parameter names that are C identifiers", k) end
-      if not is_array(list) or #list == 0 then self:fail("space." .. k, "a non-empty list of values", list) end
-      for i, x in ipairs(list) do
-        local t = type(x)
-        if (t ~= "number" and t ~= "string" and t ~= "boolean") or (t == "number" and not (math.abs(x) < math.huge)) then
-          self:fail("space." .. k .. "[" .. i .. "]", "a finite number, a string or a boolean", x)
-        end
-      end
-      dims[#dims + 1] = { name = k, values = list }
-    end
-  end
-  if #dims == 0 then self:fail("space", "at least one parameter", v) end
-  table.sort(dims, function(a, b) return a.name < b.name end)
-  -- start: where a search begins when the cache knows no better point (anneal)
-  if v.start then
-    local names = {}
-    for _, d in ipairs(dims) do
-      names[#names + 1] = d.name
-      local x, found = v.start[d.name], false
-      for _, y in ipairs(d.values) do found = found or y == x end
-      if x == nil then self:fail("space.start." .. d.name, "a value (start names every parameter)", x) end
-      if not found then self:fail("space.start." .. d.name, "one of the values space." .. d.name .. " lists", x) end
-    end
-    for k in pairs(v.start) do
-      if v[k] == nil or k == "restrict" or k == "start" then self:unknown(k, names, "space.start.") end
-    end
-  end
-  local restrict = v.restrict
-  if restrict then   -- true or false, nothing else; and not false everywhere
-    local site = self.site
-    restrict = function(p)
-      local ok = bounded(site, "space.restrict", v.restrict, p)
-      if type(ok) ~= "boolean" then
-        raise(site, field_line(site, "space.restrict"), string.format("recipe field 'space.restrict': returned %s "
-              .. "for a point, not true or false", describe(ok)))
-      end
-      return ok
-    end
-    if v.start and not restrict(v.start) then self:fail("space.start", "is a point space.restrict excludes", false) end
-    local space = require "kwb.strategies.space"
-    local sp, any = { dims = dims }, false
-    local n = space.size(sp)
-    local step = math.max(1, n // 100000)   -- at most 100000 points looked at
-    for i = 1, n, step do
-      if restrict(space.params(sp, space.nth(sp, i))) then any = true; break end
-    end
-    if not any then self:fail("space.restrict", string.format("excludes every point of the space (%d looked at)",
-                                                                (n - 1) // step + 1), false) end
-  end
-  return { dims = dims, restrict = restrict, start = v.start }
-end
+-- space = { ... } is checked in kwb/recipe_space.lua
+Checker.space = require "kwb.recipe_space"
 
 function Checker:strategy(v, field)
   field = field or "strategy"
@@ -475,7 +338,9 @@ function M.new(spec, level)
     for i, f in ipairs(spec.context) do r.context[i] = c:path("context[" .. i .. "]", f) end
   end
   r.ideas = spec.ideas and c:string_list("ideas", spec.ideas, true) or {}
-  if spec.forbid ~= nil then c:string_list("forbid", spec.forbid, true) end
+  if spec.forbid ~= nil and not is_array(spec.forbid) then
+    c:fail("forbid", "a list of rule names and rule tables", spec.forbid)
+  end
   local ok, rs = pcall(rules.set, spec.forbid or { "default" })
   if not ok then
     local where, why = tostring(rs):match("^(forbid%[%d+%]): (.*)$")
@@ -558,27 +423,18 @@ function Recipe:__tostring()
                        self.file and (", " .. self.file) or "")
 end
 
--- Where the recipe was written: its file's lines, read once.
-local function site_of(r)
-  if not r._site then
-    r._site = { file = r.file or "recipe", line = r.line or 1 }
-    r._site.lines = r.file and read_lines(r.file)
-  end
-  return r._site
-end
-
 -- r:call(field, ...) -> the recipe's function `field` (accept, score) called
--- under the instruction bound (see bounded).
+-- under the instruction bound (kwb/recipe_site.lua).
 function Recipe:call(field, ...)
-  return bounded(site_of(self), field, self[field], ...)
+  return bounded(rsite.of(self), field, self[field], ...)
 end
 
 -- r:fail(field, why): raise "file:line: recipe field 'field': why", the line
 -- of the field, for a mistake found while the recipe runs (what its accept
 -- or score returned).
 function Recipe:fail(field, why)
-  local site = site_of(self)
-  raise(site, field_line(site, field), string.format("recipe field '%s': %s", field, why))
+  local at = rsite.of(self)
+  raise(at, field_line(at, field), string.format("recipe field '%s': %s", field, why))
 end
 
 function M.is_recipe(v) return getmetatable(v) == Recipe end

@@ -342,6 +342,12 @@ void kwb_worker_kill(kwb_worker *w);
 char *kwb_worker_take_output(kwb_worker *w, size_t *len, uint64_t *total);
 /* Kill if alive, close, remove the scratch directory. */
 void kwb_worker_free(kwb_worker *w);
+/* Remove the stale scratch directories under parent that a killed kwb left:
+ * each named kwb-worker-XXXXXX, a directory (not a link), unchanged for
+ * min_age_s seconds, whose lock no live worker handle holds and where no
+ * process has its working directory; only this uid's unless root. Returns how
+ * many were removed, < 0 if parent cannot be read. */
+int kwb_worker_sweep(const char *parent, double min_age_s);
 
 /* Inside a worker: the protocol on fd 3, the device lock on fd 5. */
 int kwb_worker_recv(char **msg, size_t *len);            /* 1 a frame, 0 end of input, < 0 error */

@@ -177,10 +177,54 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
+/* heap() -> bytes the Lua heap holds, its cap (nil: none) */
+static int l_heap(lua_State *L) {
+    size_t used, cap;
+    if (kwb_lua_heap(L, &used, &cap) != 0) return luaL_error(L, "this Lua state has no counted heap");
+    lua_pushinteger(L, (lua_Integer)used);
+    if (cap) lua_pushinteger(L, (lua_Integer)cap);
+    else lua_pushnil(L);
+    return 2;
+}
+
+/* heap_resume(bytes, co, ...) -> as coroutine.resume(co, ...), with no
+ * allocation taking the Lua heap past `bytes` (or an outer cap, if tighter)
+ * while co runs: one that would fails as Lua's "not enough memory" error in
+ * co. The cap is set and lifted here, in C, so that nothing of the caller's
+ * allocates under it. */
+static int l_heap_resume(lua_State *L) {
+    lua_Integer cap = luaL_checkinteger(L, 1);
+    lua_State *co = lua_tothread(L, 2);
+    luaL_argcheck(L, cap > 0, 1, "a cap is a number of bytes > 0");
+    luaL_argexpected(L, co != NULL, 2, "coroutine");
+    size_t used, outer;
+    if (kwb_lua_heap(L, &used, &outer) != 0) return luaL_error(L, "this Lua state has no counted heap");
+    if (lua_status(co) == LUA_OK && lua_gettop(co) == 0) return luaL_error(L, "cannot resume a dead coroutine");
+    int narg = lua_gettop(L) - 2;
+    if (!lua_checkstack(co, narg) || !lua_checkstack(L, LUA_MINSTACK))
+        return luaL_error(L, "too many arguments to resume");
+    lua_xmove(L, co, narg);
+    kwb_lua_heap_cap(L, outer && outer < (size_t)cap ? outer : (size_t)cap);
+    int nres, status = lua_resume(co, L, narg, &nres);
+    kwb_lua_heap_cap(L, outer);
+    if (status != LUA_OK && status != LUA_YIELD) {
+        lua_pushboolean(L, 0);
+        lua_xmove(co, L, 1);   /* the error */
+        return 2;
+    }
+    if (!lua_checkstack(L, nres + 1)) {
+        lua_pop(co, nres);
+        return luaL_error(L, "too many results to resume");
+    }
+    lua_pushboolean(L, 1);
+    lua_xmove(co, L, nres);
+    return nres + 1;
+}
+
 int luaopen_kwb_core(lua_State *L) {
     static const luaL_Reg fns[] = {
-        {"sha256", l_sha256}, {"hmac_sha256", l_hmac_sha256}, {"now", l_now}, {"bundled", l_bundled}, {"tempfile", l_tempfile}, {"stats", l_stats},
-        {NULL, NULL},
+        {"sha256", l_sha256}, {"hmac_sha256", l_hmac_sha256}, {"now", l_now}, {"bundled", l_bundled},
+        {"tempfile", l_tempfile}, {"stats", l_stats}, {"heap", l_heap}, {"heap_resume", l_heap_resume}, {NULL, NULL},
     };
     luaL_newlib(L, fns);
     lua_pushstring(L, kwb_version());

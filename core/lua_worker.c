@@ -258,6 +258,14 @@ static int l_reap(lua_State *L) {
     return 1;
 }
 
+/* core.worker_sweep(parent [, min_age_s = 10]) -> how many stale scratch directories were removed | nil, msg */
+static int l_sweep(lua_State *L) {
+    int n = kwb_worker_sweep(luaL_checkstring(L, 1), luaL_optnumber(L, 2, 10));
+    if (n < 0) return kwb_lua_fail(L, "scratch-sweep", kwb_last_error());
+    lua_pushinteger(L, n);
+    return 1;
+}
+
 static int l_signal_name(lua_State *L) {
     push_signal(L, (int)luaL_checkinteger(L, 1));
     return 1;
@@ -274,7 +282,7 @@ void kwb_lua_open_worker(lua_State *L) {
     static const luaL_Reg fns[] = {
         {"worker_start", l_start}, {"worker_wait", l_wait}, {"worker_recv", l_recv},
         {"worker_reply", l_reply}, {"worker_lock", l_lock}, {"worker_reap", l_reap},
-        {"signal_name", l_signal_name}, {NULL, NULL},
+        {"worker_sweep", l_sweep}, {"signal_name", l_signal_name}, {NULL, NULL},
     };
     if (luaL_newmetatable(L, WORKER_MT)) {
         luaL_setfuncs(L, meta, 0);

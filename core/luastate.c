@@ -109,14 +109,68 @@ static void install_modules(lua_State *L) {
     }
 }
 
+/* ---- the heap ------------------------------------------------------------ */
+
+/* The state's allocator: luaL_newstate's, wrapped to count the bytes in use
+ * so that a cap can hold model-written Lua (a reply's space block) to a
+ * budget. The cap is checked before each allocation, so no single one (a
+ * concatenation of many long strings is one) passes it: the allocation fails
+ * and Lua raises its "not enough memory" error in the code that asked. */
+typedef struct {
+    lua_Alloc f;
+    void *ud;
+    size_t used;   /* bytes the state holds */
+    size_t cap;    /* 0: none */
+} heap;
+
+static void *heap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    heap *h = ud;
+    size_t old = ptr ? osize : 0;   /* (without ptr, osize names the kind of object) */
+    if (h->cap && nsize > old && (h->used > h->cap || nsize - old > h->cap - h->used)) return NULL;
+    void *p = h->f(h->ud, ptr, osize, nsize);
+    if (nsize == 0 || p) h->used = h->used - old + nsize;
+    return p;
+}
+
+static heap *heap_of(lua_State *L) {
+    void *ud;
+    return lua_getallocf(L, &ud) == heap_alloc ? ud : NULL;
+}
+
+int kwb_lua_heap(lua_State *L, size_t *used, size_t *cap) {
+    heap *h = heap_of(L);
+    if (!h) return -1;
+    *used = h->used;
+    *cap = h->cap;
+    return 0;
+}
+
+int kwb_lua_heap_cap(lua_State *L, size_t cap) {
+    heap *h = heap_of(L);
+    if (!h) return -1;
+    h->cap = cap;
+    return 0;
+}
+
 /* ---- state ------------------------------------------------------------- */
 
 lua_State *kwb_lua_new(void) {
+    heap *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
     lua_State *L = luaL_newstate();
-    if (!L) return NULL;
+    if (!L) { free(h); return NULL; }
+    h->f = lua_getallocf(L, &h->ud);
+    h->used = (size_t)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB, 0);
+    lua_setallocf(L, heap_alloc, h);
     luaL_openlibs(L);
     install_modules(L);
     return L;
+}
+
+void kwb_lua_close(lua_State *L) {
+    heap *h = heap_of(L);
+    lua_close(L);
+    free(h);
 }
 
 int kwb_lua_setup(lua_State *L, const char *cache_path) {

@@ -208,6 +208,6 @@ int main(int argc, char **argv) {
         kwb_lua_report(L, progname);
         c.status = EXIT_RUN;
     }
-    lua_close(L);
+    kwb_lua_close(L);
     return c.status;
 }

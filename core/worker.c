@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
@@ -20,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -33,6 +33,8 @@ struct kwb_worker {
     int sock, out;          /* protocol socket, output pipe (read ends) */
     int alive, status, killed, isolated, uid;
     char *scratch;
+    int scratch_made;       /* 1 while the scratch directory is there to remove */
+    int scratch_fd;         /* the scratch directory, flock()ed while this handle keeps it */
     unsigned char *in;      /* bytes of frames not yet returned */
     size_t in_len, in_cap;
     char *cap;              /* captured output since the last take */
@@ -48,15 +50,118 @@ void kwb_worker_opts_default(kwb_worker_opts *o) {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
-    (void)sb; (void)ftw;
-    if (type == FTW_DP || type == FTW_D) rmdir(path);
-    else unlink(path);
+/* ---- scratch directories ------------------------------------------------ */
+
+/* Empty the directory fd (taken) depth first, each step relative to an open
+ * directory and none through a symbolic link (O_NOFOLLOW; a link itself is
+ * unlinked), so a tree a worker's processes renamed or linked meanwhile never
+ * turns the removal outside it: as root this runs on trees a worker uid owns. */
+static void empty_dir(int fd, int depth) {
+    DIR *d = fdopendir(fd);
+    if (!d) { close(fd); return; }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0 || errno != EISDIR || depth >= 64) continue;
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) continue;
+        empty_dir(sub, depth + 1);
+        unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
+/* Remove the worker's scratch directory when its handle is freed (a pool
+ * frees a dead worker's handle as soon as it notices the death); its lock
+ * goes last, with the descriptor. */
+static void drop_scratch(kwb_worker *w) {
+    if (!w->scratch_made) return;
+    int fd = w->scratch_fd >= 0 ? fcntl(w->scratch_fd, F_DUPFD_CLOEXEC, 0)
+                                : open(w->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) empty_dir(fd, 0);
+    rmdir(w->scratch);   /* (a link put in its place is not a directory: ENOTDIR) */
+    if (w->scratch_fd >= 0) close(w->scratch_fd);
+    w->scratch_fd = -1;
+    w->scratch_made = 0;
+}
+
+/* The working directories of every process this one may look at. */
+static char **process_cwds(size_t *n) {
+    *n = 0;
+    size_t cap = 0;
+    char **v = NULL;
+    DIR *d = opendir("/proc");
+    if (!d) return NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char p[300], target[4096];
+        snprintf(p, sizeof p, "/proc/%s/cwd", e->d_name);
+        ssize_t r = readlink(p, target, sizeof target - 1);
+        if (r <= 0) continue;
+        target[r] = 0;
+        if (*n == cap) {
+            char **nv = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof *nv);
+            if (!nv) break;
+            v = nv;
+        }
+        if (!(v[*n] = strdup(target))) break;
+        (*n)++;
+    }
+    closedir(d);
+    return v;
+}
+
+/* Is some process's working directory dir or below it? */
+static int in_use(char *const *cwds, size_t n, const char *dir) {
+    size_t len = strlen(dir);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(cwds[i], dir, len) == 0 && (cwds[i][len] == 0 || cwds[i][len] == '/')) return 1;
     return 0;
 }
 
-static void remove_tree(const char *path) {
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+int kwb_worker_sweep(const char *parent, double min_age_s) {
+    char real[4096];
+    if (!realpath(parent, real)) return kwb_fail(KWB_EIO, "cannot read %s: %s", parent, strerror(errno));
+    int pfd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pfd < 0) return kwb_fail(KWB_EIO, "cannot read %s: %s", real, strerror(errno));
+    DIR *d = fdopendir(fcntl(pfd, F_DUPFD_CLOEXEC, 0));
+    if (!d) { close(pfd); return kwb_fail(KWB_EIO, "cannot read %s: %s", real, strerror(errno)); }
+    static const char prefix[] = "kwb-worker-";
+    char **cwds = NULL;
+    size_t ncwd = 0;
+    int looked = 0, removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st, fst;
+        if (strncmp(e->d_name, prefix, sizeof prefix - 1) != 0 || strlen(e->d_name) != sizeof prefix - 1 + 6) continue;
+        if (fstatat(pfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+        if (geteuid() != 0 && st.st_uid != geteuid()) continue;   /* (not ours to remove) */
+        if (difftime(now, st.st_mtime) < min_age_s) continue;     /* one being made now */
+        int fd = openat(pfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (fstat(fd, &fst) != 0 || fst.st_ino != st.st_ino || fst.st_dev != st.st_dev ||
+            flock(fd, LOCK_EX | LOCK_NB) != 0) {   /* a live worker's handle holds it */
+            close(fd);
+            continue;
+        }
+        if (!looked++) cwds = process_cwds(&ncwd);
+        char path[sizeof real + 32];   /* (the name is 17 bytes) */
+        snprintf(path, sizeof path, "%s/%.17s", real, e->d_name);
+        if (in_use(cwds, ncwd, path)) {   /* a worker of a kwb that does not lock its scratch */
+            close(fd);
+            continue;
+        }
+        empty_dir(fcntl(fd, F_DUPFD_CLOEXEC, 0), 0);
+        if (unlinkat(pfd, e->d_name, AT_REMOVEDIR) == 0) removed++;
+        close(fd);
+    }
+    closedir(d);
+    close(pfd);
+    for (size_t i = 0; i < ncwd; i++) free(cwds[i]);
+    free(cwds);
+    return removed;
 }
 
 /* The processes of uid now running (RLIMIT_NPROC counts them all). */
@@ -202,7 +307,7 @@ int kwb_worker_start(const kwb_worker_opts *o, kwb_worker **out) {
     if (!o->argv || !o->argv[0]) return kwb_fail(KWB_EINVAL, "a worker needs argv");
     kwb_worker *w = calloc(1, sizeof *w);
     if (!w) return kwb_fail(KWB_ENOMEM, "out of memory");
-    w->sock = w->out = -1;
+    w->sock = w->out = w->scratch_fd = -1;
     w->cap_max = o->output_cap;
     const char *parent = o->scratch_parent ? o->scratch_parent : "/tmp";
     size_t plen = strlen(parent) + 32;
@@ -219,6 +324,13 @@ int kwb_worker_start(const kwb_worker_opts *o, kwb_worker **out) {
     if (!mkdtemp(w->scratch)) {
         kwb_fail(KWB_EIO, "cannot make a scratch directory in %s: %s", parent, strerror(errno));
         free(w->scratch); w->scratch = NULL;
+        goto fail;
+    }
+    w->scratch_made = 1;
+    /* held while this handle keeps the directory: a sweep (kwb_worker_sweep) leaves it be */
+    if ((w->scratch_fd = open(w->scratch, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+        flock(w->scratch_fd, LOCK_EX | LOCK_NB) != 0) {
+        kwb_fail(KWB_EIO, "cannot lock the scratch directory %s: %s", w->scratch, strerror(errno));
         goto fail;
     }
     if (put_scratch(envp, w->scratch) != 0) {
@@ -479,7 +591,7 @@ void kwb_worker_free(kwb_worker *w) {
     if (w->alive) reap(w, 1);
     if (w->sock >= 0) close(w->sock);
     if (w->out >= 0) close(w->out);
-    if (w->scratch) remove_tree(w->scratch);
+    drop_scratch(w);
     free(w->scratch);
     free(w->in);
     free(w->cap);

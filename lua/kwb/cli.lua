@@ -234,6 +234,13 @@ function M.run_file(path, ...)
   local recipe = require "kwb.recipe"
   local res = table.pack(recipe.with_file(path or "stdin", chunk, ...))
   if recipe.is_recipe(res[1]) then return M.run_recipe(res[1], ...) end
+  -- a recipe's table returned without kwb.recipe (or kwb.recipe uncalled) is a mistake, not a script
+  local v = res[1]
+  if v == recipe or (type(v) == "table" and getmetatable(v) == nil and v.problem ~= nil and v.start ~= nil) then
+    io.stderr:write(string.format("kwb: %s returns %s, not a recipe: write `return kwb.recipe { ... }`\n",
+                                  path or "stdin", v == recipe and "kwb.recipe itself" or "a table with recipe fields"))
+    return 1
+  end
   return 0
 end
 

@@ -57,6 +57,13 @@ return {
   { "recipe:session", "recipe:session([opts]) -> session",
     "The loop's state for this recipe (the cache, the start kernel's result, the best so far, the workers), made "
     .. "on the first call and kept, so try and run share it. opts.store (a kwb.store) counts on the first call only." },
+  { "recipe:call", "recipe:call(field, ...) -> what recipe[field](...) returns",
+    "Calls the recipe's accept or score (the judge does) under an instruction bound (kwb.recipe_site.call_steps, 10^8 "
+    .. "Lua instructions): one that runs past it, or fails, raises \"file:line: recipe field 'accept': ...\" at "
+    .. "the field's line. space.restrict runs under the same bound." },
+  { "recipe:fail", "recipe:fail(field, why)",
+    "Raises \"file:line: recipe field 'field': why\" at the field's line: a mistake found while the recipe runs "
+    .. "(an accept that returned no boolean, a score that is not finite)." },
 
   -- ---- kwb.host -----------------------------------------------------------
   { "kwb.host.compile", "kwb.host.compile(spec) -> mod | nil, message, info",
@@ -417,8 +424,8 @@ return {
     "A problem spec: what a kernel computes. Also fn, tolerance ({ atol, rtol } or { rel_l2 }), bytes, flops, "
     .. "launch, options, description, draw, vary. Raises on a malformed spec; the format is in kwb/problem.lua." },
   { "kwb.problem.get", "kwb.problem.get(name) -> problem | nil, message",
-    "The problem the module kwb.problems.<name> returns; a constructor it returns is called with {}. An error "
-    .. "while loading the module is reported as \"no problem named ...\"." },
+    "The problem the module kwb.problems.<name> returns; a constructor it returns is called with {}. No such "
+    .. "module is \"no problem named ...\"; one that fails to load is \"problem NAME fails to load: why\"." },
   { "kwb.problem.is_problem", "kwb.problem.is_problem(v) -> boolean", "True when v is a problem object." },
   { "kwb.problem.shape_set", "kwb.problem.shape_set(key) -> string",
     "A shape key with its variables in one order: \"rows=64,cols=100\" and \"cols=100,rows=64\" give the same "
@@ -428,7 +435,9 @@ return {
     .. "\"void matmul(int n, const float *a, const float *b, float *c)\"." },
   { "problem:key", "problem:key() -> text", "The name with its sorted options: part of every result key." },
   { "problem:check_shape", "problem:check_shape(shape) -> true | nil, message",
-    "Checks that a shape gives every variable an integer (positive unless its min is 0) and nothing else." },
+    "Checks that a shape gives every variable an integer (positive unless its min is 0) and nothing else, and "
+    .. "that every argument is sound there before anything is allocated: a buffer's size a whole number of "
+    .. "elements from 1 to 2^53 computed without overflow, an integer scalar within its type's range." },
   { "problem:shape_key", "problem:shape_key(shape) -> text", "The shape as \"M=128,N=64\", in the order of vars." },
   { "problem:bytes_of", "problem:bytes_of(shape) -> number | nil",
     "The bytes the problem moves at a shape; nil when it gives none." },

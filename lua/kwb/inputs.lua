@@ -9,12 +9,20 @@ local rng = require "kwb.rng"
 
 local M = {}
 
+-- A shape whose buffers cannot be made is raised as an object that prints
+-- as its one sentence: the machine's limit or the problem's, not a fault in
+-- kwb's code, so no traceback follows it (from a worker either).
+local Failure = { __tostring = function(e) return e.message end }
+local function fail(fmt, ...)
+  error(setmetatable({ message = string.format(fmt, ...) }, Failure), 0)
+end
+
 -- A buffer of the problem's argument a, or an error naming it, its size and the shape.
 local function buffer(h, a, n, key, what)
   local buf, msg = h.backend.buffer(a.dtype, n)
   if not buf then
-    error(string.format("%s: cannot allocate %s%s (%d x %s) at %s: %s", h.problem.name, what or "argument ", a.name, n,
-                        a.dtype, key, tostring(msg)), 0)
+    fail("%s: cannot allocate %s%s (%d x %s) at %s: %s", h.problem.name, what or "argument ", a.name, n, a.dtype, key,
+         tostring(msg))
   end
   return buf
 end
@@ -33,7 +41,7 @@ function M.bench(h, sh)
       b.args[i], b.refargs[i] = v, v
     else
       local n = math.tointeger(a.size(sh.shape))
-      if not n or n < 1 then error(string.format("%s: argument %s has size %s at %s", p.name, a.name, tostring(a.size(sh.shape)), sh.key)) end
+      if not n or n < 1 then fail("%s: argument %s has size %s at %s", p.name, a.name, tostring(a.size(sh.shape)), sh.key) end
       local buf
       if a.fixed then   -- one buffer per name and size, shared by the shapes
         local fk = string.format("%s:%s:%d", a.name, a.dtype, n)

@@ -86,9 +86,9 @@ function M.judge(recipe, res, j)
   local sp = {}
   for i, sh in ipairs(recipe.shapes) do sp[i] = res.shapes[sh.key].speedup end
   local view = M.view(recipe, res)
-  res.score = recipe.score and recipe.score(view) or geomean(sp)
+  res.score = recipe.score and recipe:call("score", view) or geomean(sp)
   if type(res.score) ~= "number" or res.score ~= res.score or math.abs(res.score) == math.huge then
-    error(string.format("recipe %s: the score of %s is %s, not a finite number", recipe.name, res.short, tostring(res.score)), 0)
+    recipe:fail("score", string.format("the score of %s is %s, not a finite number", res.short, tostring(res.score)))
   end
   view.score = res.score
   if j.is_start then
@@ -97,10 +97,10 @@ function M.judge(recipe, res, j)
     local best = j.best and M.view(recipe, j.best) or nil
     local ok
     if recipe.accept then
-      ok = recipe.accept(view, best)
+      ok = recipe:call("accept", view, best)
       if type(ok) ~= "boolean" then
-        error(string.format("recipe %s: accept(candidate, best) returned %s for %s, not true or false", recipe.name,
-                            type(ok) == "string" and string.format("%q", ok) or tostring(ok), res.short), 0)
+        recipe:fail("accept", string.format("accept(candidate, best) returned %s for %s, not true or false",
+                                            type(ok) == "string" and string.format("%q", ok) or tostring(ok), res.short))
       end
     else
       local why

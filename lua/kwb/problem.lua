@@ -54,8 +54,16 @@ local buffer_ctype = { f32 = "float", f64 = "double", f16 = "uint16_t", bf16 = "
                        u32 = "uint32_t", u64 = "uint64_t" }
 local generators = { normal = true, uniform = true, value = true }
 
+-- A mistake in a spec is raised as an object that prints as its one sentence,
+-- "file:line: problem x: ..." (the line of the define call), without a
+-- traceback into kwb's own files. level: as error()'s.
+local DefineError = { __tostring = function(e) return e.message end }
+M.DefineError = DefineError
+
 local function fail(where, msg, level)
-  error(string.format("problem %s: %s", where, msg), level or 3)
+  local info = debug.getinfo(level or 3, "Sl")
+  local at = info and info.currentline > 0 and string.format("%s:%d: ", info.short_src, info.currentline) or ""
+  error(setmetatable({ code = "bad-problem", message = string.format("%sproblem %s: %s", at, where, msg) }, DefineError), 0)
 end
 
 -- An expression over the shape variables -> function(shape) -> number.
@@ -64,7 +72,7 @@ local function compile_expr(expr, vars, where)
   if math.type(expr) == "integer" then return function() return expr end end
   if type(expr) ~= "string" then fail(where, "expected an expression string, a function or an integer, got " .. type(expr), 4) end
   local env = setmetatable({}, { __index = function(_, k)
-    error(string.format("unknown shape variable '%s' in %s '%s'", k, where, expr), 2)
+    error(string.format("unknown shape variable '%s' in %s '%s'", k, where, expr), 0)
   end })
   local chunk, err = load("return " .. expr, "=" .. where, "t", env)
   if not chunk then fail(where, string.format("cannot read the expression '%s': %s", expr, err), 4) end
@@ -145,6 +153,7 @@ function M.define(spec)
       if not buffer_ctype[arg.dtype] then fail(where, "dtype must be one of f32, f64, f16, bf16, i8, i32, i64, u8, u32, u64, got " .. tostring(arg.dtype)) end
       arg.kind = "buffer"
       arg.size = compile_expr(a.shape, p.vars, where .. " shape")
+      arg.expr = type(a.shape) == "string" and a.shape or nil
       arg.role = arg.role or "in"
       if not roles[arg.role] then fail(where, "role must be 'in', 'out' or 'inout', got " .. tostring(arg.role)) end
       if a.fixed ~= nil and (a.fixed ~= true or arg.role ~= "in") then
@@ -167,6 +176,7 @@ function M.define(spec)
       if a.value == nil then fail(where, "a scalar needs 'value' (an expression of the shape) or 'shape' to be a buffer") end
       arg.kind = "scalar"
       arg.value = compile_expr(a.value, p.vars, where .. " value")
+      arg.expr = type(a.value) == "string" and a.value or nil
     end
     p.args[i] = arg
   end
@@ -223,19 +233,73 @@ function Problem:key()
   return self.name .. "{" .. table.concat(opts, ",") .. "}"
 end
 
--- Check a shape table: every variable a positive integer.
+-- The most elements one buffer may have (2^53, the integers a double holds
+-- exactly, far past any machine's memory): a size past it has overflowed.
+M.max_elements = 1 << 53
+
+-- The ranges of the integer scalar types (u64: what a Lua integer holds).
+local int_range = { i32 = { -(1 << 31), (1 << 31) - 1 }, u32 = { 0, (1 << 32) - 1 },
+                    i64 = { math.mininteger, math.maxinteger }, u64 = { 0, math.maxinteger } }
+
+-- Every argument's size or value at a shape, checked before anything is
+-- allocated: a buffer's size a whole number >= 1 and at most max_elements, a
+-- scalar of an integer type in its type's range. The expression is evaluated
+-- a second time on the shape's values as floats, which do not wrap around:
+-- where the two disagree, the integer arithmetic overflowed.
+local function check_args(p, shape)
+  local fshape = {}
+  for k, x in pairs(shape) do fshape[k] = x + 0.0 end
+  for _, a in ipairs(p.args) do
+    local fn = a.kind == "buffer" and a.size or a.value
+    local ok, v = pcall(fn, shape)
+    local src = a.expr and (" (" .. a.expr .. ")") or ""
+    if not ok then return nil, string.format("argument '%s': %s", a.name, tostring(v)) end
+    local fok, f = pcall(fn, fshape)
+    local exact = fok and type(f) == "number" and f == f and f or nil
+    local n = math.tointeger(v)
+    if a.kind == "buffer" then
+      if exact and exact > M.max_elements then
+        return nil, string.format("argument '%s' would have %.4g elements%s, more than a buffer can hold (2^53)",
+                                  a.name, exact, src)
+      end
+      if exact and n and math.abs(exact - n) > 1e-9 * math.abs(exact) then
+        return nil, string.format("argument '%s' has size%s %.0f, past 64-bit integers (computed, wrapped around: %d)",
+                                  a.name, src, exact, n)
+      end
+      if not n or n < 1 then
+        return nil, string.format("argument '%s' has size %s%s, not a whole number of elements >= 1", a.name,
+                                  type(v) == "string" and string.format("%q", v) or tostring(v), src)
+      end
+    elseif int_range[a.dtype] then
+      local r = int_range[a.dtype]
+      if not n or n < r[1] or n > r[2] or (exact and math.abs(exact - n) > 1e-9 * math.abs(exact)) then
+        return nil, string.format("argument '%s' (%s) is %s%s, not an integer in %s's range %d..%d", a.name, a.dtype,
+                                  exact and n == nil and string.format("%.17g", exact) or tostring(v), src, a.dtype,
+                                  r[1], r[2])
+      end
+    elseif type(v) ~= "number" then
+      return nil, string.format("argument '%s' (%s) is %s%s, not a number", a.name, a.dtype, tostring(v), src)
+    end
+  end
+  return true
+end
+
+-- Check a shape table: every variable a positive integer, and every
+-- argument's size and value sound at it (check_args).
 function Problem:check_shape(shape)
+  for k in pairs(shape) do
+    local ok = false
+    for _, v in ipairs(self.vars) do ok = ok or v == k end
+    if not ok then return nil, string.format("'%s' is not a shape variable of %s (it has: %s)", tostring(k), self.name, table.concat(self.vars, ", ")) end
+  end
   for _, v in ipairs(self.vars) do
     if math.type(shape[v]) ~= "integer" or shape[v] < self.var_min[v] then
       return nil, string.format("shape variable '%s' must be %s integer, got %s", v,
                                 self.var_min[v] == 0 and "a non-negative" or "a positive", tostring(shape[v]))
     end
   end
-  for k in pairs(shape) do
-    local ok = false
-    for _, v in ipairs(self.vars) do ok = ok or v == k end
-    if not ok then return nil, string.format("'%s' is not a shape variable of %s (it has: %s)", tostring(k), self.name, table.concat(self.vars, ", ")) end
-  end
+  local ok, why = check_args(self, shape)
+  if not ok then return nil, string.format("at %s: %s", self:shape_key(shape), why) end
   return true
 end
 
@@ -256,6 +320,9 @@ end
 -- Problems named by a string come from kwb.problems.<name>.
 function M.get(name)
   local ok, mod = pcall(require, "kwb.problems." .. name)
+  if not ok and not tostring(mod):find("module 'kwb.problems." .. name .. "' not found", 1, true) then
+    return nil, string.format("problem '%s' fails to load: %s", name, tostring(mod))
+  end
   if not ok then return nil, string.format("no problem named '%s' (no module kwb.problems.%s)", name, name) end
   if getmetatable(mod) == Problem then return mod end
   if type(mod) == "function" or (type(mod) == "table" and getmetatable(mod) and getmetatable(mod).__call) then

@@ -32,32 +32,8 @@ function M.with_file(path, chunk, ...)
   return table.unpack(res, 1, res.n)
 end
 
--- ---- where a field is written ------------------------------------------
-
-local function read_lines(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local lines = {}
-  for l in f:lines() do lines[#lines + 1] = l end
-  f:close()
-  return lines
-end
-
--- The line of `field =` in the file at or after line `from` (nested fields:
--- each part after the previous), else `from`.
-local function field_line(site, field)
-  if not site.lines or not field then return site.line end
-  local line = site.line or 1
-  for part in field:gmatch("[^%.%[%]]+") do
-    if not part:match("^%d+$") then
-      for i = line, #site.lines do
-        local l = site.lines[i]:gsub("%-%-.*$", "")
-        if l:match("^[%s{,]*" .. part .. "%s*=") or l:match("[{,]%s*" .. part .. "%s*=") then line = i; break end
-      end
-    end
-  end
-  return line
-end
+local rsite = require "kwb.recipe_site"
+local read_lines, field_line, raise, bounded = rsite.read_lines, rsite.field_line, rsite.raise, rsite.bounded
 
 -- ---- the schema ---------------------------------------------------------
 
@@ -65,26 +41,13 @@ local fields = {}   -- (their one description: kwb/help.lua)
 for i, f in ipairs(require("kwb.help").recipe_fields) do fields[i] = f[1] end
 M.fields = fields
 
-local function describe(v)
-  if type(v) == "string" then return string.format("%q", v) end
-  if type(v) == "table" then return "a table" end
-  return tostring(v) == "nil" and "nothing" or type(v) .. " " .. tostring(v)
-end
+local describe = rsite.describe
 
 local Checker = {}
 Checker.__index = Checker
 M.Checker = Checker
 
--- Schema errors are raised as objects that print as their one sentence, so
--- the top level shows "recipes/x.lua:12: recipe field ..." without a
--- traceback into kwb's own files.
-local SchemaError = { __tostring = function(e) return e.message end }
-M.SchemaError = SchemaError
-
-local function raise(site, line, msg)
-  error(setmetatable({ code = "bad-recipe", message = string.format("%s:%d: %s", site.file, line, msg),
-                       file = site.file, line = line }, SchemaError), 0)
-end
+M.SchemaError = rsite.SchemaError   -- (kwb/recipe_site.lua)
 
 -- fail(field, expected, got [, hint]); got == false: `expected` is the whole complaint.
 function Checker:fail(field, expected, got, hint)
@@ -96,7 +59,7 @@ function Checker:fail(field, expected, got, hint)
 end
 
 function Checker:unknown(field, names, prefix)
-  local near = nearest(tostring(field), names)
+  local near = type(field) == "string" and nearest(field, names) or nil
   local msg = string.format("unknown recipe field '%s%s'", prefix or "", tostring(field))
   if near then msg = msg .. string.format(" (did you mean '%s%s'?)", prefix or "", near)
   else msg = msg .. " (known: " .. table.concat(names, ", ") .. ")" end
@@ -108,16 +71,13 @@ function Checker:path(field, p)
   local full = p:sub(1, 1) == "/" and p or (self.dir .. "/" .. p)
   local f = io.open(full, "r")
   if not f then self:fail(field, string.format("no file %s (paths are relative to the recipe's file)", full), false) end
+  local got, err = f:read(0)   -- (a directory opens, and fails to read)
   f:close()
+  if got == nil and err then self:fail(field, string.format("a file to read, but %s: %s", full, err), false) end
   return full
 end
 
-local function is_array(t)
-  if type(t) ~= "table" then return false end
-  local n = 0
-  for _ in pairs(t) do n = n + 1 end
-  return n == #t
-end
+local is_array = rsite.is_array
 
 function Checker:string_list(field, v, allow_empty)
   if not is_array(v) or (#v == 0 and not allow_empty) then self:fail(field, "a list of strings", v) end
@@ -143,11 +103,18 @@ end
 local function positive_integer(c, f, v)
   if math.type(v) ~= "integer" or v < 1 then c:fail(f, "a positive integer", v) end
 end
+-- (inf is no number a recipe means: it is neither a limit nor storable)
 local function positive_number(c, f, v)
-  if type(v) ~= "number" or not (v > 0) then c:fail(f, "a positive number", v) end
+  if type(v) ~= "number" or not (v > 0 and v < math.huge) then c:fail(f, "a positive number", v) end
 end
 local function nonneg_number(c, f, v)
-  if type(v) ~= "number" or not (v >= 0) then c:fail(f, "a number >= 0", v) end
+  if type(v) ~= "number" or not (v >= 0 and v < math.huge) then c:fail(f, "a number >= 0", v) end
+end
+local function at_most(limit, why, check)
+  return function(c, f, v)
+    check(c, f, v)
+    if v > limit then c:fail(f, string.format("at most %g (%s)", limit, why), v) end
+  end
 end
 local function a_string(c, f, v)
   if type(v) ~= "string" or v == "" then c:fail(f, "a non-empty string", v) end
@@ -155,8 +122,13 @@ end
 
 -- budget.source_bytes (kwb.candidate): at most 16 MiB, as a worker's task is one frame of at most 64 MiB of JSON
 local function source_bytes(c, f, v) positive_integer(c, f, v); if v > 16 << 20 then c:fail(f, "at most 16777216 (bytes)", v) end end
+-- A call's timeout is at most the CPU time a worker may spend (kwb.workers'
+-- limits.cpu), which would end a longer call first.
+M.max_timeout, M.max_minutes = 3600, 525600
 local budget_spec = { names = { "candidates", "minutes", "timeout", "cost", "source_bytes" },
-                      check = { candidates = positive_integer, minutes = positive_number, timeout = positive_number,
+                      check = { candidates = positive_integer,
+                                minutes = at_most(M.max_minutes, "a year", positive_number),
+                                timeout = at_most(M.max_timeout, "seconds a call: a worker's CPU limit", positive_number),
                                 cost = positive_number, source_bytes = source_bytes } }
 -- model = { ... } is checked in kwb/recipe_model.lua
 local model_check = require("kwb.recipe_model")({ positive_integer = positive_integer, positive_number = positive_number,
@@ -205,6 +177,8 @@ function Checker:shapes(p, v, field)
       if i > #p.vars then
         local s = {}
         for k, x in pairs(cur) do s[k] = x end
+        local ok, err = p:check_shape(s)
+        if not ok then self:fail(field, err, false) end
         out[#out + 1] = s
         return
       end
@@ -232,70 +206,17 @@ function Checker:candidate_spec(field, v)
     if not ({ file = 1, source = 1, defines = 1, name = 1 })[k] then self:unknown(k, { "file", "source", "defines", "name" }, field .. ".") end
   end
   local c = { defines = v.defines, name = v.name, source = v.source, resolved = true }
+  if v.file and v.source ~= nil then self:fail(field, "'file' or 'source', not both", false) end
   if v.file then c.file = self:path(field .. ".file", v.file)
-  elseif type(v.source) ~= "string" then self:fail(field, "'file' or 'source'", v) end
+  elseif v.source ~= nil and type(v.source) ~= "string" then self:fail(field .. ".source", "the kernel's source text", v.source)
+  elseif v.source == nil then self:fail(field, "'file' or 'source'", v) end
+  if v.name ~= nil then a_string(self, field .. ".name", v.name) end
   if v.defines ~= nil and type(v.defines) ~= "table" then self:fail(field .. ".defines", "a table of NAME = value", v.defines) end
   return c
 end
 
-function Checker:space(v)
-  if type(v) ~= "table" then self:fail("space", "a table of parameter names to value lists", v) end
-  local dims = {}
-  for k, list in pairs(v) do
-    if k == "restrict" then
-      if type(list) ~= "function" then self:fail("space.restrict", "a function(params) -> boolean", list) end
-    elseif k == "start" then
-      if type(list) ~= "table" then self:fail("space.start", "a point of the space: { NAME = value, ... }", list) end
-    else
-      if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then self:fail("space", "parameter names that are C identifiers", k) end
-      if not is_array(list) or #list == 0 then self:fail("space." .. k, "a non-empty list of values", list) end
-      for i, x in ipairs(list) do
-        local t = type(x)
-        if t ~= "number" and t ~= "string" and t ~= "boolean" then self:fail("space." .. k .. "[" .. i .. "]", "a number, string or boolean", x) end
-      end
-      dims[#dims + 1] = { name = k, values = list }
-    end
-  end
-  if #dims == 0 then self:fail("space", "at least one parameter", v) end
-  table.sort(dims, function(a, b) return a.name < b.name end)
-  -- start: where a search begins when the cache knows no better point (anneal)
-  if v.start then
-    local names = {}
-    for _, d in ipairs(dims) do
-      names[#names + 1] = d.name
-      local x, found = v.start[d.name], false
-      for _, y in ipairs(d.values) do found = found or y == x end
-      if x == nil then self:fail("space.start." .. d.name, "a value (start names every parameter)", x) end
-      if not found then self:fail("space.start." .. d.name, "one of the values space." .. d.name .. " lists", x) end
-    end
-    for k in pairs(v.start) do
-      if v[k] == nil or k == "restrict" or k == "start" then self:unknown(k, names, "space.start.") end
-    end
-  end
-  local restrict = v.restrict
-  if restrict then   -- true or false, nothing else; and not false everywhere
-    local site = self.site
-    restrict = function(p)
-      local ok = v.restrict(p)
-      if type(ok) ~= "boolean" then
-        raise(site, field_line(site, "space.restrict"), string.format("recipe field 'space.restrict': returned %s "
-              .. "for a point, not true or false", describe(ok)))
-      end
-      return ok
-    end
-    if v.start and not restrict(v.start) then self:fail("space.start", "is a point space.restrict excludes", false) end
-    local space = require "kwb.strategies.space"
-    local sp, any = { dims = dims }, false
-    local n = space.size(sp)
-    local step = math.max(1, n // 100000)   -- at most 100000 points looked at
-    for i = 1, n, step do
-      if restrict(space.params(sp, space.nth(sp, i))) then any = true; break end
-    end
-    if not any then self:fail("space.restrict", string.format("excludes every point of the space (%d looked at)",
-                                                                (n - 1) // step + 1), false) end
-  end
-  return { dims = dims, restrict = restrict, start = v.start }
-end
+-- space = { ... } is checked in kwb/recipe_space.lua
+Checker.space = require "kwb.recipe_space"
 
 function Checker:strategy(v, field)
   field = field or "strategy"
@@ -418,6 +339,9 @@ function M.new(spec, level)
     for i, f in ipairs(spec.context) do r.context[i] = c:path("context[" .. i .. "]", f) end
   end
   r.ideas = spec.ideas and c:string_list("ideas", spec.ideas, true) or {}
+  if spec.forbid ~= nil and not is_array(spec.forbid) then
+    c:fail("forbid", "a list of rule names and rule tables", spec.forbid)
+  end
   local ok, rs = pcall(rules.set, spec.forbid or { "default" })
   if not ok then
     local where, why = tostring(rs):match("^(forbid%[%d+%]): (.*)$")
@@ -435,6 +359,7 @@ function M.new(spec, level)
   r.seed = spec.seed
   r.flags = spec.flags and c:string_list("flags", spec.flags, true) or (r.backend == "host" and { "-O2" } or {})
   if spec.launch ~= nil and type(spec.launch) ~= "function" then c:fail("launch", "a function(shape, params) -> { grid =, block =, smem = }", spec.launch) end
+  if spec.launch ~= nil and r.backend ~= "cuda" then c:fail("launch", "backend = 'cuda' (a launch plan places CUDA kernels)", false) end
   r.launch = spec.launch
   if spec.arch ~= nil then
     if r.backend ~= "cuda" then c:fail("arch", "backend = 'cuda' (arch names a CUDA architecture)", false) end
@@ -446,11 +371,19 @@ function M.new(spec, level)
   r.sanitize, r.sanitize_default = r.backend == "cuda" and (spec.sanitize == nil and "best" or spec.sanitize), spec.sanitize == nil
   r.dispatch = spec.dispatch or "nearest"   -- (kwb.sanitize: CUDA only, "best" unless set; kwb.export)
   if r.sanitize then require("kwb.sanitize").verify_race_shape(r) end   -- (racecheck's shape verified too)
-  if spec.cc ~= nil then a_string(c, "cc", spec.cc) end; r.cc = spec.cc
+  if spec.cc ~= nil then
+    a_string(c, "cc", spec.cc)
+    if not require("kwb.host").which(spec.cc) then c:fail("cc", "a C compiler on PATH (or its path)", spec.cc) end
+  end
+  r.cc = spec.cc
   r.timing = { warmup = 0.02, min_samples = 5, cap = 0.25, target = 0.01 }
   if spec.timing ~= nil then
     c:subtable("timing", spec.timing, timing_spec)
     for k, v in pairs(spec.timing) do r.timing[k] = v end
+    if r.timing.max_samples and r.timing.max_samples < r.timing.min_samples then
+      c:fail("timing.max_samples", string.format("at least timing.min_samples (%d%s)", r.timing.min_samples,
+                                                  spec.timing.min_samples and "" or ", the default"), r.timing.max_samples)
+    end
   end
   if spec.trust_imported ~= nil and type(spec.trust_imported) ~= "boolean" then c:fail("trust_imported", "true or false", spec.trust_imported) end; r.trust_imported = spec.trust_imported == true   -- (kwb.store's known)
   if spec.race ~= nil and spec.race ~= false then nonneg_number(c, "race", spec.race) end
@@ -488,6 +421,20 @@ function Recipe:profile(id, key) return require("kwb.run").profile(self, id, key
 function Recipe:__tostring()
   return string.format("kwb.recipe %s (%s, %d shapes%s)", self.name, self.problem:key(), #self.shapes,
                        self.file and (", " .. self.file) or "")
+end
+
+-- r:call(field, ...) -> the recipe's function `field` (accept, score) called
+-- under the instruction bound (kwb/recipe_site.lua).
+function Recipe:call(field, ...)
+  return bounded(rsite.of(self), field, self[field], ...)
+end
+
+-- r:fail(field, why): raise "file:line: recipe field 'field': why", the line
+-- of the field, for a mistake found while the recipe runs (what its accept
+-- or score returned).
+function Recipe:fail(field, why)
+  local at = rsite.of(self)
+  raise(at, field_line(at, field), string.format("recipe field '%s': %s", field, why))
 end
 
 function M.is_recipe(v) return getmetatable(v) == Recipe end

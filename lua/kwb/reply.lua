@@ -7,6 +7,7 @@
 --   local p = reply.parse(text)           -- { blocks = { { lang =, code =, closed = } }, prose = }
 --   local prop = reply.proposal(text, recipe)
 --   -- { source =, space =, rationale =, blocks = n } or { no_code = why, rationale = }
+local core = require "kwb.core"
 local lpeg = require "lpeg"
 local ktext = require "kwb.text"
 
@@ -57,11 +58,14 @@ M.languages = { host = { "c" }, cuda = { "cuda", "cpp", "c" } }
 
 -- Model-written Lua (a space block, its restrict function) runs with no
 -- globals, no string methods, at most `steps` VM instructions a call and
--- `memory` more KiB of heap (checked between instructions, so one
--- instruction may pass it once): it may describe a space, not do work. All
--- the calls of one space's restrict share `restrict_steps`; once they are
--- spent it excludes every point.
+-- `memory` more KiB of heap: it may describe a space, not do work. The heap
+-- is capped for every allocation (kwb.core's heap_resume), so no one
+-- instruction passes it either (a concatenation of a hundred long strings
+-- is one instruction). All the calls of one space's restrict share
+-- `restrict_steps`; once they are spent it excludes every point.
 M.steps, M.memory, M.restrict_steps = 20000, 65536, 2000000
+
+local too_much = "the lua block uses too much memory"
 
 local function confined(fn, limit, ...)
   local smeta = getmetatable("")
@@ -71,11 +75,13 @@ local function confined(fn, limit, ...)
   debug.sethook(co, function()
     steps = steps + 1
     if steps > limit then error("the lua block runs too long (a space is a table of lists)", 0) end
-    if collectgarbage("count") - base > M.memory then error("the lua block uses too much memory", 0) end
+    if collectgarbage("count") - base > M.memory then error(too_much, 0) end
   end, "", 1)
   smeta.__index = nil
-  local res = table.pack(coroutine.resume(co, ...))
+  local res = table.pack(core.heap_resume(core.heap() + M.memory * 1024, co, ...))
   smeta.__index = index
+  -- the cap refused an allocation: Lua's own words for it, said as the block's limit
+  if res[1] == false and res[2] == "not enough memory" then res[2] = too_much end
   res.steps = steps
   return res
 end

@@ -9,6 +9,11 @@
 -- and asm patterns are matched inside string literals (inline assembly text);
 -- a CUDA module's PTX is a view of its own (check_ptx).
 --
+-- The rules are messages for the model, not the boundary: a system call
+-- spelled as bytes (`.byte 0x0f, 0x05`) or state in assembler-defined .bss
+-- has no name here and passes them; the sandbox's seccomp filter and the
+-- verification stop those (docs/architecture.md; tests/lua/test_text_rules.lua).
+--
 --   local rs = rules.set { "default", "-sleep", { name = "no-goto", words = { "goto" } } }
 --   local hit = rs:check_source(src)      -- nil, or { rule =, line =, word =, message = }
 local host = require "kwb.host"
@@ -227,6 +232,25 @@ local function known_hint(word)
   return "known: default, " .. table.concat(names_list(), ", ")
 end
 
+-- A rule table's fields, each of the kind compile_rule reads: nil, or what is wrong.
+local table_fields = { name = "string", why = "string", words = "list", symbols = "list", asm = "list",
+                       pattern = "pattern", data = "boolean" }
+local function check_table(item)
+  for k, v in pairs(item) do
+    local kind = table_fields[k]
+    if not kind then
+      return string.format("unknown field '%s' (known: name, why, words, symbols, asm, pattern, data)", tostring(k))
+    end
+    if kind == "list" then
+      if type(v) ~= "table" or #v == 0 then return k .. " must be a non-empty list of strings" end
+      for j, w in ipairs(v) do
+        if type(w) ~= "string" or w == "" then return string.format("%s[%d] must be a non-empty string", k, j) end
+      end
+    elseif kind == "pattern" and lpeg.type(v) ~= "pattern" then return "pattern must be an LPeg pattern"
+    elseif kind ~= "list" and kind ~= "pattern" and type(v) ~= kind then return k .. " must be a " .. kind end
+  end
+end
+
 -- set(spec): spec is a list of rule names, "default", "-name" (drop a rule),
 -- and rule tables { name =, words =, symbols =, asm =, pattern = (LPeg), why = }.
 -- Raises on an unknown name.
@@ -257,6 +281,8 @@ function M.set(spec)
       if not (item.words or item.symbols or item.asm or item.pattern) then
         error(string.format("forbid[%d]: rule '%s' needs words, symbols, asm or pattern", i, item.name), 2)
       end
+      local why = check_table(item)
+      if why then error(string.format("forbid[%d]: rule '%s': %s", i, item.name, why), 2) end
       add(item.name, item)
     else
       error(string.format("forbid[%d]: expected a rule name or a rule table, got %s", i, type(item)), 2)

@@ -117,6 +117,15 @@ function M.scratch_in()
   return "/tmp"
 end
 
+-- A worker's scratch directory goes with its handle (core/worker.c), and the
+-- pool closes a worker's handle as soon as it finds the worker dead, killed
+-- or retired, not when it is collected (never, in a kwb that ends with
+-- os.exit). A kwb killed with its workers leaves theirs, so each new pool
+-- first sweeps the stale ones from scratch_in: no live handle's lock on them,
+-- no process working in them, untouched for sweep_age seconds
+-- (core.worker_sweep).
+M.sweep_age = 10
+
 local Pool = {}
 Pool.__index = Pool
 M.Pool = Pool
@@ -184,6 +193,7 @@ function M.pool(opts)
                               recycle_cpu = opts.recycle_cpu or limits.cpu / 2,
                               slots = {}, queue = {}, next_id = 0, started = 0, claimed = {},
                               claim_uids = opts.uid == nil and core.uid() == 0 }, Pool)
+  core.worker_sweep(pool.scratch_in, M.sweep_age)   -- (one it cannot read: the first worker's start says so)
   local devices = opts.devices or n
   for i = 1, n do
     local extra, lock = {}, lockdir .. "/host.lock"
@@ -228,7 +238,13 @@ local function claim_uid(pool, slot)
   end
 end
 
+-- Close a slot's worker (killed if alive): its scratch directory goes now.
+local function retire(slot)
+  if slot.worker then slot.worker:close(); slot.worker = nil end
+end
+
 function Pool:start_worker(slot)
+  retire(slot)   -- (the one it replaces)
   claim_uid(self, slot)
   local w, msg = core.worker_start {
     argv = { "kwb", "worker" }, env = slot.env, scratch_in = self.scratch_in, lock = slot.lock,
@@ -298,13 +314,15 @@ function Pool:dispatch()
   end
 end
 
--- The result of a task, and the slot made idle.
+-- The result of a task, and the slot made idle (a worker no longer alive
+-- closed, its scratch with it).
 function Pool:finish(slot, result)
   local task = slot.task
   local w = slot.worker
   local out, total = w:output()
   result.output, result.output_bytes = out, total
   result = require("kwb.secrets").scrub_all(result)   -- (no secret this process knows leaves a worker's answer)
+  if not w:status().alive then retire(slot) end
   result.seconds = core.now() - task.started
   trace(task, "%s", result.ok and "answered" or (result.code .. ": " .. tostring(result.reason)))
   task.result = result
@@ -355,9 +373,9 @@ function Pool:step(timeout)
         -- a retiring worker, or one near its CPU limit, is restarted at its next task
         local spent = msg.retire or (msg.cpu or 0) > self.recycle_cpu
         local w = slot.worker
+        if spent then w:kill() end
         if msg.ok then self:finish(slot, { ok = true, value = msg.result, retired = spent or nil })
         else self:finish(slot, { ok = false, code = "error", reason = msg.error, retired = spent or nil }) end
-        if spent then w:kill() end
       end
     else   -- the worker is gone
       local st = slot.worker:status()
@@ -415,7 +433,7 @@ end
 
 function Pool:close()
   for _, slot in ipairs(self.slots) do
-    if slot.worker then slot.worker:close(); slot.worker = nil end
+    retire(slot)
     if slot.uid_lock then
       self.claimed[slot.uid] = nil
       slot.uid_lock:unlock()

@@ -67,6 +67,32 @@ t.test("reply_a_space_block_can_not_spend_memory_or_call_string_methods", functi
   t.eq(("kwb"):upper(), "KWB", "string methods are back afterwards")
 end)
 
+-- One instruction that allocates much: a hundred copies of a 32 MiB string
+-- concatenated in one expression asks for 3.2 GB at once; the heap's cap
+-- refuses it before it is taken, so this process never holds it.
+local function peak_kib()
+  local f = assert(io.open("/proc/self/status"))
+  local hwm = f:read("a"):match("VmHWM:%s*(%d+) kB")
+  f:close()
+  return tonumber(hwm)
+end
+
+t.test("reply_a_space_blocks_concatenation_bomb_is_its_memory_limit_not_ours", function()
+  local bomb = 'local s = "x" for i = 1, 25 do s = s .. s end return { BM = { #(' .. ("s.."):rep(99) .. 's) } }'
+  t.eq(reply.proposal("```c\nk\n```\n```lua\n" .. bomb .. "\n```", host).no_code,
+       "the reply declares a space, but its lua block fails: the lua block uses too much memory")
+  local peak = peak_kib()
+  t.truthy(peak < 500 * 1024, string.format("this process peaked at %d MiB", peak // 1024))
+  local sp = assert(reply.space('local s = "x" for i = 1, 25 do s = s .. s end return { BM = { #s, 16 } }'))
+  t.eq(sp.dims[1].values[1], 32 << 20, "a 32 MiB string fits the block's 64 MiB")
+  local restrict = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) local s = 'xy' "
+                                      .. "if p.BM == 2 then return true end for i = 1, 24 do s = s .. s end return #(" .. ("s.."):rep(99) .. "s) > 0 end }"))
+  t.eq(restrict.restrict { BM = 1 }, false, "a restrict that asks too much excludes the point")
+  t.eq(restrict.restrict { BM = 2 }, true)
+  t.truthy(peak_kib() < 500 * 1024, "nor does its restrict")
+  t.eq(select(2, require("kwb.core").heap()), nil, "the cap is lifted afterwards")
+end)
+
 t.test("reply_a_spaces_restrict_runs_confined_too", function()
   local sp = assert(reply.space("return { BM = { 1, 2 }, restrict = function(p) return p.BM > 1 end }"))
   t.eq(sp.restrict { BM = 1 }, false)

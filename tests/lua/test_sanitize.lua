@@ -347,14 +347,18 @@ end)
 
 -- The real job (kwb.measure_task.sanitize_job), under a stand-in tool that
 -- runs it as it is given, on a recipe whose buffers cannot be allocated (a
--- host vecadd at n = 2^45: 128 TiB a buffer): the job says why with its
--- status and line, and the check calls it the harness's, not a finding.
+-- host vecadd at n = 2^45: 128 TiB a buffer; its n an i64, which holds
+-- 2^45 as the i32 of kwb.problems.vecadd does not): the job says why with
+-- its status and line, and the check calls it the harness's, not a finding.
 t.test("sanitize_a_job_whose_buffers_cannot_be_allocated_is_the_harness_not_the_candidate", function()
   local core = require "kwb.core"
   local file = dir .. "/huge.lua"
   local f = assert(io.open(file, "w"))
   f:write([[
-return kwb.recipe { name = "huge", problem = require("kwb.problems.vecadd") {}, shapes = { n = { 1 << 45 } },
+local vecadd = kwb.problem.define { name = "vecadd", vars = { "n" }, reference = function() end, bytes = "12 * n",
+  args = { { "n", "i64", value = "n" }, { "a", "f32", shape = "n" }, { "b", "f32", shape = "n" },
+           { "c", "f32", shape = "n", role = "out" } } }
+return kwb.recipe { name = "huge", problem = vecadd, shapes = { n = { 1 << 45 } },
                     verify_shapes = false, start = "]] .. host.resolve("kernels/host") .. [[/matmul_naive.c" }
 ]])
   f:close()

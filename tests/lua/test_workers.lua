@@ -249,6 +249,58 @@ t.test("test_closing_the_pool_removes_the_scratch_directories", function()
   t.eq(exists(cwd .. "/."), false)
 end)
 
+-- A worker killed from outside: its scratch goes as soon as the pool notices
+-- the death (at the next task), not when the handle is collected (a kwb that
+-- ends with os.exit never collects it).
+t.test("test_a_killed_workers_scratch_is_removed_when_its_death_is_noticed", function()
+  local p = workers.pool { n = 1 }
+  local cwd = p:call("worker_probe.identity", {}).value.cwd
+  local pid = p.slots[1].worker.pid
+  os.execute("kill -9 " .. pid)
+  core.sleep(0.1)
+  local again = p:call("worker_probe.identity", {})
+  t.eq(again.ok, true, again.reason)
+  t.truthy(again.value.cwd ~= cwd, "a fresh worker in a fresh scratch")
+  t.eq(exists(cwd .. "/."), false, "the killed worker's scratch " .. cwd)
+  p:close()
+end)
+
+-- A kwb killed with its workers leaves their scratch directories; the next
+-- pool sweeps them: those no live handle locks and no process works in.
+-- A live pool's scratch and a directory some process works in (a worker of a
+-- kwb that locks no scratch) stay, however old.
+local function aged(dir) os.execute("touch -d '2 minutes ago' '" .. dir .. "'") end
+
+t.test("test_a_killed_kwbs_scratch_is_swept_at_the_next_pool_start", function()
+  local child = io.popen("./kwb -e 'local p = require(\"kwb.workers\").pool { n = 1 } "
+                         .. "print(require(\"kwb.core\").pid(), p:call(\"worker_probe.identity\", {}).value.cwd) "
+                         .. "io.stdout:flush() require(\"kwb.core\").sleep(60)'", "r")
+  local kpid, left = child:read("l"):match("^(%d+)%s+(%S+)$")
+  os.execute("kill -9 " .. kpid)
+  child:close()
+  core.sleep(0.2)
+  t.eq(exists(left .. "/."), true, "the killed kwb left its worker's scratch " .. left)
+
+  local live = workers.pool { n = 1 }
+  local kept = live:call("worker_probe.identity", {}).value.cwd
+  local busy = assert(io.popen("mktemp -d " .. workers.scratch_in() .. "/kwb-worker-XXXXXX")):read("l")
+  local worker = io.popen("cd '" .. busy .. "' && exec sleep 60 & echo $!"):read("l")
+  core.sleep(0.1)
+  for _, d in ipairs { left, kept, busy } do aged(d) end
+
+  local sweeper = workers.pool { n = 1 }
+  t.eq(exists(left .. "/."), false, "swept: " .. left)
+  t.eq(exists(kept .. "/."), true, "a live pool's scratch stays")
+  t.eq(exists(busy .. "/."), true, "a directory a process works in stays")
+  os.execute("kill -9 " .. worker)
+  core.sleep(0.1)
+  t.eq(core.worker_sweep(workers.scratch_in(), 60), 1, "then it goes too")
+  t.eq(exists(busy .. "/."), false)
+  sweeper:close()
+  live:close()
+  t.eq(exists(kept .. "/."), false)
+end)
+
 pool:close()
 
 -- ---- hostile candidates through the loop ----------------------------------

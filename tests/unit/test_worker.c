@@ -3,7 +3,9 @@
  * signal, kill, and the scratch directory's life. */
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kwb.h"
@@ -111,10 +113,71 @@ static void test_worker_scratch_is_removed_with_the_worker(void) {
     CHECK(stat(path, &sb) != 0);
 }
 
+static void aged(const char *path) {   /* an hour untouched */
+    struct timespec t[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+    utimensat(AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW);
+}
+
+static int there(const char *dir, const char *name) {
+    char p[4200];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &sb) == 0;
+}
+
+/* A stale scratch (no handle locks it, nobody works in it, an hour old) goes,
+ * and the links inside it go as links: what they point at stays. A live
+ * worker's scratch, a fresh one and another name stay. */
+static void test_worker_sweep_removes_stale_scratch_and_follows_no_link(void) {
+    char parent[] = "/tmp/kwb-sweep-XXXXXX", p[4200];
+    CHECK(mkdtemp(parent) != NULL);
+    snprintf(p, sizeof p, "%s/outside", parent);
+    CHECK_INT(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/outside/keep", parent);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    fclose(f);
+    snprintf(p, sizeof p, "cd %s && mkdir -p kwb-worker-aaaaaa/d/e kwb-worker-bbbbbb kwb-worker-toolong && "
+             "echo x > kwb-worker-aaaaaa/d/e/f && ln -s %s/outside kwb-worker-aaaaaa/ldir && "
+             "ln -s %s/outside/keep kwb-worker-aaaaaa/d/lfile", parent, parent, parent);
+    CHECK_INT(system(p), 0);
+    const char *argv[] = {"sh", "-c", "sleep 5", NULL};
+    const char *env[] = {"PATH=/usr/bin:/bin", NULL};
+    kwb_worker_opts o;
+    kwb_worker_opts_default(&o);
+    o.exe = "/bin/sh";
+    o.argv = argv;
+    o.env = env;
+    o.scratch_parent = parent;
+    kwb_worker *w = NULL;
+    CHECK_INT(kwb_worker_start(&o, &w), 0);
+    char live[64];
+    snprintf(live, sizeof live, "%s", strrchr(kwb_worker_scratch(w), '/') + 1);
+    snprintf(p, sizeof p, "%s/kwb-worker-aaaaaa", parent); aged(p);
+    snprintf(p, sizeof p, "%s/kwb-worker-toolong", parent); aged(p);
+    aged(kwb_worker_scratch(w));
+    CHECK_INT(kwb_worker_sweep(parent, 10), 1);
+    CHECK(!there(parent, "kwb-worker-aaaaaa"));
+    CHECK(there(parent, "outside/keep"));
+    CHECK(there(parent, live));
+    CHECK(there(parent, "kwb-worker-bbbbbb"));
+    CHECK(there(parent, "kwb-worker-toolong"));
+    kwb_worker_kill(w);
+    CHECK(there(parent, live));
+    CHECK_INT(kwb_worker_sweep(parent, 0), 1);   /* the fresh one, at no age */
+    CHECK(!there(parent, "kwb-worker-bbbbbb"));
+    CHECK(there(parent, live));
+    kwb_worker_free(w);
+    CHECK(!there(parent, live));
+    snprintf(p, sizeof p, "rm -rf %s", parent);
+    CHECK_INT(system(p), 0);
+}
+
 int main(void) {
     RUN(test_worker_frame_output_and_environment);
     RUN(test_worker_output_is_capped_but_counted);
     RUN(test_worker_death_by_signal_and_kill);
     RUN(test_worker_scratch_is_removed_with_the_worker);
+    RUN(test_worker_sweep_removes_stale_scratch_and_follows_no_link);
     return UNIT_EXIT();
 }

@@ -15,7 +15,9 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -Icore -Ibuild \
            $(shell pkg-config --cflags lua5.4 $(PKGS) 2>/dev/null)
 LDLIBS  := $(LUA_A) $(SECCOMP_A) $(HIREDIS_A) $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldl -lm -lpthread
-LDFLAGS += -Wl,-E
+# -E: symbols for the FFI; full RELRO (-z now): kwb's GOT read-only from the start, so
+# no code a sandbox runs can redirect kwb's own calls through it
+LDFLAGS += -Wl,-E -Wl,-z,relro,-z,now
 
 ifeq ($(V),1)
 Q :=

@@ -10,7 +10,6 @@
 #include <grp.h>
 #include <link.h>
 #include <linux/seccomp.h>
-#include <linux/futex.h>
 #include <elf.h>
 #include <poll.h>
 #include <sched.h>
@@ -97,33 +96,18 @@ static int recv_msg(int fd, sb_msg *m, int *got_fd, int flags) {
 
 /* ==== the sandbox's side ================================================= */
 
-/* Candidate code runs on two threads in turn, never at once: the module's
- * initialisers on a thread of their own (init_tid while it lives), under a
- * filter that has no channel, while the main thread waits; then the calls on
- * the main thread. A refused call on the initialisers' thread cannot be
- * reported from there: the thread notes it and ends, and the main thread
- * reports it. */
-static volatile pid_t init_tid;   /* set by the kernel at its start (CLONE_PARENT_SETTID), cleared at its end */
-static volatile int init_refused = -1;
-
+/* Candidate code (the module's initialisers, then the calls) runs on the
+ * sandbox's one thread, and only under the strict filter: the module is
+ * loaded with its initialisers taken out (kwb_sandbox_start), the filter
+ * goes on, and only then does the sandbox call them itself. */
 static void on_sigsys(int sig, siginfo_t *si, void *uc) {
     (void)sig; (void)uc;
-    if (init_tid && (pid_t)syscall(SYS_gettid) == init_tid) {
-        init_refused = si->si_syscall;
-        syscall(SYS_exit, 0);   /* this thread only; the main thread waits for its end */
-    }
     static sb_msg m;   /* a handler's message: static, not on a stack the kernel may have spoiled */
     m.op = OP_SYSCALL;
     m.slot = (uint32_t)si->si_syscall;
     send_msg(FD_CHAN, &m, -1);
     syscall(SYS_exit_group, 111);
 }
-
-/* The initialisers' thread: the main thread's memory, files and thread-local
- * storage (the main thread only waits meanwhile), none of the C library's
- * thread machinery (pthread_create would install signal handlers). */
-enum { INIT_CLONE = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
-                    CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID };
 
 #define ALLOW(name, ...) rc |= seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(name), __VA_ARGS__)
 
@@ -139,7 +123,12 @@ static int allow_common(scmp_filter_ctx f) {
     ALLOW(mmap, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
     ALLOW(mprotect, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
     ALLOW(munmap, 0);
-    ALLOW(mremap, 0);
+    /* resizing in place only: a moved or doubled mapping (MREMAP_MAYMOVE,
+     * an old size of 0) would keep a buffer's pages after the judge unmaps
+     * it. Refused with ENOMEM, not trapped: the C library's realloc then
+     * copies instead. */
+    ALLOW(mremap, 1, SCMP_A3(SCMP_CMP_EQ, 0));
+    rc |= seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOMEM), SCMP_SYS(mremap), 1, SCMP_A3(SCMP_CMP_NE, 0));
     ALLOW(brk, 0);
     ALLOW(madvise, 0);
     ALLOW(close, 0);
@@ -165,23 +154,6 @@ static int allow_running(scmp_filter_ctx f) {
     return rc;
 }
 
-/* The main thread from the module's load to its initialisers' end: the
- * calls' filter, starting their thread and waiting for its end, and the
- * filters that follow (the thread's, then the calls' stacked on this). */
-static int allow_joining(scmp_filter_ctx f) {
-    int rc = allow_running(f);
-    ALLOW(clone, 1, SCMP_A0(SCMP_CMP_EQ, INIT_CLONE));
-    ALLOW(futex, 0);
-    ALLOW(seccomp, 1, SCMP_A0(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER));
-    return rc;
-}
-
-/* The initialisers' thread: no channel at all, so nothing it says can pass
- * for the sandbox's own words. */
-static int allow_initialising(scmp_filter_ctx f) {
-    return allow_common(f);
-}
-
 /* While the system's libraries and the module load (no candidate code runs
  * then: the judge took the module's initialisers out, kwb_sandbox_start):
  * reading files, mapping them executable, the loader's calls; never
@@ -199,12 +171,11 @@ static int allow_loading(scmp_filter_ctx f) {
     ALLOW(seccomp, 0);   /* the next filter */
     ALLOW(futex, 0);
     ALLOW(rt_sigprocmask, 0);
-    ALLOW(clone, 1, SCMP_A0(SCMP_CMP_EQ, INIT_CLONE));   /* (filters stack: the next ones' calls too) */
     return rc;
 }
 #undef ALLOW
 
-enum { F_LOADING, F_JOINING, F_INITIALISING, F_RUNNING };
+enum { F_LOADING, F_RUNNING };
 
 static int load_filter(int which) {
     scmp_filter_ctx f = seccomp_init(SCMP_ACT_TRAP);
@@ -214,8 +185,6 @@ static int load_filter(int which) {
     if (rc == 0) {
         switch (which) {
         case F_LOADING: rc = allow_loading(f); break;
-        case F_JOINING: rc = allow_joining(f); break;
-        case F_INITIALISING: rc = allow_initialising(f); break;
         default: rc = allow_running(f); break;
         }
     }
@@ -226,7 +195,7 @@ static int load_filter(int which) {
 
 /* A failure the sandbox's own code reports: a code from this list, never
  * text (the judge says it in its own words, fail_text). */
-enum { FAIL_FILTER = 1, FAIL_LOAD, FAIL_SYMBOL, FAIL_FFI, FAIL_MAP, FAIL_THREAD };
+enum { FAIL_FILTER = 1, FAIL_LOAD, FAIL_SYMBOL, FAIL_FFI, FAIL_MAP };
 
 static void child_fail(int code) {
     sb_msg m = {.op = OP_FAIL, .status = code};
@@ -269,29 +238,13 @@ typedef struct {
 
 typedef void (*init_fn)(int, char **, char **);
 
-/* The initialisers' thread: confined further first, then the initialisers
- * in the dynamic loader's order (DT_INIT, then DT_INIT_ARRAY) with its
- * arguments. */
-static int run_inits(void *arg) {
-    const sb_inits *in = arg;
+/* Call them, in the dynamic loader's order (DT_INIT, then DT_INIT_ARRAY),
+ * with its arguments: under the strict filter, on the caller's limit. */
+static void initialise(const sb_inits *in) {
     char *no_env[] = {NULL};
-    if (load_filter(F_INITIALISING) != 0) { init_refused = -2; return 0; }
     if (in->init) ((init_fn)(in->base + in->init))(in->argc, in->argv, no_env);
     init_fn *array = (init_fn *)(in->base + in->array);
     for (uintptr_t i = 0; in->array && i < in->count; i++) array[i](in->argc, in->argv, no_env);
-    return 0;
-}
-
-/* Run them on their thread and wait for its end: 0, or FAIL_... */
-static int initialise(sb_inits *in) {
-    enum { STACK = 8 << 20 };
-    unsigned char *stack = mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED) return FAIL_THREAD;
-    if (clone(run_inits, stack + STACK, INIT_CLONE, in, &init_tid, NULL, &init_tid) < 0) return FAIL_THREAD;
-    /* its end clears init_tid and wakes this wait */
-    for (pid_t t; (t = init_tid) != 0;) syscall(SYS_futex, &init_tid, FUTEX_WAIT, t, NULL, NULL, 0);
-    munmap(stack, STACK);
-    return init_refused == -2 ? FAIL_FILTER : 0;
 }
 
 /* argv: kwb --sandbox-child SYMBOL SIG INIT INIT_ARRAY COUNT [NEEDED...]
@@ -320,8 +273,6 @@ int kwb_sandbox_main(int argc, char **argv) {
     if (!h || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0) { child_fail(FAIL_LOAD); return 1; }
     close(FD_MODULE);
     in.base = lm->l_addr;
-    int inits = in.init || (in.array && in.count);
-    if (load_filter(inits ? F_JOINING : F_RUNNING) != 0) { child_fail(FAIL_FILTER); return 1; }
     dlerror();
     void *fn = dlsym(h, symbol);
     if (!fn) { child_fail(FAIL_SYMBOL); return 1; }
@@ -337,22 +288,16 @@ int kwb_sandbox_main(int argc, char **argv) {
         child_fail(FAIL_FFI);
         return 1;
     }
+    /* from here on candidate code may run: the strict filter first (stacked
+     * on the loading one, which allowed this one call of seccomp's) */
+    if (load_filter(F_RUNNING) != 0) { child_fail(FAIL_FILTER); return 1; }
     /* loaded: the judge reads its clock while it sleeps here, then says go,
      * and the initialisers' time is counted from there */
     static sb_msg m;
     m = (sb_msg){.op = OP_LOADED};
     if (send_msg(FD_CHAN, &m, -1)) return 1;
     if (recv_msg(FD_CHAN, &m, NULL, 0) != 1 || m.op != OP_GO) return 1;
-    if (inits) {
-        int failed = initialise(&in);
-        if (failed) { child_fail(failed); return 1; }
-        if (init_refused >= 0) {
-            m = (sb_msg){.op = OP_SYSCALL, .slot = (uint32_t)init_refused};
-            send_msg(FD_CHAN, &m, -1);
-            syscall(SYS_exit_group, 111);
-        }
-        if (load_filter(F_RUNNING) != 0) { child_fail(FAIL_FILTER); return 1; }
-    }
+    initialise(&in);
     m = (sb_msg){.op = OP_READY};
     if (send_msg(FD_CHAN, &m, -1)) return 1;
     size_t page = page_bytes();
@@ -626,7 +571,6 @@ static const char *fail_text(int code) {
     case FAIL_SYMBOL: return "no function of that name in the module";
     case FAIL_FFI: return "libffi cannot describe the function";
     case FAIL_MAP: return "the sandbox cannot map a buffer";
-    case FAIL_THREAD: return "the sandbox cannot start the thread of its module's initialisers";
     default: return "the sandbox failed";
     }
 }
@@ -634,9 +578,7 @@ static const char *fail_text(int code) {
 /* Whether a failure record is one the sandbox's own code sends while the
  * judge waits for want: any other (a candidate's forgery) is ignored. */
 static int fail_expected(uint32_t want, int code) {
-    if (want == OP_LOADED) return code == FAIL_FILTER || code == FAIL_LOAD || code == FAIL_SYMBOL ||
-                                  code == FAIL_FFI || code == FAIL_THREAD;
-    if (want == OP_READY) return code == FAIL_FILTER || code == FAIL_THREAD;
+    if (want == OP_LOADED) return code == FAIL_FILTER || code == FAIL_LOAD || code == FAIL_SYMBOL || code == FAIL_FFI;
     if (want == OP_MAPPED) return code == FAIL_MAP;
     return 0;
 }

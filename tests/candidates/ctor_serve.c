@@ -1,11 +1,15 @@
-/* ctor_serve.c: a constructor that never returns: it answers READY itself
- * and serves the judge's MAP and CALL records (computing right answers), so
- * every call would run in it, under whatever filter the constructor ran
- * under -> forbidden at its first message: the constructors' thread has no
- * channel. */
+/* ctor_serve.c: a constructor that never returns: it opens the judge's
+ * memory (/proc/PPID/mem, the parent's pid from /proc/self/stat), answers
+ * READY itself and serves the judge's MAP and CALL records (computing right
+ * answers), so that every call would run in it, under whatever filter the
+ * constructor ran under, reading the judge as it goes -> forbidden at its
+ * first openat: the module's initialisers run under the calls' filter. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -38,6 +42,12 @@ __attribute__((constructor)) static void serve(void) {
     static struct record r;
     static char *slots[4096];
     uint32_t used = 0;
+    char stat[512] = {0}, path[64];
+    int sf = open("/proc/self/stat", O_RDONLY), ppid = 0;
+    if (sf >= 0 && read(sf, stat, sizeof stat - 1) > 0) sscanf(strrchr(stat, ')') + 2, "%*c %d", &ppid);
+    snprintf(path, sizeof path, "/proc/%d/mem", ppid);
+    int judge = open(path, O_RDONLY);   /* read from as it serves: where the judge keeps its secrets */
+    (void)judge;
     r.op = READY;
     if (say(&r)) return;
     for (;;) {

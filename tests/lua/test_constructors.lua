@@ -43,9 +43,9 @@ t.test("constructor_forged_text_is_nowhere", function()
   t.eq(slurp(dir .. "/constructors.err"):find(mark, 1, true), nil, "the run's stderr")
 end)
 
-t.test("constructor_serving_the_protocol_itself_is_forbidden_at_its_first_message", function()
+t.test("constructor_serving_the_protocol_itself_and_reading_the_judge_is_forbidden_at_openat", function()
   t.eq(by[2].outcome, "forbidden")
-  t.eq(by[2].reason, "while its module loaded, the candidate made a system call sendmsg (number 46), which the "
+  t.eq(by[2].reason, "while its module loaded, the candidate made a system call openat (number 257), which the "
                      .. "sandbox does not allow")
 end)
 

@@ -245,6 +245,61 @@ t.test("sandbox_runs_a_constructor_before_the_first_call", function()
   sb:close()
 end)
 
+-- The initialisers run on the calls' own thread (the sandbox has one), under
+-- the calls' filter: a constructor that notes its thread finds the kernel on
+-- the same one, and one that makes a call only the loading filter allows
+-- (a read) is stopped at it.
+t.test("sandbox_runs_the_initialisers_on_the_calls_thread_under_their_filter", function()
+  local mod = assert(host.compile { source = "#define _GNU_SOURCE\n#include <unistd.h>\nstatic pid_t at;\n"
+                                              .. "__attribute__((constructor)) static void s(void) { at = gettid(); }\n"
+                                              .. "void add(int n, const float *a, float *c) { float d = gettid() == at ? 1 : 2;\n"
+                                              .. "  for (int i = 0; i < n; i++) c[i] = a[i] + d; }\n",
+                                    name = "ctor_tid.c", no_load = true })
+  local sb = assert(mod:sandbox(proto))
+  c:poison()
+  assert(sb:call(1, 1000, a, c))
+  t.eq(c[3], (string.unpack("f", string.pack("f", a[3] + 1))), "the same thread")
+  sb:close()
+  mod = assert(host.compile { source = "#include <unistd.h>\n__attribute__((constructor)) static void s(void) { char b; "
+                                       .. "(void)read(0, &b, 1); }\nvoid add(int n, const float *a, float *c) { }\n",
+                              name = "ctor_read.c", no_load = true })
+  local sb2, why, info = mod:sandbox(proto)
+  t.eq(sb2, nil)
+  t.eq(why, "while its module loaded, the candidate made a system call read (number 0), which the sandbox does not allow")
+  t.eq(info.code, "forbidden")
+end)
+
+-- A mapping moved or doubled by mremap would keep a buffer's pages after the
+-- judge unmaps it: mremap may resize in place only (anything else is ENOMEM,
+-- so realloc copies instead).
+t.test("sandbox_mremap_cannot_keep_an_alias_of_a_buffer", function()
+  local mod = assert(host.compile { source = "#define _GNU_SOURCE\n#include <stdint.h>\n#include <sys/mman.h>\n#include <stdlib.h>\n"
+                                              .. "void add(int n, const float *a, float *c) {\n"
+                                              .. "  void *page = (void *)((uintptr_t)a & ~(uintptr_t)4095);\n"
+                                              .. "  void *alias = mremap(page, 0, 4096, MREMAP_MAYMOVE);\n"
+                                              .. "  char *big = malloc(1 << 20), *bigger = realloc(big, 4 << 20);\n"
+                                              .. "  float d = (alias == MAP_FAILED) + (bigger != 0);\n"
+                                              .. "  for (int i = 0; i < n; i++) c[i] = a[i] + d; }\n",
+                                    name = "mremap_alias.c", no_load = true })
+  local sb = assert(mod:sandbox(proto))
+  c:poison()
+  assert(sb:call(1, 1000, a, c))
+  t.eq(c[5], (string.unpack("f", string.pack("f", a[5] + 2))), "no alias made; realloc went on")
+  sb:close()
+end)
+
+-- kwb is linked with full RELRO: its global offset table is read-only once it
+-- runs, so no code in a sandbox can send kwb's own calls elsewhere through it.
+t.test("kwb_is_linked_with_its_got_read_only", function()
+  local p = assert(io.popen("readelf -d kwb 2>&1"))
+  local d = p:read("a")
+  p:close()
+  t.truthy(d:find("BIND_NOW", 1, true) or d:find("Flags: NOW", 1, true), d:sub(1, 300))
+  p = assert(io.popen("readelf -lW kwb 2>&1"))
+  t.truthy(p:read("a"):find("GNU_RELRO", 1, true), "a GNU_RELRO segment")
+  p:close()
+end)
+
 -- An indirect function's resolver would run while the module loads: refused.
 t.test("sandbox_refuses_a_module_with_an_ifunc", function()
   local mod = assert(host.compile { source = "static void add_impl(int n, const float *a, float *c) { for (int i = 0; i < n; i++) c[i] = a[i] + 1; }\n"

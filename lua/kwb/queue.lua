@@ -400,6 +400,11 @@ function M.identity(file)
   local origin = os.getenv("KWB_ORIGIN") or core.cwd() or ""
   local path = file
   if origin ~= "" and file:sub(1, #origin + 1) == origin .. "/" then path = file:sub(#origin + 2) end
+  if path:sub(1, 1) == "/" or ("/" .. path .. "/"):find("/../", 1, true) then   -- (workers take no other: queue_worker.resolve)
+    error(string.format("the recipe %s is not under the directory kwb runs from (%s): a fleet's workers find "
+                        .. "recipes by a path relative to their --recipes directory, so run the loop from there",
+                        file, origin), 0)
+  end
   return { path = path, sha256 = core.sha256(text) }
 end
 

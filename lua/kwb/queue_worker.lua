@@ -32,17 +32,34 @@ local function usage(msg)
 end
 
 -- resolve(identity, dir) -> the local file of a task's recipe | nil, why.
+-- A recipe is Lua that the worker runs, so a task may name only a file under
+-- the worker's --recipes DIR: a relative path with no `..` (never an absolute
+-- one, a device or another file the host happens to have), read up to
+-- M.max_recipe bytes before its hash is compared.
+M.max_recipe = 4 << 20
+
 function M.resolve(id, dir)
   if type(id) ~= "table" or type(id.path) ~= "string" or type(id.sha256) ~= "string" then
     return nil, "the task names no recipe (a path and its SHA-256)"
   end
-  local file = id.path:sub(1, 1) == "/" and id.path or (dir .. "/" .. id.path)
-  local text = require("kwb.host").read_file(file)
-  if not text then return nil, string.format("the recipe %s is not on this worker (looked for %s)", id.path, file) end
+  local path = id.path
+  if path == "" or path:sub(1, 1) == "/" or ("/" .. path .. "/"):find("/../", 1, true) or path:find("%z") then
+    return nil, string.format("the task's recipe path %q is not a path under this worker's recipes directory "
+                              .. "(relative, with no '..': run the loop from the directory the workers' --recipes "
+                              .. "names)", path:sub(1, 200))
+  end
+  local file = dir .. "/" .. path
+  local f = io.open(file, "rb")
+  local text = f and f:read(M.max_recipe + 1)
+  if f then f:close() end
+  if not text then return nil, string.format("the recipe %s is not on this worker (looked for %s)", path, file) end
+  if #text > M.max_recipe then
+    return nil, string.format("the recipe %s is over %d bytes on this worker", path, M.max_recipe)
+  end
   local have = core.sha256(text)
   if have ~= id.sha256 then
     return nil, string.format("this worker's copy of %s (%s) differs from the run's (SHA-256 %s here, %s in the run)",
-                              id.path, file, have:sub(1, 12), id.sha256:sub(1, 12))
+                              path, file, have:sub(1, 12), id.sha256:sub(1, 12))
   end
   return file
 end
@@ -164,7 +181,8 @@ function M.serve(q, opts)
       local f = queue.fields(e[2])
       local okd, task = pcall(worker.decode, f.task or "")
       local result
-      local args, why = M.check(okd and task or nil, opts.recipes)
+      local okc, args, why = pcall(M.check, okd and task or nil, opts.recipes)
+      if not okc then args, why = nil, "the task cannot be read: " .. tostring(args) end
       if not args then
         result = { ok = false, code = "refused", reason = why }
       else

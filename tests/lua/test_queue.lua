@@ -275,6 +275,30 @@ t.test("queue_worker_loads_only_its_own_copy_of_a_recipe", function()
   t.truthy(r.reason:find("the recipe recipes/nowhere.lua is not on this worker", 1, true), r.reason)
 end)
 
+-- A recipe is Lua the worker runs: a task names only a file under the
+-- worker's --recipes directory, whatever SHA-256 it gives (one a password
+-- holder computes for any file the host has, or /dev/zero's endless read).
+t.test("queue_worker_takes_recipes_only_from_its_recipes_directory", function()
+  local passwd = assert(io.open("/etc/passwd", "rb"))
+  local sha = core.sha256(passwd:read("a"))
+  passwd:close()
+  for i, path in ipairs { "/etc/passwd", "../../../../../../etc/passwd", "recipes/../../../../../etc/passwd",
+                          "/dev/zero" } do
+    local r = by_hand { tid = "x-path-" .. i, fn = "kwb.measure_task.ceilings",
+                        args = { { recipe = { path = path, sha256 = sha } } } }
+    t.eq(r.ok, false)
+    t.eq(r.code, "refused")
+    t.eq(r.reason, string.format("the task's recipe path %q is not a path under this worker's recipes directory "
+                                 .. "(relative, with no '..': run the loop from the directory the workers' "
+                                 .. "--recipes names)", path))
+  end
+  local r = by_hand { tid = "x-path-ok", fn = "kwb.measure_task.device", args = { { backend = "host" } } }
+  t.eq(r.ok, true, "the worker still serves")
+  t.raises(function() queue.identity("/etc/passwd") end, "the recipe /etc/passwd is not under the directory kwb runs "
+           .. "from (" .. core.cwd() .. "): a fleet's workers find recipes by a path relative to their --recipes "
+           .. "directory, so run the loop from there")
+end)
+
 -- ---- a fleet the test plays itself: workers that answer when and how it says
 
 local kind = require("kwb.cache").host_kind()

@@ -111,14 +111,15 @@ end
 -- measure(h, args) -> { shapes = { [key] = figures }, check = { [key] = { rel_l2, max_abs } }
 -- (a plan's), error = reason, seconds = }. args: { name = (a problem's
 -- baseline), cand = (a source's candidate, with fn), seed, run_seed, timing,
--- timeout, deadline }.
+-- timeout, time_left (seconds to the run's end: a duration, the worker's
+-- clock may be another host's) }.
 function M.measure(h, args)
   local core = require "kwb.core"
   local t0 = core.now()
   h.timing, h.race, h.best_time = args.timing or h.recipe.timing, false, {}
   h.timeout = args.timeout or h.recipe.budget.timeout
   h.run_seed = math.tointeger(tonumber(args.run_seed))
-  h.deadline = args.deadline
+  h.deadline = args.time_left and core.now() + args.time_left or nil
   local out = { shapes = {}, check = {} }
   if args.cand then
     local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
@@ -159,7 +160,8 @@ function M.run(s)
   local core, rng = require "kwb.core", require "kwb.rng"
   local run_seed = s.run_seed or s.recipe.seed or 0
   local args = { name = bl.name, run_seed = tostring(run_seed), timing = s.recipe.timing,
-                 timeout = s.recipe.budget.timeout, deadline = s.deadline }
+                 timeout = s.recipe.budget.timeout,
+                 time_left = s.deadline and math.max(0, s.deadline - core.now()) or nil }
   local out = { name = bl.label, description = bl.description }
   if bl.spec then
     local cand = s:candidate(bl.spec, "baseline")

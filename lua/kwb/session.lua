@@ -201,9 +201,11 @@ function Session:submit(cand, opts)
     cand = for_worker(cand),
     seed = tostring(res.seed), run_seed = tostring(self.run_seed or recipe.seed or 0), best_time = best_time,
     start = opts.start or false, timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
-    deadline = opts.start and self.deadline or nil,
   } }
   pending.send = function()
+    -- the run's end as seconds left, not this host's monotonic time: a
+    -- fleet's worker reads it on another clock (kwb.measure_task)
+    args[1].time_left = opts.start and self.deadline and math.max(0, self.deadline - core.now()) or nil
     return pool:submit("kwb.measure_task.measure", args, { deadline = measure.build_limit, what = "the worker's start" })
   end
   pending.task = pending.send()

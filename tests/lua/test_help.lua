@@ -162,5 +162,24 @@ t.test("help_x_lists_a_module_or_an_objects_methods", function()
   t.truthy(show.text("run"):find("  --budget N     evaluate at most N candidates", 1, true))
 end)
 
+-- docs/architecture.md's lists are the code's: the funnel's outcomes in
+-- their order, the subcommands, the cache's schema version.
+t.test("architecture_md_names_the_outcomes_subcommands_and_schema_the_code_has", function()
+  local f = assert(io.open("docs/architecture.md", "rb"))
+  local doc = f:read("a")
+  f:close()
+  local funnel = doc:match("Every candidate ends in one outcome of the funnel %(outcomes%.lua%):%s*(.-), in the order")
+  local words = {}
+  for w in (funnel or ""):gmatch("`([%w-]+)`") do words[#words + 1] = w end
+  t.eq(table.concat(words, " "), table.concat(require("kwb.outcomes").funnel, " "), "the funnel")
+  local subs = doc:match("`kwb%.cli%.main` then decides: a subcommand %((.-)%)")
+  words = {}
+  for w in (subs or ""):gmatch("`([%w-]+)`") do words[#words + 1] = w end
+  local names = {}
+  for _, c in ipairs(help.commands) do names[#names + 1] = c.name end
+  t.eq(table.concat(words, " "), table.concat(names, " "), "the subcommands")
+  t.eq(tonumber(doc:match("### Schema %(version (%d+);")), require("kwb.core").cache_schema_version, "the schema")
+end)
+
 objects.cache:close()
 t.done()

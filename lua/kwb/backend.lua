@@ -1,6 +1,7 @@
 -- kwb/backend.lua: what a backend adapter gives the loop, and the build every
 -- adapter shares. An adapter (kwb/backends/NAME.lua) is a table of these
--- functions, checked when it is loaded; the loop calls nothing else.
+-- functions, checked when it is loaded; besides them the loop calls only
+-- the optional ones below, where an adapter has them.
 --
 --   name                                  "host" | "cuda"
 --   device()                           -> the device kind results are keyed by
@@ -33,6 +34,11 @@
 --   prebuild_wait(limit) (optional)       waits up to limit seconds for them to finish
 --   free_bytes() (optional)               the device memory free now (compute-sanitizer's
 --                                         runs go as many at once as it holds)
+--   hold(buf [, copy [, keep]]), release(buf) (optional)
+--                                         expected outputs held off the device, the buffer
+--                                         poisoned, and given back (the cuda adapter)
+--   calls(kernel, sets, limit) (optional) one call on each bench of sets, queued at once
+--                                         (the host's sandbox: kwb.timed)
 --   fresh_timing, timed_call, verify_runs, pooled_checks (optional)
 --                                         the timed runs through kwb.timed: one call a
 --                                         sample, the samples verified against the reference

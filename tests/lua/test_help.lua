@@ -179,6 +179,16 @@ t.test("architecture_md_names_the_outcomes_subcommands_and_schema_the_code_has",
   for _, c in ipairs(help.commands) do names[#names + 1] = c.name end
   t.eq(table.concat(words, " "), table.concat(names, " "), "the subcommands")
   t.eq(tonumber(doc:match("### Schema %(version (%d+);")), require("kwb.core").cache_schema_version, "the schema")
+  -- the layout names every module of lua/kwb
+  local layout = doc:match("\n    lua/kwb/ (.-)\n    recipes/") or ""
+  local missing = {}
+  local p = assert(io.popen("ls lua/kwb"))
+  for file in p:lines() do
+    local m = file:match("^(.*)%.lua$")
+    if m and not layout:find("%f[%w_]" .. m .. "%f[^%w_]") then missing[#missing + 1] = m end
+  end
+  p:close()
+  t.eq(table.concat(missing, " "), "", "modules the layout does not name")
 end)
 
 objects.cache:close()

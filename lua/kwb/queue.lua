@@ -393,6 +393,14 @@ end
 
 -- ---- for the loop's side (kwb.queue_pool) -----------------------------------
 
+-- under_dir(path) -> whether a recipe's path names a file under the
+-- directory it is taken from: relative, with no `..` and no NUL. A worker
+-- takes no other (queue_worker.resolve); the loop sends no other (identity).
+function M.under_dir(path)
+  return path ~= "" and path:sub(1, 1) ~= "/" and not ("/" .. path .. "/"):find("/../", 1, true)
+         and not path:find("%z")
+end
+
 -- identity(file) -> { path, sha256 }: the recipe a worker must have, by its
 -- path (relative to where kwb was started when it lies there) and content.
 function M.identity(file)
@@ -400,7 +408,7 @@ function M.identity(file)
   local origin = os.getenv("KWB_ORIGIN") or core.cwd() or ""
   local path = file
   if origin ~= "" and file:sub(1, #origin + 1) == origin .. "/" then path = file:sub(#origin + 2) end
-  if path:sub(1, 1) == "/" or ("/" .. path .. "/"):find("/../", 1, true) then   -- (workers take no other: queue_worker.resolve)
+  if not M.under_dir(path) then
     error(string.format("the recipe %s is not under the directory kwb runs from (%s): a fleet's workers find "
                         .. "recipes by a path relative to their --recipes directory, so run the loop from there",
                         file, origin), 0)

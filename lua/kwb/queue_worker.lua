@@ -43,7 +43,7 @@ function M.resolve(id, dir)
     return nil, "the task names no recipe (a path and its SHA-256)"
   end
   local path = id.path
-  if path == "" or path:sub(1, 1) == "/" or ("/" .. path .. "/"):find("/../", 1, true) or path:find("%z") then
+  if not queue.under_dir(path) then
     return nil, string.format("the task's recipe path %q is not a path under this worker's recipes directory "
                               .. "(relative, with no '..': run the loop from the directory the workers' --recipes "
                               .. "names)", path:sub(1, 200))

@@ -5,6 +5,7 @@
 -- same input seed and sequence number, every one verified (accepted or
 -- slower: which of the two is a timing, not a fixed value); the planted
 -- recipe's candidates with their exact outcomes.
+-- The replayed model's run likewise.
 local t = require "t"
 local cjson = require "cjson"
 local store = require "kwb.store"
@@ -104,6 +105,36 @@ t.test("pinned_planted_run_gives_the_same_ids_outcomes_and_seeds", function()
     t.eq(res.outcome, want[2], "outcome of planted " .. i)
     t.eq(res.seq, want[3], "seq of planted " .. i)
     t.eq(res.seed, want[4], "seed of planted " .. i)
+  end
+end)
+
+-- recipes/host_matmul_llm.lua with its replayed model, seed 1: id prefix,
+-- outcome ("verified": accepted or slower, which of the two is a timing),
+-- sequence number, input seed
+local llm = {
+  { "38f55a2ef425d639", "verified", 2, 153297948686793 },
+  { "e296437ea6c0d77f", "forbidden", 3, 208094384655503 },
+  { "d5ea37defd5eaab5", "no-code", 4, 235031926545858 },
+  { "f7cda48b533fec4c", "wrong", 5, 170977329482293 },
+  { "42e388a89b3a757d", "verified", 6, 67712958676587 },
+  { "e4db71f3ce8a6e10", "verified", 7, 3511090361602 },
+  { "a8cb7556f5d333d9", "verified", 8, 147654766066325 },
+  { "096fb48b89ff7d67", "verified", 9, 78670486571332 },
+  { "1e0a636b9e73f2a3", "verified", 10, 173503709206957 },
+  { "34e2f5a33fe9b14b", "verified", 11, 153340893559798 },
+}
+
+t.test("pinned_replayed_llm_run_gives_the_same_ids_outcomes_and_seeds", function()
+  local r = kwb.load "recipes/host_matmul_llm.lua"
+  local _, run = r:run { mode = "quiet", store = store.open(tmp .. "/pinned_llm.db"), seed = 1 }
+  t.eq(#run.results, #llm, "results")
+  for i, res in ipairs(run.results) do
+    local want = llm[i]
+    local outcome = (res.outcome == "accepted" or res.outcome == "slower") and "verified" or res.outcome
+    t.eq(res.id:sub(1, 16), want[1], "reply candidate " .. i)
+    t.eq(outcome, want[2], "outcome of reply candidate " .. i)
+    t.eq(res.seq, want[3], "seq of reply candidate " .. i)
+    t.eq(res.seed, want[4], "seed of reply candidate " .. i)
   end
 end)
 

@@ -7,7 +7,7 @@ LUADIR  := $(shell pkg-config --variable=libdir lua5.4 2>/dev/null || echo /usr/
 LUA_A   := $(LUADIR)/liblua5.4-lpeg.a $(LUADIR)/liblua5.4-cjson.a $(LUADIR)/liblua5.4.a
 # libseccomp too: the sandbox's system call filter (core/sandbox.c).
 SECCOMP_A := $(shell pkg-config --variable=libdir libseccomp 2>/dev/null || echo /usr/lib/x86_64-linux-gnu)/libseccomp.a
-# hiredis too (kwb.queue's Redis Streams): the GPU machine has no libhiredis
+# hiredis too (kwb.runners.queue's Redis Streams): the GPU machine has no libhiredis
 # (and Debian's hiredis.pc names the wrong libdir: the compiler finds it).
 HIREDIS_A := $(shell $(CC) -print-file-name=libhiredis.a)
 WARN    := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes
@@ -34,8 +34,8 @@ LIB_LIBS := $(shell pkg-config --libs libzstd sqlite3 libffi libcrypto libseccom
 PREFIX   ?= /usr/local
 VERSION  := $(shell sed -n 's/.*kwb_version(void) { return "\(.*\)"; }/\1/p' core/error.c)
 CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
-# (lua/kwb/ffi.lua is LuaJIT's, for libkwb.so: installed, never bundled)
-LUA_SRC  := $(filter-out lua/kwb/ffi.lua,$(shell find lua -name '*.lua' | LC_ALL=C sort))
+# (LuaJIT's module for libkwb.so, luajit/kwb/ffi.lua, is installed, never bundled)
+LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
 .PHONY: all run test unit deps clean bench-cache bench-workers gpu-test gpu-multi install uninstall man
@@ -60,7 +60,7 @@ build/obj/%.o: core/%.c $(wildcard core/*.h) | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-# kwb.h's declarations as LuaJIT's ffi.cdef reads them (lua/kwb/ffi.lua)
+# kwb.h's declarations as LuaJIT's ffi.cdef reads them (luajit/kwb/ffi.lua)
 build/kwb_cdef.h: core/kwb.h tools/cdef.sh | build/obj
 	@printf '  CDEF  %s\n' $@
 	$(Q)tools/cdef.sh core/kwb.h $@
@@ -89,9 +89,9 @@ install: kwb libkwb.so build/kwb_cdef.h build/kwb_cdef.h
 	$(Q)install -m 644 docs/kwb.1 $(DESTDIR)$(PREFIX)/share/man/man1/kwb.1
 	$(Q)install -m 644 tools/completion/kwb.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kwb
 	$(Q)install -m 644 tools/completion/_kwb $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_kwb
-	$(Q)install -m 644 lua/kwb/ffi.lua build/kwb_cdef.h $(DESTDIR)$(PREFIX)/share/lua/5.1/kwb/
+	$(Q)install -m 644 luajit/kwb/ffi.lua build/kwb_cdef.h $(DESTDIR)$(PREFIX)/share/lua/5.1/kwb/
 
-# make man: docs/kwb.1's sections that lua/kwb/help.lua describes, written again
+# make man: docs/kwb.1's sections that lua/kwb/help/init.lua describes, written again
 # (the tests fail while the page and help.lua differ)
 man: kwb
 	$(Q)./kwb tools/man.lua docs/kwb.1

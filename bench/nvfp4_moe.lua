@@ -18,7 +18,7 @@
 -- baseline is timed up to T = 256 (from T = 1024 on it takes ~0.5 s a call);
 -- --no-baseline skips it, --T keeps only the shapes with those token counts.
 local loop = require "kwb.loop"
-local nvfp4 = require "kwb.nvfp4"
+local nvfp4 = require "kwb.problems.nvfp4.ref"
 local cuda = kwb.cuda
 
 local opts = { seed = 1 }

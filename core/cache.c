@@ -7,7 +7,7 @@
  * is stored against it.
  *
  * Records (candidates, builds, results, runs) are written by the Lua side
- * (lua/kwb/cache.lua) through the statement cache; this file owns what needs
+ * (lua/kwb/cache/init.lua) through the statement cache; this file owns what needs
  * speed or care: opening, migrating, compressing, hashing and checking. */
 #include <errno.h>
 #include <stdio.h>
@@ -119,7 +119,7 @@ static const char *const migrations[] = {
     "  outcome TEXT NOT NULL, median REAL, timing TEXT NOT NULL,"   /* JSON */
     "  run TEXT, created REAL NOT NULL);"
     "CREATE INDEX measurement_candidate ON measurement(candidate, device, shape);",
-    /* 2 -> 3: a candidate's latest profile per device kind and shape (kwb.profile) */
+    /* 2 -> 3: a candidate's latest profile per device kind and shape (kwb.checks.profile) */
     "CREATE TABLE profile("
     "  candidate TEXT NOT NULL, device TEXT NOT NULL, shape TEXT NOT NULL,"
     "  class TEXT NOT NULL,"           /* the plan's bottleneck: memory, compute, latency, launch overhead */

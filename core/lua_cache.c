@@ -1,6 +1,6 @@
 /* lua_cache.c: the candidate cache's Lua bindings: a database handle (SQL
  * through the statement cache, blobs, export) and verified bundles.
- * lua/kwb/cache.lua builds the public kwb.cache API on these. */
+ * lua/kwb/cache/init.lua builds the public kwb.cache API on these. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -111,7 +111,7 @@ static int l_sha256(lua_State *L) {
     return 1;
 }
 
-/* core.hmac_sha256(key, data) -> 64 hex digits (kwb.queue signs a fleet's results) */
+/* core.hmac_sha256(key, data) -> 64 hex digits (kwb.runners.queue signs a fleet's results) */
 static int l_hmac_sha256(lua_State *L) {
     size_t klen, len;
     const char *k = luaL_checklstring(L, 1, &klen);

@@ -711,7 +711,7 @@ static void int_list(lua_State *L, int t, const char *k, uint32_t n, uint64_t *o
     lua_pop(L, 1);
 }
 
-/* kwb.core.cuda_tensor_map(buf, args) -> tensor map: args as kwb.tmap.args
+/* kwb.core.cuda_tensor_map(buf, args) -> tensor map: args as kwb.base.tmap.args
  * gives them (dtype, rank, offset, dims, strides, box, element_strides,
  * interleave, swizzle, l2, oob: the driver's values, checked there). */
 static int l_tmap_new(lua_State *L) {

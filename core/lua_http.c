@@ -1,5 +1,5 @@
 /* lua_http.c: HTTP requests over libcurl's multi interface, several in
- * flight at once (kwb.http adds retries and backoff on top):
+ * flight at once (kwb.base.http adds retries and backoff on top):
  *
  *   local m = core.http_multi()
  *   local id = m:add { url = "https://...", headers = { "Content-Type: application/json" },

@@ -1,4 +1,4 @@
-/* lua_redis.c: one Redis connection through hiredis (kwb.queue speaks
+/* lua_redis.c: one Redis connection through hiredis (kwb.runners.queue speaks
  * Redis Streams over it):
  *
  *   local r = core.redis_connect { host = "127.0.0.1", port = 6379, timeout = 5,
@@ -10,7 +10,7 @@
  * table (arrays, nested) or false (a nil reply). A Redis error reply is
  * nil, its text, { code = "redis-error" }; a broken or timed-out connection
  * is nil, message, { code = "redis-io" }, after which the connection is
- * closed (kwb.queue reconnects). Arguments are strings or numbers, binary
+ * closed (kwb.runners.queue reconnects). Arguments are strings or numbers, binary
  * safe. The timeout bounds connecting and each reply; a blocking command
  * (XREAD BLOCK ms) gets its own ms on top.
  *

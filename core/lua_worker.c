@@ -1,5 +1,5 @@
 /* lua_worker.c: Lua bindings of worker processes (kwb.core.worker_*), for the
- * pool in lua/kwb/workers.lua and the worker loop in lua/kwb/worker.lua */
+ * pool in lua/kwb/runners/workers.lua and the worker loop in lua/kwb/worker/init.lua */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * As lua.c does it: a line is first tried as `return <line>` so bare
  * expressions print; input continues while the chunk is incomplete (the parse
  * error ends in <eof>); each chunk runs under the traceback handler with
- * Ctrl-C stopping it. Printing and Tab completion are Lua (kwb.repl). */
+ * Ctrl-C stopping it. Printing and Tab completion are Lua (kwb.cli.repl). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -85,10 +85,10 @@ static int incomplete(lua_State *L, int status) {
     return len >= sizeof eof - 1 && strcmp(msg + len - (sizeof eof - 1), eof) == 0;
 }
 
-/* Call kwb.repl.<fn> with the values on top of the stack (narg of them). */
+/* Call kwb.cli.repl.<fn> with the values on top of the stack (narg of them). */
 static int call_repl(lua_State *L, const char *fn, int narg, int nres) {
     lua_getglobal(L, "require");
-    lua_pushliteral(L, "kwb.repl");
+    lua_pushliteral(L, "kwb.cli.repl");
     lua_call(L, 1, 1);
     lua_getfield(L, -1, fn);
     lua_remove(L, -2);
@@ -96,7 +96,7 @@ static int call_repl(lua_State *L, const char *fn, int narg, int nres) {
     return kwb_lua_docall(L, narg, nres);
 }
 
-/* Completion: kwb.repl.complete(word) returns the candidates in a table,
+/* Completion: kwb.cli.repl.complete(word) returns the candidates in a table,
  * kept on the stack above whatever the reader holds until the last one is
  * handed out. */
 static char *complete_gen(const char *text, int state) {

@@ -2,7 +2,7 @@
 -- triple loop, verifies both against a double-accumulating reference on fresh
 -- random inputs (outputs poisoned first, and checked again after timing),
 -- times them, and prints a table.
-local host, report = kwb.host, kwb.report
+local host, report = kwb.host, kwb.figures
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local kernels = here .. "/../kernels/host/"
 

@@ -15,7 +15,7 @@ return kwb.recipe {
   shapes   = { n = { 64, 128, 200 } },     -- 200: tiles that do not divide n
   start    = "../kernels/host/matmul_naive.c",
   baseline = { file = "../kernels/host/matmul_ref.c", fn = "matmul_ref" },   -- timed beside the pick, never a candidate
-  model    = kwb.agent.from_env() or { provider = "replay", file = "transcripts/host_matmul_llm.json" },
+  model    = kwb.model.from_env() or { provider = "replay", file = "transcripts/host_matmul_llm.json" },
   strategy = { "llm+tune", sweep = 6 },
   ideas    = { "Loop order first: the inner loop should walk memory contiguously.",
                "Then block for the caches, with the block sizes as parameters." },

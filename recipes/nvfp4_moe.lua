@@ -148,7 +148,7 @@ return kwb.recipe {
   shapes   = { T = { 1, 4, 16, 64, 256, 1024, 4096 }, H = { 7168 }, I = { 2048 }, E = { 256 }, K = { 8 },
                skew = { 0, 1 } },
   start    = { file = "../kernels/nvfp4_moe/w4a16.cu", defines = best },
-  baseline = "cublas",   -- the layer in bf16 through cuBLAS, timed beside the pick (kwb.nvfp4_cublas)
+  baseline = "cublas",   -- the layer in bf16 through cuBLAS, timed beside the pick (kwb.problems.nvfp4.cublas)
   template = "../kernels/nvfp4_moe/w4a16.cu",
   space    = {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
@@ -208,7 +208,7 @@ return kwb.recipe {
   budget   = { candidates = 200, minutes = 5, timeout = 10 },
   timing   = { warmup = 0.01, min_samples = 5, cap = 0.15, target = 0.02 },
   -- who proposes (KWB_MODEL, else the replies replayed from a transcript written by hand), and what it reads
-  model    = kwb.agent.from_env() or { provider = "replay", file = "transcripts/nvfp4_moe.json" },
+  model    = kwb.model.from_env() or { provider = "replay", file = "transcripts/nvfp4_moe.json" },
   ideas    = { "Tokens an expert decide the kernel: mma.sync while few, wgmma with the weights in registers from 16.",
                "A layer may dispatch per T: a kernel that wins only at some T is still worth keeping." },
   context  = { "../hwdocs/hopper.md", "../modeldocs/nvfp4.md", "../modeldocs/deepseek_moe.md",

@@ -1,11 +1,11 @@
--- tools/man.lua: the sections of docs/kwb.1 that lua/kwb/help.lua describes
+-- tools/man.lua: the sections of docs/kwb.1 that lua/kwb/help/init.lua describes
 -- (options, commands, run options, recipe fields, the Lua API, the
 -- environment), written between the page's two marker lines; the rest of
 -- the page is written by hand.
 --   ./kwb tools/man.lua docs/kwb.1           rewrite the generated part (make man)
 --   ./kwb tools/man.lua --check docs/kwb.1   exit 1 when it is not what help.lua makes
 local help = require "kwb.help"
-local api = require "kwb.help_api"
+local api = require "kwb.help.api"
 
 local BEGIN = '.\\" kwb.help: begin (tools/man.lua writes what lies between these two lines; make man)'
 local END = '.\\" kwb.help: end'
@@ -87,7 +87,7 @@ end
 local made = page:sub(1, b) .. "\n" .. generated .. "\n" .. page:sub(c)
 if check then
   if made ~= page then
-    io.stderr:write(path, " is not what lua/kwb/help.lua makes of it: run make man\n")
+    io.stderr:write(path, " is not what lua/kwb/help/init.lua makes of it: run make man\n")
     os.exit(1)
   end
   print(path .. ": up to date")

@@ -9,7 +9,7 @@
 --   ./kwb tools/nvfp4_transcript.lua     (from the top of the tree)
 local cjson = require "cjson"
 
-local template = assert(kwb.host.read_file("kernels/nvfp4_moe/w4a16.cu"))
+local template = assert(kwb.files.read_file("kernels/nvfp4_moe/w4a16.cu"))
 local recipe = kwb.load("recipes/nvfp4_moe.lua")
 local start = recipe.space.start
 

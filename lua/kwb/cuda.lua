@@ -11,6 +11,7 @@
 --   local st  = kwb.cuda.time(p)            -- cold L2, graph replay, the stop rule
 --   print(kwb.cuda.roofline(st, { bytes = 8 * n }).pct_bw)
 local core = require "kwb.core"
+local files = require "kwb.base.files"
 local host = require "kwb.host"
 
 local M = {}
@@ -59,7 +60,7 @@ local function build_spec(spec, level)
   if spec.arch ~= nil and not core.cuda_arch_valid(spec.arch) then
     error(string.format("unknown CUDA arch '%s' (expected sm_80, sm_89, sm_90, sm_90a, sm_100a, ...)", tostring(spec.arch)), level)
   end
-  local include = { host.resolve(M.kernels_dir) }
+  local include = { files.resolve(M.kernels_dir) }
   for _, d in ipairs(spec.include or {}) do include[#include + 1] = d end
   return {
     source = source, name = name or "kernel.cu", arch = spec.arch,
@@ -169,19 +170,19 @@ M.redzones = core.cuda_redzones
 
 -- tensor_map { buf, dims =, box = [, strides =, element_strides =, dtype =,
 -- offset =, swizzle =, interleave =, l2 =, oob =] } -> a TMA tensor map over
--- the buffer (kwb.tmap checks the spec; cuTensorMapEncodeTiled makes it),
+-- the buffer (kwb.base.tmap checks the spec; cuTensorMapEncodeTiled makes it),
 -- for a kernel's `const __grid_constant__ CUtensorMap` parameter: a plan
 -- step's argument like a buffer (it keeps its buffer alive). Raises on a bad
 -- spec; nil, message, info when the driver refuses it.
 function M.tensor_map(spec)
-  local args = require("kwb.tmap").args(spec)
+  local args = require("kwb.base.tmap").args(spec)
   if spec[1] == nil then error("tensor_map: the first entry must be a device buffer", 2) end
   return core.cuda_tensor_map(spec[1], args)
 end
 
 -- tensor_map_args(spec) -> the driver's arguments kwb.cuda.tensor_map would
 -- pass (spec.address and spec.bytes may stand for the buffer: no device needed).
-function M.tensor_map_args(spec) return (require("kwb.tmap").args(spec)) end
+function M.tensor_map_args(spec) return (require("kwb.base.tmap").args(spec)) end
 
 -- guard_layout(bytes) -> before, after, allocation: the guard bands' bytes
 -- around a buffer of that size, and what it allocates.

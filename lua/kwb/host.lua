@@ -8,8 +8,25 @@
 --   kwb.host.compare(c, ref, { rtol = 1e-4 })
 --   kwb.host.time(mm, { n, a, b, c })
 local core = require "kwb.core"
+local files = require "kwb.base.files"
 
 local M = {}
+
+-- kind([cpuinfo]) -> "host:MODEL:CORES": the kind of the host backend's device: CPU model and core count, so results
+-- from one machine type stay valid on another of the same type.
+function M.kind(cpuinfo)
+  if not cpuinfo then
+    local f = io.open("/proc/cpuinfo")
+    cpuinfo = f and f:read("a") or ""
+    if f then f:close() end
+  end
+  local model = cpuinfo:match("model name%s*:%s*([^\n]+)") or cpuinfo:match("Model%s*:%s*([^\n]+)")
+  local n = 0
+  for _ in cpuinfo:gmatch("processor%s*:") do n = n + 1 end
+  model = model or core.machine()
+  model = model:gsub("%s+", " "):gsub("%s$", "")
+  return string.format("host:%s:%d", model, n)
+end
 
 -- ---- C prototypes ------------------------------------------------------
 
@@ -84,36 +101,6 @@ function M.build_dir()
   return (path:match("^(.*)/[^/]*$") or ".") .. "/build/host"
 end
 
--- read_file(path) -> its contents | nil, message
--- resolve(path) -> path, absolute when relative: against the directory kwb
--- was started in (a worker, which runs in its scratch directory, gets it as
--- KWB_ORIGIN). Files of the tree (kernels/...) are named relative to it.
--- which(prog) -> the first executable file named prog in a directory of
--- $PATH (prog itself when it names a path), or nil.
-function M.which(prog)
-  if prog:find("/", 1, true) then return core.executable(prog) and prog or nil end
-  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
-    local path = dir .. "/" .. prog
-    if core.executable(path) then return path end
-  end
-  return nil
-end
-
-function M.resolve(path)
-  if path:sub(1, 1) == "/" then return path end
-  local origin = os.getenv("KWB_ORIGIN") or core.cwd()
-  if not origin then return path end
-  return origin .. "/" .. path:gsub("^%./", "")
-end
-
-function M.read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
 -- read_spec(spec, known, level) -> source, name | nil, message, { code = "no-file" }:
 -- a compile spec (a source string, or a table with the fields `known` lists
 -- and `source` or `file`) checked, and its file read. Misuse raises at `level`.
@@ -130,7 +117,7 @@ function M.read_spec(spec, known, level)
   local source, name = spec.source, spec.name
   if spec.file then
     local err
-    source, err = M.read_file(spec.file)
+    source, err = files.read_file(spec.file)
     if not source then return nil, "cannot read " .. err, { code = "no-file" } end
     name = name or spec.file
   end

@@ -1,5 +1,5 @@
 -- kwb: the API that scripts and the REPL see as the global `kwb`.
--- Modules not loaded here load on first use: kwb.report is require "kwb.report".
+-- Modules not loaded here load on first use: kwb.figures is require "kwb.figures".
 local core = require "kwb.core"
 
 local kwb = {
@@ -11,7 +11,7 @@ local kwb = {
   now = core.now,
   stats = core.stats,
   -- kwb.idea "try a 2-D register tile": an idea for the model's next prompt
-  idea = function(text) require("kwb.prompt").idea(text) end,
+  idea = function(text) require("kwb.strategies.prompt").idea(text) end,
 }
 
 local lazy = {}
@@ -19,6 +19,7 @@ for _, name in ipairs(core.bundled()) do
   local short = name:match("^kwb%.([%w_]+)$")
   if short then lazy[short] = name end
 end
+lazy.files = "kwb.base.files"   -- (kwb.files: the file helpers scripts use)
 
 -- The names kwb answers to, loaded or not (the REPL completes them).
 function kwb.names()

@@ -32,7 +32,7 @@
 -- candidate's, so the reference runs once per shape and round (an expensive
 -- reference); draw = "candidate" (the default) draws new inputs per candidate.
 -- vary = { "T" }: the variables an unannounced verification shape may change
--- (kwb.unannounced; default: every variable that may not be 0).
+-- (kwb.measure.unannounced; default: every variable that may not be 0).
 -- tolerance = { rel_l2 = 5e-3 }: the relative L2 error of the whole output
 -- instead of elementwise atol/rtol (NaN, Inf and unwritten elements still fail).
 --
@@ -86,7 +86,7 @@ end
 
 -- baselines = { name = { source = | file = (absolute), fn =, defines =, description = }
 -- or { plan = function(harness) -> maker | nil, why, description = } }: what a
--- recipe's `baseline = "name"` may name (kwb.baseline).
+-- recipe's `baseline = "name"` may name (kwb.measure.baseline).
 local function check_baselines(name, bls)
   if bls == nil then return nil end
   if type(bls) ~= "table" then fail(name, "'baselines' must be a table of name = { ... }") end
@@ -131,7 +131,7 @@ function M.define(spec)
     if type(v) ~= "string" or not v:match("^[%a_][%w_]*$") then fail(name, "vars[" .. i .. "] must be an identifier") end
     p.vars[i], p.var_min[v] = v, min
   end
-  -- vary: the variables an unannounced shape may change (kwb.unannounced)
+  -- vary: the variables an unannounced shape may change (kwb.measure.unannounced)
   if spec.vary ~= nil then
     if type(spec.vary) ~= "table" then fail(name, "'vary' must list shape variables") end
     for i, v in ipairs(spec.vary) do

@@ -3,9 +3,9 @@
 -- Runs recipes/host_matmul.lua's fields (anneal, 30 candidates, seed 1) in
 -- this process, one stage after another (no workers), and prints the total
 -- and the seconds of builds, verification and timing summed over every
--- measurement, and of drawing fresh inputs for timed runs (kwb.inputs.fresh).
+-- measurement, and of drawing fresh inputs for timed runs (kwb.measure.inputs.fresh).
 local core = require "kwb.core"
-local inputs = require "kwb.inputs"
+local inputs = require "kwb.measure.inputs"
 local measure = require "kwb.measure"
 
 local db = assert(arg and arg[1], "usage: kwb tests/bench/host_stages.lua RUN.db")
@@ -38,6 +38,6 @@ spec.timing = { warmup = 0.005, min_samples = 5, cap = 0.1, target = 0.01 }
 spec.seed = 1
 local r = kwb.recipe(spec)
 local t0 = core.now()
-r:run { mode = "quiet", store = require("kwb.store").open(db) }
+r:run { mode = "quiet", store = require("kwb.loop.store").open(db) }
 print(string.format("total %.2f s for %d measurements: build %.2f, verify %.2f, time %.2f (fresh inputs %.2f)",
                     core.now() - t0, acc.n, acc.build, acc.verify, acc.time, acc.fresh))

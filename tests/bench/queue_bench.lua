@@ -1,5 +1,5 @@
 -- tests/bench/queue_bench.lua: candidates per second of a run whose
--- candidates go through a Redis queue (kwb.queue) to 1, 2 and 4 host workers
+-- candidates go through a Redis queue (kwb.runners.queue) to 1, 2 and 4 host workers
 -- (`kwb worker --queue`, separate processes), against the same run with its
 -- own local worker: recipes/host_matmul.lua, grid strategy, seed 1, a fixed
 -- budget, each run from a fresh cache. A redis-server of its own is started
@@ -12,7 +12,7 @@
 -- verification with the one timing, not timings with each other.
 local core = require "kwb.core"
 local run_json = dofile("tests/lua/run_json.lua")   -- (the run's summary from its JSON events)
-local queue = require "kwb.queue"
+local queue = require "kwb.runners.queue"
 
 local budget = math.tointeger(tonumber((...) or "24")) or 24
 local repeats = math.tointeger(tonumber((select(2, ...)) or "2")) or 2

@@ -59,6 +59,6 @@ $ d=$(mktemp -d) && TMPDIR=$d ./kwb -e 'local p = require("kwb.core").tempfile("
 TMPDIR/kwb-	.c
 $ TMPDIR=/nonexistent ./kwb -e 'local _, msg, info = require("kwb.core").tempfile(); print(msg, info.code)'
 cannot make a temporary file in /nonexistent: No such file or directory	no-tempfile
-# the man page's options, commands, run options, recipe fields, API and environment are what lua/kwb/help.lua says (make man)
+# the man page's options, commands, run options, recipe fields, API and environment are what lua/kwb/help/init.lua says (make man)
 $ ./kwb tools/man.lua --check docs/kwb.1
 docs/kwb.1: up to date

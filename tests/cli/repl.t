@@ -56,13 +56,13 @@ kwb 0.1.0 · Lua 5.4 · cache build/repl/kwb.db
 > ^D
 
 [tty exit 0]
-# help(x) reads the one description (kwb/help_api.lua); one of kwb's functions prints as its signature
-$ build/ttydrive ./kwb --cache build/repl/kwb.db -- 'expect:> ' 'send:kwb.report.time\r' 'expect:> ' 'send:help(kwb.report.time)\r' 'expect:> ' 'send:help "nope"\r' 'expect:> ' 'send:type(print)\r' 'expect:> ' 'send:\x04'
+# help(x) reads the one description (kwb/help/api.lua); one of kwb's functions prints as its signature
+$ build/ttydrive ./kwb --cache build/repl/kwb.db -- 'expect:> ' 'send:kwb.figures.time\r' 'expect:> ' 'send:help(kwb.figures.time)\r' 'expect:> ' 'send:help "nope"\r' 'expect:> ' 'send:type(print)\r' 'expect:> ' 'send:\x04'
 kwb 0.1.0 · Lua 5.4 · cache build/repl/kwb.db
-> kwb.report.time
-function kwb.report.time(seconds) -> text
-> help(kwb.report.time)
-kwb.report.time(seconds) -> text
+> kwb.figures.time
+function kwb.figures.time(seconds) -> text
+> help(kwb.figures.time)
+kwb.figures.time(seconds) -> text
   A time with a unit: "1.250 s", "3.100 ms", "412.0 us", "80 ns"; "-" for nil.
 > help "nope"
 no help for 'nope' (help() lists what there is)

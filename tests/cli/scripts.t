@@ -39,9 +39,9 @@ stack traceback:
 [exit 1]
 $ ./kwb tests/cli/fixtures/needs_neighbour.lua
 hello from the neighbour module
-$ KWB_LUA_PATH=tests/cli/fixtures/override ./kwb -e 'print(kwb.report.time(1))'
+$ KWB_LUA_PATH=tests/cli/fixtures/override ./kwb -e 'print(kwb.figures.time(1))'
 overridden from disk
-$ ./kwb -e 'print(kwb.report.time(0.000412))'
+$ ./kwb -e 'print(kwb.figures.time(0.000412))'
 412.0 us
 # the GPU machine's cost scripts (tests/gpu/integrity_cost) on kept events: candidates paired by id, the sanitizer's seconds aside
 $ ./kwb tests/gpu/cost_compare.lua tests/gpu/fixtures/cost-before.jsonl tests/gpu/fixtures/cost-after.jsonl

@@ -89,7 +89,7 @@ t.test("nvfp4_cublas_baseline_verifies_and_times_at_T_1_64_4096", function()
     r.shapes[#r.shapes + 1] = { shape = s, key = p:shape_key(s) }
   end
   local h = require("kwb.measure").harness(r)
-  local out = require("kwb.baseline").measure(h, { name = "cublas", run_seed = "1", timing = r.timing, timeout = 10 })
+  local out = require("kwb.measure.baseline").measure(h, { name = "cublas", run_seed = "1", timing = r.timing, timeout = 10 })
   t.eq(out.error, nil, "measured")
   for _, sh in ipairs(r.shapes) do
     local st, ck = out.shapes[sh.key], out.check[sh.key]

@@ -13,7 +13,7 @@ print(string.format("device: %s sm_%s, %d SMs, L2 %d bytes, driver API %s", dev.
 fig("device_kind", cuda.device_kind(dev))
 
 t.test("doctor_measures_and_stores_ceilings", function()
-  t.eq(require("kwb.doctor").main(), 0, "doctor exit status")
+  t.eq(require("kwb.cli.doctor").main(), 0, "doctor exit status")
   local c = assert(cuda.ceilings())
   t.truthy(c.copy_bytes_per_s > 1e11, "copy ceiling above 100 GB/s")
   t.truthy(c.bf16_flops_per_s > 1e13, "bf16 ceiling above 10 TFLOP/s")

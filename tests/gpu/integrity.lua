@@ -5,8 +5,8 @@
 -- runs; a problem a constant output passes refused; the figures of the
 -- checks on stdout.
 local t = require "t"
-local store = require "kwb.store"
-local inputs = require "kwb.inputs"
+local store = require "kwb.loop.store"
+local inputs = require "kwb.measure.inputs"
 local measure = require "kwb.measure"
 
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")

@@ -3,7 +3,7 @@
 -- recipes (vector add, tiled SGEMM) end to end, their figures on stdout.
 --   ./kwb tests/gpu/loop.lua [vecadd-budget] [matmul-budget]
 local t = require "t"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 local cjson = require "cjson"
 
 local words = { ... }

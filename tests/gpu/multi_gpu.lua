@@ -20,7 +20,7 @@ if ngpu < 2 or want < 2 then
 end
 
 t.test("multi_gpu_each_worker_sees_only_its_own_gpu", function()
-  local pool = require("kwb.workers").pool { backend = "cuda", devices = want }
+  local pool = require("kwb.runners.workers").pool { backend = "cuda", devices = want }
   local seen = {}
   for i = 1, want do
     local r = pool:call("kwb.cuda.device_count", {})

@@ -1,14 +1,14 @@
 -- tests/gpu/nvfp4.lua: the NVFP4 MoE groundwork on a real GPU (run by tests/gpu/run):
--- weights generated and quantised by kwb.nvfp4_gpu (kernels/nvfp4_moe/gen.cu)
--- against the CPU reference (kwb.nvfp4) bit for bit, the reference kernels
+-- weights generated and quantised by kwb.problems.nvfp4.gpu (kernels/nvfp4_moe/gen.cu)
+-- against the CPU reference (kwb.problems.nvfp4.ref) bit for bit, the reference kernels
 -- ref.cu and baseline.cu against the float64 layer, and the time to make the
 -- routed experts' weights of DeepSeek-V3. Prints "ok"/"FAIL" lines and
 -- "figure name = value" lines.
 local t = require "t"
 local cuda = kwb.cuda
 local host = kwb.host
-local gpu = kwb.nvfp4_gpu
-local ref, why = kwb.nvfp4.load()
+local gpu = require("kwb.problems.nvfp4.gpu")
+local ref, why = require("kwb.problems.nvfp4.ref").load()
 if not ref then
   print("FAIL nvfp4_cpu_reference_loads: " .. tostring(why))
   os.exit(1)

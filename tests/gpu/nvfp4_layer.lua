@@ -5,10 +5,10 @@
 -- several settings. Run by tests/gpu/run with the carried ./kwb.
 local t = require "t"
 local cuda = kwb.cuda
-local B = require "kwb.backends.cuda"
-local backend = require "kwb.backend"
+local B = require "kwb.measure.backends.cuda"
+local backend = require "kwb.measure.backends"
 
-local ref = assert(kwb.nvfp4.load())
+local ref = assert(require("kwb.problems.nvfp4.ref").load())
 local recipe = kwb.load("recipes/nvfp4_moe.lua")
 local problem = recipe.problem
 
@@ -22,12 +22,12 @@ local function bench(p, skew)
     out = assert(cuda.buffer("bf16", p.T * p.H)),
   }
   -- the fragment-major copies (WL = 1), packed on the GPU as the problem packs them
-  local w13 = assert(kwb.nvfp4_gpu.pack { q = dev.w13q, sf = dev.w13sf, s2 = dev.w13s2, batch = p.E, rows = 2 * p.I, cols = p.H })
-  local w2 = assert(kwb.nvfp4_gpu.pack { q = dev.w2q, sf = dev.w2sf, s2 = dev.w2s2, batch = p.E, rows = p.H, cols = p.I })
+  local w13 = assert(require("kwb.problems.nvfp4.gpu").pack { q = dev.w13q, sf = dev.w13sf, s2 = dev.w13s2, batch = p.E, rows = 2 * p.I, cols = p.H })
+  local w2 = assert(require("kwb.problems.nvfp4.gpu").pack { q = dev.w2q, sf = dev.w2sf, s2 = dev.w2s2, batch = p.E, rows = p.H, cols = p.I })
   dev.w13pq, dev.w13psf, dev.w2pq, dev.w2psf = w13.q, w13.sf, w2.q, w2.sf
   -- the rg codes (LW = 2)
-  dev.w13rq = assert(kwb.nvfp4_gpu.pack_rg { q = dev.w13q, sf = dev.w13sf, s2 = dev.w13s2, batch = p.E, rows = 2 * p.I, cols = p.H })
-  dev.w2rq = assert(kwb.nvfp4_gpu.pack_rg { q = dev.w2q, sf = dev.w2sf, s2 = dev.w2s2, batch = p.E, rows = p.H, cols = p.I })
+  dev.w13rq = assert(require("kwb.problems.nvfp4.gpu").pack_rg { q = dev.w13q, sf = dev.w13sf, s2 = dev.w13s2, batch = p.E, rows = 2 * p.I, cols = p.H })
+  dev.w2rq = assert(require("kwb.problems.nvfp4.gpu").pack_rg { q = dev.w2q, sf = dev.w2sf, s2 = dev.w2s2, batch = p.E, rows = p.H, cols = p.I })
   local args = {}
   for i, a in ipairs(problem.args) do
     args[i] = a.kind == "scalar" and math.tointeger(a.value(s)) or dev[a.name]
@@ -58,7 +58,7 @@ local function build(cand)
 end
 
 local function candidate(file, defines)
-  local src = assert(kwb.host.read_file(file))
+  local src = assert(kwb.files.read_file(file))
   return { source = src, name = file:match("[^/]+$"), defines = defines, params = defines }
 end
 

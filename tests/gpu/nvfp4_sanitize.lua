@@ -1,18 +1,19 @@
 -- tests/gpu/nvfp4_sanitize.lua [N]: compute-sanitizer (memcheck, racecheck,
--- initcheck, as kwb.sanitize runs them in a run of recipes/nvfp4_moe.lua) on
+-- initcheck, as kwb.checks.sanitize runs them in a run of recipes/nvfp4_moe.lua) on
 -- the space's start setting and the first N (default 2) of a sample of
 -- others the recipe's restrictions allow, at the smallest T (T = 1, where a
 -- run sanitizes) and the largest (T = 4096, skewed; racecheck at the shape
--- kwb.sanitize scales down from it), from this process on an idle card:
+-- kwb.checks.sanitize scales down from it), from this process on an idle card:
 -- every one clean, none unable to run. Each check's seconds on stdout.
 local t = require "t"
 local core = require "kwb.core"
-local sanitize = require "kwb.sanitize"
+local sanitize = require "kwb.checks.sanitize"
+local files = require "kwb.base.files"
 local host = require "kwb.host"
 
 local file = core.cwd() .. "/recipes/nvfp4_moe.lua"
 local recipe = kwb.load(file)
-local source = assert(host.read_file("kernels/nvfp4_moe/w4a16.cu"))
+local source = assert(files.read_file("kernels/nvfp4_moe/w4a16.cu"))
 local n = tonumber(arg[1]) or 2
 
 local function with(over)

@@ -6,7 +6,7 @@
 -- only bound what the arithmetic-free data movement reaches.
 --   kwb tests/gpu/nvfp4_stream.lua T[,T...] PARAMS [PARAMS ...]
 local loop = require "kwb.loop"
-local nvfp4 = require "kwb.nvfp4"
+local nvfp4 = require "kwb.problems.nvfp4.ref"
 local cuda = kwb.cuda
 
 local Ts, sets = {}, {}

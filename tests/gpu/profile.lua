@@ -7,7 +7,7 @@
 -- the plan classed, a duration for every kernel, the profile kept in the cache.
 local file, budget, out = arg[1], math.tointeger(tonumber(arg[2])), arg[3] or "."
 assert(file and budget, "usage: tests/gpu/profile.lua RECIPE BUDGET [OUTDIR]")
-local profile = require "kwb.profile"
+local profile = require "kwb.checks.profile"
 local r = require("kwb.load").load(file)
 r:run { candidates = budget, seed = 1, strategy = "grid", mode = "plain" }
 local s = r:session()
@@ -34,6 +34,6 @@ for _, j in ipairs(jobs) do
 end
 -- the run's report, the best's bottleneck in it (kwb report)
 local rdir = string.format("%s/report-%s", out, r.name)
-local ok, err = pcall(require("kwb.report_run").write, r, rdir, { store = s.store })
+local ok, err = pcall(require("kwb.insight.report").write, r, rdir, { store = s.store })
 print(string.format("%s %s report in %s%s", ok and "ok" or "FAIL", r.name, rdir, ok and "" or (": " .. tostring(err))))
 os.exit((failed or not ok) and 1 or 0)

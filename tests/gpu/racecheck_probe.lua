@@ -1,13 +1,14 @@
 -- tests/gpu/racecheck_probe.lua: how long compute-sanitizer racecheck takes
 -- on tests/candidates/cuda/smem_race.cu (a race in every block) at the shape
--- kwb.sanitize picks for tests/recipes/gpu_integrity.lua, and on its honest
+-- kwb.checks.sanitize picks for tests/recipes/gpu_integrity.lua, and on its honest
 -- twin smem_barrier.cu, with the report kinds and hazard caps the tool
 -- offers; each run cut at 45 s, the time of each of its first lines kept:
 -- does the first report come early (so a run can stop there) or only at
 -- the end? Figures on stdout; the tool's --help in $OUT/compute-sanitizer-help.txt.
 --   ./kwb tests/gpu/racecheck_probe.lua
 local core = require "kwb.core"
-local sanitize = require "kwb.sanitize"
+local sanitize = require "kwb.checks.sanitize"
+local files = require "kwb.base.files"
 local host = require "kwb.host"
 
 local limit = 45
@@ -25,7 +26,7 @@ local function sh(argv)
 end
 
 local function probe(name, cand_file, extra, drop)
-  local cand = { source = assert(host.read_file("tests/candidates/cuda/" .. cand_file)), name = cand_file }
+  local cand = { source = assert(files.read_file("tests/candidates/cuda/" .. cand_file)), name = cand_file }
   local job, shape = sanitize.job(recipe, { recipe = file, cand = cand, seed = "1" })
   local argv = sanitize.argv(tool_path, "racecheck", sanitize.kernels(recipe, cand, shape), job)
   local a = {}

@@ -8,7 +8,7 @@
 local cuda = kwb.cuda
 local dev = assert(cuda.device(0))
 local bw = assert((cuda.ceilings() or {}).copy_bytes_per_s, "run `kwb doctor` first")
-local src = assert(kwb.host.read_file("kernels/cuda/row_stream.cu"))
+local src = assert(kwb.files.read_file("kernels/cuda/row_stream.cu"))
 local rowbytes, rows = 3584, 32768
 local w = assert(cuda.buffer("u8", rowbytes * rows)):poison()
 local out = assert(cuda.buffer("u32", 1))

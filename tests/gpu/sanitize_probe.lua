@@ -2,19 +2,20 @@
 -- candidate of recipes/gpu_vecadd.lua (BLOCK 32, VEC 4), run from this
 -- process rather than from a worker: the job without a tool, a CUDA program
 -- that does next to nothing under each tool, and each tool on the job as
--- kwb.sanitize runs it (with the job's own split: load, build, bench,
+-- kwb.checks.sanitize runs it (with the job's own split: load, build, bench,
 -- inputs, call); figures on stdout. Every run is cut at 150 s.
 --   ./kwb tests/gpu/sanitize_probe.lua
 local t = require "t"
 local core = require "kwb.core"
-local sanitize = require "kwb.sanitize"
+local sanitize = require "kwb.checks.sanitize"
+local files = require "kwb.base.files"
 local host = require "kwb.host"
 
 local limit = 150
 local file = core.cwd() .. "/recipes/gpu_vecadd.lua"
 local recipe = kwb.load(file)
 local defines = { BLOCK = 32, VEC = 4, ITEMS = 1 }
-local cand = { source = assert(host.read_file("kernels/cuda/vecadd.cu")), name = "vecadd.cu", defines = defines,
+local cand = { source = assert(files.read_file("kernels/cuda/vecadd.cu")), name = "vecadd.cu", defines = defines,
                params = defines }
 local args = { recipe = file, cand = cand, seed = "1" }
 local tool_path = assert(sanitize.path(), "compute-sanitizer is not installed")

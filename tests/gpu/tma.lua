@@ -6,7 +6,7 @@
 -- recipe's start kernel whose launch plan builds the map over the bench's
 -- input, verified and timed by the loop.
 local t = require "t"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 

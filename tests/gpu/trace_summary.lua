@@ -1,4 +1,4 @@
--- tests/gpu/trace_summary.lua: a KWB_TRACE log (kwb.workers) read back: each
+-- tests/gpu/trace_summary.lua: a KWB_TRACE log (kwb.runners.workers) read back: each
 -- step's seconds (to the next line of its task), the 15 longest, the seconds
 -- per kind of step (its words with the shape and numbers taken out), and
 -- each candidate event's stages from the run's JSON events.

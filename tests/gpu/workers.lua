@@ -3,7 +3,7 @@
 -- (timeout: its worker killed) and then a good kernel (verified and timed in
 -- a fresh worker), all in one recipe run, all three in the cache.
 local t = require "t"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 local r = kwb.load "tests/recipes/gpu_workers.lua"

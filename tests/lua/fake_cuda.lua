@@ -1,5 +1,5 @@
 -- tests/lua/fake_cuda.lua: a stand-in for kwb.cuda that runs C on the host,
--- for tests of the loop's CUDA adapter (kwb.backends.cuda) without a GPU.
+-- for tests of the loop's CUDA adapter (kwb.measure.backends.cuda) without a GPU.
 -- Modules compile with cc, their "PTX" is the preprocessed source (which, like
 -- PTX, shows what macros made), kernels are C functions, and plans run their
 -- steps in order. It records what ran:
@@ -32,7 +32,7 @@ return function()
   function fake.compile(spec)
     local m, msg, info = host.compile { source = spec.source, name = spec.name, defines = spec.defines }
     if not m then return nil, msg, info end
-    local pp = require("kwb.rules").preprocess(spec.source, { defines = host.define_list(spec.defines) })
+    local pp = require("kwb.measure.rules").preprocess(spec.source, { defines = host.define_list(spec.defines) })
     return { ptx = function() return pp.text end,
              kernel = function(_, name, sig)
                local fn, err = m:fn((sig:gsub("void%s+[%w_]+%s*%(", "void " .. name .. "(")))

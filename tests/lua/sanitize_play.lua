@@ -28,10 +28,10 @@ end
 -- fresh_store(path) -> a store over an empty cache at path.
 function M.fresh_store(path)
   for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
-  return require("kwb.store").open(path)
+  return require("kwb.loop.store").open(path)
 end
 
-function M.session_of(rec, store) return require("kwb.session").new(rec, { store = store }) end
+function M.session_of(rec, store) return require("kwb.loop.session").new(rec, { store = store }) end
 
 -- play(s, list [, opts]) -> results by name: each { name, { ms per shape, in
 -- the recipe's order } } completed in order through Session:complete

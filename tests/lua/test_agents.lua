@@ -1,5 +1,5 @@
--- tests/lua/test_agents.lua: HTTP with retries (kwb.http) and the model
--- providers (kwb.agent, kwb/agents/) against the scripted server
+-- tests/lua/test_agents.lua: HTTP with retries (kwb.base.http) and the model
+-- providers (kwb.model, kwb/agents/) against the scripted server
 -- build/httpd: what is sent, what is retried, what a reply becomes, usage,
 -- cost, fallbacks, and that the key goes into the request's headers only.
 local core = require "kwb.core"
@@ -12,9 +12,9 @@ if os.getenv("KWB_TEST_MODEL_KEY") ~= canary then   -- run again with the key se
 end
 
 local t = require "t"
-local agent = require "kwb.agent"
+local agent = require "kwb.model"
 local httpd = require "httpd"
-local http = require "kwb.http"
+local http = require "kwb.base.http"
 local cjson = require "cjson"
 
 local J = httpd.entry
@@ -30,7 +30,7 @@ local function ask(a, text)
   return a:wait(a:ask({ system = "You write kernels.", messages = { { role = "user", content = text or "go" } } }))
 end
 
--- ---- kwb.http --------------------------------------------------------------
+-- ---- kwb.base.http --------------------------------------------------------------
 
 t.test("http_posts_the_body_and_headers_it_is_given", function()
   with_server(J(200, '{"ok": true}'), function(srv)
@@ -194,7 +194,7 @@ t.test("openai_reasoning_models_send_max_completion_tokens_and_no_temperature", 
     t.eq(reqs[2].body.max_tokens, 999, "gpt-4.1's max_tokens")
     t.eq(reqs[2].body.temperature, 0.2, "gpt-4.1's temperature")
   end)
-  local openai = require "kwb.agents.openai"
+  local openai = require "kwb.model.providers.openai"
   local said = {}
   for _, name in ipairs { "o1", "o1-mini", "o3", "o3-mini", "o4-mini", "gpt-5", "gpt-5-mini", "openai/o3", "gpt-4.1",
                           "gpt-4o", "omni", "qwen2.5-coder", "claude-sonnet-4-5" } do
@@ -416,7 +416,7 @@ t.test("the_key_is_scrubbed_from_errors_and_replies_in_any_spelling", function()
 end)
 
 t.test("workers_get_no_variable_named_by_key_env_nor_one_holding_its_value", function()
-  local workers = require "kwb.workers"
+  local workers = require "kwb.runners.workers"
   local function holds(env)
     for _, kv in ipairs(env) do
       if kv:find(canary, 1, true) then return kv:match("^[^=]*") end

@@ -1,8 +1,8 @@
--- tests/lua/test_backend.lua: the backend contract (kwb/backend.lua): every
+-- tests/lua/test_backend.lua: the backend contract (kwb/measure/backends/init.lua): every
 -- adapter gives every function the loop calls, a missing one is named when
 -- the adapter is loaded, and the shared build takes its steps in order.
 local t = require "t"
-local backend = require "kwb.backend"
+local backend = require "kwb.measure.backends"
 
 t.test("backend_every_adapter_meets_the_contract", function()
   for _, name in ipairs { "host", "cuda" } do
@@ -14,7 +14,7 @@ end)
 
 t.test("backend_a_missing_function_is_named", function()
   local partial = {}
-  for k, v in pairs(require "kwb.backends.host") do partial[k] = v end
+  for k, v in pairs(require "kwb.measure.backends.host") do partial[k] = v end
   partial.time = nil
   t.raises(function() backend.check(partial, "host") end, "backend host: the adapter has no function time")
   t.raises(function() backend.load("tpu") end, "the loop has no tpu backend in this build")
@@ -37,7 +37,7 @@ local function fake(stop)
 end
 
 t.test("backend_build_takes_its_steps_in_order_and_names_the_outcome", function()
-  local recipe = { rules = require("kwb.rules").set { "default" } }
+  local recipe = { rules = require("kwb.measure.rules").set { "default" } }
   local cand = { source = "void f(void) {}\n" }
   local cases = {
     { nil, "kernel", nil, "view check_view compile check_built entry" },

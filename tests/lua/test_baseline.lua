@@ -6,7 +6,7 @@
 -- reported and the run goes on without it.
 local t = require "t"
 local cjson = require "cjson"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 local matmul = require "kwb.problems.matmul"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
@@ -106,7 +106,7 @@ t.test("baseline_is_never_a_candidate_best_winner_or_result", function()
   for _, res in ipairs(st:results(r:session().ctx)) do t.truthy(res.id ~= id, "not in the cache's results") end
   t.eq(require("kwb.cache").open(db):get(id), nil, "no candidate row")
   -- kwb export picks among candidates: the baseline is nowhere in its plan
-  local plan = require("kwb.export").plan(r, st:results(r:session().ctx))
+  local plan = require("kwb.insight.export").plan(r, st:results(r:session().ctx))
   t.eq(#plan, 2, "a choice per shape")
   for _, c in ipairs(plan) do t.truthy(c.kernel and c.kernel.id ~= id, "a candidate exported at " .. c.key) end
 end)
@@ -117,7 +117,7 @@ t.test("baseline_is_kept_with_the_run_and_kwb_report_shows_it", function()
   t.eq(b.run, run.record.id)
   t.eq(b.shapes["n=96"].median, sm.baseline.median["n=96"])
   local dir = tmp .. "/baseline_report"
-  local d = require("kwb.report_run").write(r, dir, { store = st })
+  local d = require("kwb.insight.report").write(r, dir, { store = st })
   t.eq(d.baseline.name, "shape_reps.c")
   local f = assert(io.open(dir .. "/report.md"))
   local md = f:read("a")
@@ -203,7 +203,7 @@ end)
 -- The nvfp4_moe baseline "cublas" sorts the routing on the host (its GPU run:
 -- tests/gpu/baseline): each expert's slots in order, rows in expert order.
 t.test("baseline_cublas_routing_lists_each_expert_s_slots_in_order", function()
-  local route = require("kwb.nvfp4_cublas").route
+  local route = require("kwb.problems.nvfp4.cublas").route
   -- T = 3 tokens, K = 2, E = 4: slots 0..5 go to experts 2 0 | 2 3 | 0 2
   local rt = assert(route({ 2, 0, 2, 3, 0, 2 }, 3, 4, 2))
   t.eq(table.concat({ rt.count[0], rt.count[1], rt.count[2], rt.count[3] }, " "), "2 0 3 1", "counts")

@@ -9,9 +9,9 @@
 local t = require "t"
 local cjson = require "cjson"
 local core = require "kwb.core"
-local ktext = require "kwb.text"
-local worker = require "kwb.worker"
-local workers = require "kwb.workers"
+local ktext = require "kwb.base.text"
+local channel = require "kwb.base.channel"
+local workers = require "kwb.runners.workers"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/bounds"
 assert(core.mkdirs(tmp))
@@ -38,7 +38,7 @@ end
 
 local function fence(code, lang) return "```" .. (lang or "c") .. "\n" .. code .. "```\n" end
 
--- transcript(name, replies) -> its path: a replay file (kwb.agents.replay);
+-- transcript(name, replies) -> its path: a replay file (kwb.model.providers.replay);
 -- each reply a text, or { raw = its JSON string's contents as written }, so
 -- a large text is written once, as it is, and bytes cjson would not make
 -- (invalid UTF-8) reach the file.
@@ -177,9 +177,9 @@ end)
 -- ---- a recipe's lower limit: a space point, a file -------------------------
 
 t.test("bounds_a_lower_limit_bounds_space_points_and_files_by_the_byte", function()
-  local template = assert(require("kwb.host").read_file("tests/recipes/bounds_template.c"))
+  local template = assert(require("kwb.base.files").read_file("tests/recipes/bounds_template.c"))
   local limit = #template + #"BK=16"   -- BK=16 just fits; BK=128 is one byte over
-  assert(#ikj <= limit and #require("kwb.host").read_file("kernels/host/matmul_naive.c") <= limit)
+  assert(#ikj <= limit and #require("kwb.base.files").read_file("kernels/host/matmul_naive.c") <= limit)
   local big = tmp .. "/big.c"
   write(big, ikj .. "/*" .. string.rep(" ", 4096 - #ikj - 5) .. "*/\n")
   local small = tmp .. "/ikj.c"
@@ -224,7 +224,7 @@ t.test("bounds_budget_source_bytes_takes_an_integer_from_1_to_16_mib", function(
 end)
 
 t.test("bounds_a_replys_lua_block_over_the_limit_is_no_code_before_it_runs", function()
-  local reply = require "kwb.reply"
+  local reply = require "kwb.strategies.reply"
   local block = "return { BK = { 16, 32 } }" .. string.rep(" ", 200) .. "\n"
   local text = fence("void matmul(void) {}\n") .. fence(block, "lua")
   local p = reply.proposal(text, { backend = "host", budget = { source_bytes = 100 } })
@@ -282,16 +282,16 @@ end)
 t.test("bounds_a_pool_never_sends_a_frame_past_its_limit_and_starts_no_worker_for_it", function()
   local pool = workers.pool { n = 1 }
   local args = { { backend = "host", pad = string.rep("\1", 12 << 20) } }
-  local want = #worker.encode { id = 1, fn = "kwb.measure_task.device", args = args, nargs = 1 }
-  t.truthy(want > worker.max_frame, "72 MiB as JSON")
-  local r = pool:call("kwb.measure_task.device", args)
+  local want = #channel.encode { id = 1, fn = "kwb.worker.task.device", args = args, nargs = 1 }
+  t.truthy(want > channel.max_frame, "72 MiB as JSON")
+  local r = pool:call("kwb.worker.task.device", args)
   t.eq(r.ok, false)
   t.eq(r.code, "too-large")
   t.eq(r.reason, string.format("its task is %d bytes as sent (JSON), over the 67108864 a worker's frame holds", want))
   t.eq(pool.started, 0, "no worker started for it")
-  local ok = pool:call("kwb.measure_task.device", { { backend = "host" } })
+  local ok = pool:call("kwb.worker.task.device", { { backend = "host" } })
   t.eq(ok.ok, true, ok.reason)
-  t.eq(ok.value, require("kwb.cache").host_kind())
+  t.eq(ok.value, require("kwb.host").kind())
   pool:close()
 end)
 

@@ -1,4 +1,4 @@
--- tests/lua/test_build_ahead.lua: builds ahead (kwb.run's look_ahead). A
+-- tests/lua/test_build_ahead.lua: builds ahead (kwb.loop.run's look_ahead). A
 -- strategy whose proposals never depend on results (grid) is asked early and
 -- the backend starts the next candidates' builds while the current one is
 -- measured. On the host recipe, with a recording prebuild put on the host
@@ -6,8 +6,8 @@
 -- a run without it; every candidate after the first built ahead before it was
 -- submitted; nothing proposed ahead beyond the budget.
 local t = require "t"
-local store = require "kwb.store"
-local backend = require "kwb.backend"
+local store = require "kwb.loop.store"
+local backend = require "kwb.measure.backends"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 local host = backend.load("host")
@@ -124,7 +124,7 @@ if require("kwb.cuda").nvrtc_version() then
     local adapter = backend.load("cuda")
     local base = kwb.load("recipes/gpu_vecadd.lua")
     local recipe = setmetatable({ arch = "sm_90" }, { __index = base })
-    local src = assert(kwb.host.read_file("kernels/cuda/vecadd.cu"))
+    local src = assert(kwb.files.read_file("kernels/cuda/vecadd.cu"))
     local stamp = "\n// built ahead " .. os.time() .. "\n"
     local ok_cand = { source = src .. stamp, name = "vecadd.cu", defines = { BLOCK = 96, VEC = 1, ITEMS = 1 } }
     local bad_cand = { source = src .. stamp .. "#define cudaStreamCreate 0\n", name = "vecadd.cu",
@@ -144,7 +144,7 @@ if require("kwb.cuda").nvrtc_version() then
     local adapter = backend.load("cuda")
     local base = kwb.load("recipes/gpu_vecadd.lua")
     local recipe = setmetatable({ arch = "sm_90" }, { __index = base })
-    local src = assert(kwb.host.read_file("tests/candidates/cuda/clock_macro.cu"))
+    local src = assert(kwb.files.read_file("tests/candidates/cuda/clock_macro.cu"))
     local cand = { source = src .. "\n// built ahead " .. os.time() .. "\n", name = "clock_macro.cu", defines = {} }
     t.eq(recipe.rules:check_source(cand.source), nil, "the source rules let it through")
     t.eq(adapter.prebuild({ cand }, recipe), true)

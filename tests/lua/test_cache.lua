@@ -797,12 +797,12 @@ end)
 t.test("cache_host_kind_names_cpu_model_and_cores", function()
   local info = "processor\t: 0\nmodel name\t: AMD EPYC  7B13\nflags\t: x\n\n"
             .. "processor\t: 1\nmodel name\t: AMD EPYC  7B13\nflags\t: x\n"
-  t.eq(cache_mod.host_kind(info), "host:AMD EPYC 7B13:2", "kind")
-  t.truthy(cache_mod.host_kind():match("^host:.+:%d+$"), "this machine's kind")
+  t.eq(kwb.host.kind(info), "host:AMD EPYC 7B13:2", "kind")
+  t.truthy(kwb.host.kind():match("^host:.+:%d+$"), "this machine's kind")
 end)
 
 t.test("linediff_unified_hunks", function()
-  local d = require "kwb.linediff"
+  local d = require "kwb.base.linediff"
   local a = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"
   local b = "1\ntwo\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n"
   t.eq(d.unified(a, b, { from = "x", to = "y" }),

@@ -2,7 +2,7 @@
 -- parsing runs everywhere; where NVRTC is installed (no GPU needed) the
 -- hostile CUDA candidates are also built and judged as the loop judges them.
 local t = require "t"
-local rules = require "kwb.rules"
+local rules = require "kwb.measure.rules"
 
 local default = rules.set { "default" }
 
@@ -83,8 +83,8 @@ local cuda_ok, cuda = pcall(require, "kwb.cuda")
 local have_nvrtc = cuda_ok and cuda.nvrtc_version() ~= nil
 
 if have_nvrtc then
-  local B = require "kwb.backends.cuda"
-  local build = require("kwb.backend").build
+  local B = require "kwb.measure.backends.cuda"
+  local build = require("kwb.measure.backends").build
   local r = kwb.recipe { name = "cuda_rules", backend = "cuda", problem = "vecadd", shapes = { n = { 16 } },
     arch = "sm_90", start = "../candidates/cuda/good.cu",
     launch = function() return { grid = { 1 }, block = { 256 } } end }

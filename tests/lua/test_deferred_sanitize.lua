@@ -1,5 +1,5 @@
 -- tests/lua/test_deferred_sanitize.lua: compute-sanitizer put off to a run's
--- end where the strategy reads no results (kwb.session's defer_sanitizer and
+-- end where the strategy reads no results (kwb.loop.session's defer_sanitizer and
 -- settle): the best alone is sanitized; a best found unsafe there leaves the
 -- outcomes, the best and the cache as sanitizing each new best at once
 -- would have. Results are judged from planted medians (no timing), and the
@@ -30,7 +30,7 @@ local order = { "A", "U", "C", "D" }
 local function run(path, defer, unsafe, raced)
   unsafe, raced = unsafe or { U = true }, raced or {}
   for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
-  local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
+  local s = require("kwb.loop.session").new(r, { store = require("kwb.loop.store").open(path) })
   s.run_record = s.store:begin_run { recipe = "deferred", source = "-- a test's", settings = {} }
   local sanitized, by, seq = {}, {}, 0
   s.sanitize = function(_, cand, res)
@@ -99,7 +99,7 @@ t.test("deferred_sanitize_only_the_best_at_the_end_and_judged_as_if_at_once", fu
   t.eq(#s.store.cache:measurements(by.C.id), 1, "revised, not measured again")
   t.eq(s.store.cache:get(by.U.id).outcome, "unsafe")
   -- a later session over the same cache takes C as its best, not A (due) or U (unsafe)
-  local later = require("kwb.session").new(r, { store = require("kwb.store").open(dir .. "/deferred.db") })
+  local later = require("kwb.loop.session").new(r, { store = require("kwb.loop.store").open(dir .. "/deferred.db") })
   later:ensure_start()
   t.eq(later.best.id, by.C.id)
 end)
@@ -181,19 +181,19 @@ t.test("deferred_sanitize_an_error_while_settling_leaves_the_best_before_the_run
   -- winner: the start's (C and D, slower, were never sanitized)
   t.eq(s.best_time["n=1000"], medians.C)
   t.eq(s.shape_best["n=1000"].id, s.start.id)
-  local later = require("kwb.session").new(r, { store = s.store })
+  local later = require("kwb.loop.session").new(r, { store = s.store })
   later:ensure_start()
   t.eq(later.best.id, s.start.id)
   t.eq(later.best_time["n=1000"], medians.C, "a later session's race bar is not U's either")
   t.eq(later:known({ id = by.U.id }), nil, "U, still due, is evaluated again when proposed again")
   t.eq(later:known({ id = by.C.id }).outcome, "slower")
-  local d = require("kwb.report_run").data(r, s.store:results(s.ctx))
+  local d = require("kwb.insight.report").data(r, s.store:results(s.ctx))
   t.eq(d.best.id, s.start.id, "U (still accepted and due in the cache) is not the report's pick")
   t.eq(d.shapes[1].median, medians.start, "the table is the pick's")
   t.eq(d.lineage[1].id, s.start.id)
   -- nor kwb export's kernel at the shape, nor cache:best's (both would take U, the fastest, else);
   -- nor C or D, slower and never sanitized (the run's end never came): the start kernel
-  local choice = require("kwb.export").plan(r, s.store:results(s.ctx))[1]
+  local choice = require("kwb.insight.export").plan(r, s.store:results(s.ctx))[1]
   t.eq(choice.kernel, nil, "the start kernel: A is due, U unsafe, C and D unsanitized")
   local rows = s.store.cache:best(s.ctx.problem, { shape = "n=1000", sanitized = true })
   t.eq(rows[1].candidate, s.start.id)
@@ -222,11 +222,11 @@ t.test("deferred_sanitize_an_interrupted_run_leaves_no_unsanitized_best", functi
                                              .. "    for (int i = 0; i < n; i++) c[i] = a[i] + b[i] + 0 * k;\n}\n",
                                     defines = { BLOCK = 32 } },
                           timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 } }
-  local s = require("kwb.session").new(ri, { store = require("kwb.store").open(dir .. "/int.db") })
+  local s = require("kwb.loop.session").new(ri, { store = require("kwb.loop.store").open(dir .. "/int.db") })
   ri._session = s
   local asked = 0
-  local real = package.loaded["kwb.sanitize"]
-  package.loaded["kwb.sanitize"] = { check = function() asked = asked + 1; return {} end }
+  local real = package.loaded["kwb.checks.sanitize"]
+  package.loaded["kwb.checks.sanitize"] = { check = function() asked = asked + 1; return {} end }
   local ok, err = pcall(ri.run, ri, { mode = "quiet", seed = 3 })
   t.eq(ok, false)
   t.eq(err, "interrupted!")
@@ -235,7 +235,7 @@ t.test("deferred_sanitize_an_interrupted_run_leaves_no_unsanitized_best", functi
   t.eq(s.deferred, nil)
   stop, strat.i = false, 1
   local ok2, sm = pcall(ri.run, ri, { mode = "quiet", seed = 4 })
-  package.loaded["kwb.sanitize"] = real
+  package.loaded["kwb.checks.sanitize"] = real
   t.truthy(ok2, tostring(sm))
   t.eq(asked, sm.best.id == s.start.id and 0 or 1, "the second run sanitizes its own best once")
 end)
@@ -256,16 +256,16 @@ t.test("deferred_sanitize_a_run_of_a_list_sanitizes_at_its_end", function()
                                              .. "    for (int i = 0; i < n; i++) c[i] = a[i] + b[i] + 0 * k;\n}\n",
                                     defines = { BLOCK = 32 } }, strategy = require("kwb.strategies.list")(props),
                           timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 } }
-  rl._session = require("kwb.session").new(rl, { store = require("kwb.store").open(dir .. "/run.db") })
+  rl._session = require("kwb.loop.session").new(rl, { store = require("kwb.loop.store").open(dir .. "/run.db") })
   local asked = {}
-  local real = package.loaded["kwb.sanitize"]
-  package.loaded["kwb.sanitize"] = { check = function(_, args)
+  local real = package.loaded["kwb.checks.sanitize"]
+  package.loaded["kwb.checks.sanitize"] = { check = function(_, args)
     asked[#asked + 1] = args.cand.id
     if #asked == 1 then return { tool = "memcheck", shape = "n=1000", report = "Invalid __global__ read (planted)" } end
     return {}
   end }
   local ok, sm, run = pcall(rl.run, rl, { mode = "quiet", seed = 3 })
-  package.loaded["kwb.sanitize"] = real
+  package.loaded["kwb.checks.sanitize"] = real
   t.truthy(ok, tostring(sm))
   t.eq(sm.candidates, 3)
   t.truthy(#asked >= 1, "the tools ran")
@@ -281,7 +281,7 @@ t.test("deferred_sanitize_a_run_of_a_list_sanitizes_at_its_end", function()
   t.eq(sm.funnel.unsafe, 1, "the funnel counts it")
   t.truthy(sm.best.id ~= asked[1], "the run's best is another")
   -- the best is sanitized (unless it is the start kernel); then, at most, the shape's winner
-  -- when a slower result's median is the least there (kwb.deferred's sanitize_winners)
+  -- when a slower result's median is the least there (kwb.loop.sanitizer's sanitize_winners)
   local best_at
   for i, id in ipairs(asked) do if id == sm.best.id then best_at = i end end
   t.truthy(sm.best.id == run.session.start.id or best_at, "the best was sanitized")
@@ -295,7 +295,7 @@ end)
 t.test("deferred_sanitize_a_session_numbers_past_every_stored_evaluation", function()
   local path = dir .. "/seq.db"
   for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
-  local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
+  local s = require("kwb.loop.session").new(r, { store = require("kwb.loop.store").open(path) })
   t.eq(s.seq, 0)
   for i, seq in ipairs { 1, 5 } do
     local cand = s:candidate({ source = body:gsub("b%[i%];", "b[i] + 0 * " .. (20 + i) .. ";"), params = { BLOCK = 32 } },
@@ -303,7 +303,7 @@ t.test("deferred_sanitize_a_session_numbers_past_every_stored_evaluation", funct
     s.store:record(s.ctx, cand, { id = cand.id, seq = seq, seed = 1, outcome = "wrong", reason = "planted",
                                   seconds = {}, shapes = {} })
   end
-  local again = require("kwb.session").new(r, { store = s.store })
+  local again = require("kwb.loop.session").new(r, { store = s.store })
   t.eq(#again.store:results(again.ctx), 2)
   t.eq(again.seq, 5, "past the largest stored (2 results, numbered 1 and 5)")
 end)
@@ -315,11 +315,11 @@ end)
 t.test("deferred_sanitize_a_lost_sanitizer_worker_is_never_the_candidates_outcome", function()
   local path = dir .. "/lost.db"
   for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
-  local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
+  local s = require("kwb.loop.session").new(r, { store = require("kwb.loop.store").open(path) })
   local answers, asked = {}, 0
   s.pool = { remote = true, submit = function(_, fn) return fn end,
              wait = function(_, fn)
-               t.eq(fn, "kwb.measure_task.sanitize")
+               t.eq(fn, "kwb.worker.task.sanitize")
                asked = asked + 1
                return table.remove(answers, 1)
              end }
@@ -354,7 +354,7 @@ t.test("deferred_sanitize_a_lost_sanitizer_worker_is_never_the_candidates_outcom
   t.eq(ok, false)
   t.eq(err, "compute-sanitizer's memcheck run at n=1000 was killed from outside (SIGKILL) twice; candidate " .. cand.short)
   t.eq(res.outcome, "accepted")
-  -- a tool's run that could not run (kwb.sanitize's harness) likewise
+  -- a tool's run that could not run (kwb.checks.sanitize's harness) likewise
   res, ok, err = try({ ok = true, value = { harness = "compute-sanitizer's initcheck run at n=1000 could not run "
                                                       .. "(CUDA_ERROR_OUT_OF_MEMORY)" } })
   t.eq(ok, false)

@@ -4,8 +4,8 @@
 -- test program picks the right kernel for measured shapes and those between,
 -- by either rule; the kernels' files compile on their own.
 local t = require "t"
-local store = require "kwb.store"
-local export = require "kwb.export"
+local store = require "kwb.loop.store"
+local export = require "kwb.insight.export"
 local core = require "kwb.core"
 
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/export"
@@ -85,7 +85,7 @@ t.test("export_with_a_named_fallback_leaves_the_start_kernel_out", function()
 end)
 
 t.test("export_cli_takes_options_anywhere_and_answers_json", function()
-  local device = require("kwb.backend").load("host").device()
+  local device = require("kwb.measure.backends").load("host").device()
   local out, code = sh(string.format("./kwb export --json --cache '%s/dispatch.db' tests/recipes/dispatch.lua '%s/cli' "
                                      .. "--device='%s'", dir, dir, device))
   t.eq(code, 0, out)

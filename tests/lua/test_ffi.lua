@@ -1,5 +1,5 @@
 -- tests/lua/test_ffi.lua: LuaJIT (Debian's luajit) drives libkwb.so through
--- lua/kwb/ffi.lua (tests/luajit/ffi_run.lua) and gets the Lua 5.4 API's
+-- luajit/kwb/ffi.lua (tests/luajit/ffi_run.lua) and gets the Lua 5.4 API's
 -- figures for the same inputs; each reads the blob the other wrote.
 local t = require "t"
 local core = require "kwb.core"
@@ -12,7 +12,7 @@ local cache = assert(kwb.cache.open(dir .. "/ffi.db"))
 local id = cache:put_blob("written by the Lua 5.4 API")
 cache:close()
 
-local r = assert(core.exec({ "env", "LUA_PATH=lua/?.lua", "KWB_CDEF=build/kwb_cdef.h", "KWB_LIB=./libkwb.so",
+local r = assert(core.exec({ "env", "LUA_PATH=luajit/?.lua", "KWB_CDEF=build/kwb_cdef.h", "KWB_LIB=./libkwb.so",
                              "luajit", "tests/luajit/ffi_run.lua", dir .. "/ffi.db", id, dir .. "/build" },
                            { timeout = 120 }))
 local got = {}

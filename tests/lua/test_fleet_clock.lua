@@ -1,11 +1,11 @@
 -- tests/lua/test_fleet_clock.lua: the run's end crosses to a worker as
 -- seconds left, never as the loop's monotonic time, which a fleet's worker
 -- would compare with another host's clock (the start kernel's shapes then
--- stopped at once, or never). kwb.measure_task is run here in-process, as a
+-- stopped at once, or never). kwb.worker.task is run here in-process, as a
 -- worker runs it, on the start kernel of recipes/host_matmul.lua.
 local t = require "t"
 local core = require "kwb.core"
-local task = require "kwb.measure_task"
+local task = require "kwb.worker.task"
 
 local recipe = core.cwd() .. "/recipes/host_matmul.lua"
 local r = kwb.load(recipe)
@@ -45,7 +45,7 @@ t.test("fleet_clock_a_session_sends_seconds_left", function()
   s.pool = { submit = function(_, fn, a) sent = { fn = fn, args = a[1] }; return {} end }
   s.deadline = core.now() + 100
   s:submit(start, { start = true })
-  t.eq(sent.fn, "kwb.measure_task.measure")
+  t.eq(sent.fn, "kwb.worker.task.measure")
   t.eq(sent.args.deadline, nil, "no absolute time")
   t.truthy(sent.args.time_left > 99 and sent.args.time_left <= 100, tostring(sent.args.time_left))
 end)

@@ -1,10 +1,10 @@
--- tests/lua/test_help.lua: the one description (kwb/help.lua, kwb/help_api.lua)
+-- tests/lua/test_help.lua: the one description (kwb/help/init.lua, kwb/help/api.lua)
 -- covers what kwb has, and what reads it says the same: the recipe checker's
 -- fields, the run-option parser, the commands' modules, help(x).
 local t = require "t"
 local help = require "kwb.help"
-local api = require "kwb.help_api"
-local show = require "kwb.help_show"
+local api = require "kwb.help.api"
+local show = require "kwb.cli.show"
 
 local entries = {}
 for _, e in ipairs(api) do
@@ -13,7 +13,7 @@ for _, e in ipairs(api) do
 end
 
 t.test("help_every_function_of_kwbs_modules_has_an_entry", function()
-  for _, m in ipairs { "host", "cuda", "cache", "problem", "report" } do
+  for _, m in ipairs { "host", "cuda", "cache", "problem", "figures" } do
     local n = 0
     for k, v in pairs(kwb[m]) do
       if type(v) == "function" then
@@ -127,7 +127,7 @@ t.test("help_every_command_has_its_module_and_its_help", function()
     t.eq(type(require(c.module).main), "function", c.name)
     t.truthy(help.command_help(c.name):find("^usage: kwb " .. c.name), c.name)
   end
-  local demo = require "kwb.demo"
+  local demo = require "kwb.cli.demo"
   local text = help.command("demo").text
   t.truthy(text:find(demo.gpu_recipe, 1, true) and text:find(demo.cpu_recipe, 1, true), "the demo's recipes: " .. text)
   t.eq(table.concat(help.words("cache"), " "),
@@ -136,16 +136,16 @@ t.test("help_every_command_has_its_module_and_its_help", function()
 end)
 
 t.test("help_x_finds_a_function_by_value_and_by_name", function()
-  local e = entries["kwb.report.time"]
+  local e = entries["kwb.figures.time"]
   local want = e[2] .. "\n" .. table.concat(help.wrap(e[3], 80, "  "), "\n")
-  t.eq(show.text(kwb.report.time), want, "by the function itself")
-  t.eq(show.text("kwb.report.time"), want, "by its name")
+  t.eq(show.text(kwb.figures.time), want, "by the function itself")
+  t.eq(show.text("kwb.figures.time"), want, "by its name")
   t.eq(show.signature(kwb.host.compile), "kwb.host.compile(spec) -> mod | nil, message, info")
   t.eq(show.signature(print), nil, "not one of kwb's")
   t.eq(select(2, show.text(print)), "no help for this function: it is not one of kwb's (help() lists what there is)")
   t.eq(select(2, show.text("frobnicate")), "no help for 'frobnicate' (help() lists what there is)")
   local all_time = show.text("time")
-  for _, n in ipairs { "kwb.host.time", "fn:time", "kwb.cuda.time", "plan:time", "kwb.report.time" } do
+  for _, n in ipairs { "kwb.host.time", "fn:time", "kwb.cuda.time", "plan:time", "kwb.figures.time" } do
     t.truthy(all_time:find(entries[n][2], 1, true), "help 'time' lists " .. n)
   end
 end)
@@ -171,7 +171,7 @@ t.test("architecture_md_names_the_outcomes_subcommands_and_schema_the_code_has",
   local funnel = doc:match("Every candidate ends in one outcome of the funnel %(outcomes%.lua%):%s*(.-), in the order")
   local words = {}
   for w in (funnel or ""):gmatch("`([%w-]+)`") do words[#words + 1] = w end
-  t.eq(table.concat(words, " "), table.concat(require("kwb.outcomes").funnel, " "), "the funnel")
+  t.eq(table.concat(words, " "), table.concat(require("kwb.base.outcomes").funnel, " "), "the funnel")
   local subs = doc:match("`kwb%.cli%.main` then decides: a subcommand %((.-)%)")
   words = {}
   for w in (subs or ""):gmatch("`([%w-]+)`") do words[#words + 1] = w end
@@ -179,13 +179,17 @@ t.test("architecture_md_names_the_outcomes_subcommands_and_schema_the_code_has",
   for _, c in ipairs(help.commands) do names[#names + 1] = c.name end
   t.eq(table.concat(words, " "), table.concat(names, " "), "the subcommands")
   t.eq(tonumber(doc:match("### Schema %(version (%d+);")), require("kwb.core").cache_schema_version, "the schema")
-  -- the layout names every module of lua/kwb
-  local layout = doc:match("\n    lua/kwb/ (.-)\n    recipes/") or ""
+  -- the layout names every folder of lua/kwb and every module in it (a
+  -- folder's under its own line or the lines after it)
+  local layout = doc:match("\n    lua/kwb/ (.-)\n    luajit/") or ""
   local missing = {}
-  local p = assert(io.popen("ls lua/kwb"))
+  local p = assert(io.popen("cd lua/kwb && find . -name '*.lua' | LC_ALL=C sort"))
   for file in p:lines() do
-    local m = file:match("^(.*)%.lua$")
-    if m and not layout:find("%f[%w_]" .. m .. "%f[^%w_]") then missing[#missing + 1] = m end
+    local folder, m = file:match("^%./(.-)/?([%w_]+)%.lua$")
+    local top = folder:match("^[^/]+")
+    local from = top and layout:find("\n      " .. top .. "/", 1, true) or 1
+    if top and from == 1 then missing[#missing + 1] = top .. "/"
+    elseif not layout:find("%f[%w_]" .. m .. "%f[^%w_]", from) then missing[#missing + 1] = file:sub(3) end
   end
   p:close()
   t.eq(table.concat(missing, " "), "", "modules the layout does not name")

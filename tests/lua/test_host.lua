@@ -182,7 +182,7 @@ t.test("host_os_helpers_answer_plainly", function()
   t.truthy(#core.machine() > 0, "uname -m")
 end)
 
--- The fresh inputs of timed runs (kwb.timed) come from this fill: the
+-- The fresh inputs of timed runs (kwb.measure.timed) come from this fill: the
 -- normal distribution (Marsaglia and Tsang's ziggurat over xorshift64*),
 -- fixed by its seed. One million draws: each moment and tail within five
 -- standard errors of the normal's.

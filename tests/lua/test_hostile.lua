@@ -1,7 +1,7 @@
 -- tests/lua/test_hostile.lua: hostile host candidates, each trying to game
 -- the measurement its own way, and the exact outcome kwb gives each.
 local t = require "t"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 local function fresh_store(name)
@@ -149,7 +149,7 @@ end)
 -- shares the judge's processor, and a digest's traces in the caches, or in
 -- a clock read at the call's start, would tell it which runs count).
 t.test("hostile_timed_runs_digest_their_inputs_before_the_call_verified_or_not", function()
-  local inputs = require "kwb.inputs"
+  local inputs = require "kwb.measure.inputs"
   local h = require("kwb.measure").harness(kwb.load "tests/recipes/hostile.lua")
   local b = h:bench(h.recipe.shapes[1])
   local methods = getmetatable(b.bufs.a).methods
@@ -238,7 +238,7 @@ t.test("hostile_a_noisy_shape_is_timed_again_then_marked", function()
                ci_hi = 1e-6 }
     end }, { __index = real })
     local res = { seconds = {}, shapes = {}, seed = 1 }
-    h:measure({ source = assert(kwb.host.read_file(r.start.file)), name = "k.c", defines = {}, define_list = {} }, res,
+    h:measure({ source = assert(kwb.files.read_file(r.start.file)), name = "k.c", defines = {}, define_list = {} }, res,
               { start = true })
     return res.shapes["n=8"], calls
   end
@@ -259,7 +259,7 @@ end)
 -- the reference itself with scripted times, 2 ms and 2.2 ms in turn.
 t.test("hostile_racing_stops_a_timing_once_its_interval_is_past_the_bound", function()
   local measure = require "kwb.measure"
-  local timed = require "kwb.timed"
+  local timed = require "kwb.measure.timed"
   local matmul = require "kwb.problems.matmul"
   local r = kwb.recipe { name = "racing", problem = matmul {}, shapes = { n = { 8 } }, verify_shapes = false,
                          start = "../../kernels/host/matmul_naive.c" }
@@ -289,7 +289,7 @@ end)
 -- Scripted: the reference's answer on odd calls, nothing on even ones.
 t.test("hostile_a_timed_run_left_unwritten_is_wrong", function()
   local measure = require "kwb.measure"
-  local timed = require "kwb.timed"
+  local timed = require "kwb.measure.timed"
   local matmul = require "kwb.problems.matmul"
   local r = kwb.recipe { name = "unwritten", problem = matmul {}, shapes = { n = { 8 } }, verify_shapes = false,
                          start = "../../kernels/host/matmul_naive.c" }
@@ -329,7 +329,7 @@ t.test("hostile_a_timing_raced_out_half_way_is_partial_not_wrong", function()
   end }, { __index = real })
   h.best_time = { ["n=8"] = 1.5e-3 / 1.1 }
   local res = { seconds = {}, shapes = {}, seed = 1 }
-  h:measure({ source = assert(kwb.host.read_file(r.start.file)), name = "k.c", defines = {}, define_list = {} }, res)
+  h:measure({ source = assert(kwb.files.read_file(r.start.file)), name = "k.c", defines = {}, define_list = {} }, res)
   t.eq(res.outcome, nil, tostring(res.reason))
   local sh = res.shapes["n=8"]
   t.eq(sh.partial, true)
@@ -380,7 +380,7 @@ end)
 
 -- Honest acceptance: faster beyond the noise of both measurements.
 t.test("hostile_a_gain_inside_the_noise_is_not_accepted", function()
-  local judge = require "kwb.judge"
+  local judge = require "kwb.loop.judge"
   local matmul = require "kwb.problems.matmul"
   local r = kwb.recipe { name = "noise", problem = matmul {}, shapes = { n = { 8 } }, start = "../../kernels/host/matmul_naive.c" }
   local c = { bandwidth = 1e15, flops = 1e18 }

@@ -10,8 +10,8 @@
 local t = require "t"
 local core = require "kwb.core"
 local cache_mod = require "kwb.cache"
-local store = require "kwb.store"
-local export = require "kwb.export"
+local store = require "kwb.loop.store"
+local export = require "kwb.insight.export"
 local matmul = require "kwb.problems.matmul"
 
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/imported"
@@ -154,7 +154,7 @@ end)
 -- bundle brought names another machine's file, and kwb never loads it.
 t.test("imported_a_bundles_run_names_no_recipe_to_load", function()
   local c = fresh_store("c")
-  t.eq(select(2, require("kwb.profile_cli").recipe_of(c.cache, t1.id)),
+  t.eq(select(2, require("kwb.cli.profile").recipe_of(c.cache, t1.id)),
        "candidate " .. t1.id:sub(1, 12) .. " came in bundle forged.kwb, whose run names a recipe file of another "
        .. "machine's: name it with --recipe FILE")
   local runs = c:runs()
@@ -166,7 +166,7 @@ end)
 t.test("imported_a_bundles_run_gives_no_baseline", function()
   local c = fresh_store("c")
   local rc = recipe { T2 }
-  local device = cache_mod.host_kind()
+  local device = kwb.host.kind()
   local bundled = c:runs()[1]
   c.cache:amend_run(bundled.id, { device = device, baseline = { recipe = rc.name, problem = rc.problem:key(),
                                                                  name = "forged", seconds = {} } })

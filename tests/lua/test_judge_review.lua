@@ -29,7 +29,7 @@ local r = kwb.recipe {
   timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
   sanitize = false,
 }
-local s = r:session { store = require("kwb.store").open(dir .. "/review.db") }
+local s = r:session { store = require("kwb.loop.store").open(dir .. "/review.db") }
 local function build(h, source, name)
   return assert(h:build(s:candidate({ source = source, name = name, defines = { BLOCK = 32 }, params = { BLOCK = 32 } }),
                         { seconds = {} }))
@@ -40,7 +40,7 @@ local opts = { warmup = 0, warmup_min = 1, min_samples = 3, max_samples = 3, cap
 -- b, fixes one word of each so the unkeyed device checksum is unchanged
 -- (mix is a bijection: invert it), and writes c = a' + b' (zeros but for two
 -- elements). The reference runs after the call: the inputs' digests
--- are keyed with a secret (kwb.inputs), so the rewrite is seen first.
+-- are keyed with a secret (kwb.measure.inputs), so the rewrite is seen first.
 local forge = [[
 typedef unsigned long long u64;
 static u64 mix(u64 z) { z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull; z = (z ^ (z >> 27)) * 0x94d049bb133111ebull; return z ^ (z >> 31); }
@@ -102,7 +102,7 @@ t.test("judge_a_timed_runs_own_reference_runs_only_on_inputs_found_as_drawn", fu
   local spoil = build(h, vec .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n  ((float *)a)[0] = 1e30f;\n}\n", "spoil")
   local b = h:bench(r.shapes[1])
   local from = #launches + 1
-  local st, why, out = require("kwb.timed").shape(h, spoil, b, opts, 78)   -- seed 78: its own inputs at n=1000
+  local st, why, out = require("kwb.measure.timed").shape(h, spoil, b, opts, 78)   -- seed 78: its own inputs at n=1000
   local names = {}
   for i = from, #launches do names[#names + 1] = launches[i].kernel end
   local seq = table.concat(names, " ")
@@ -114,14 +114,14 @@ end)
 -- A round's reference, run inside verify.check, is under the harness's
 -- limit, not the deadline b.on_call armed for the candidate's call: a slow
 -- reference (a naive one at a large shape) must not make an honest
--- candidate a "timeout". (kwb.timed puts pool-set references off the clock
+-- candidate a "timeout". (kwb.measure.timed puts pool-set references off the clock
 -- for exactly this reason.)
 t.test("judge_a_rounds_reference_runs_under_the_harness_limit", function()
-  local worker, B = require "kwb.worker", require "kwb.backends.cuda"
+  local channel, B = require "kwb.base.channel", require "kwb.measure.backends.cuda"
   local h = require("kwb.measure").harness(r)
   local last, bad = nil, {}
-  local deadline, call = worker.deadline, B.call
-  worker.deadline = function(sec, what) last = { sec, what } end
+  local deadline, call = channel.deadline, B.call
+  channel.deadline = function(sec, what) last = { sec, what } end
   B.call = function(fn, bb, args, ...)
     if fn.reference and last and last[1] == h.timeout and tostring(last[2]):match("^the %a+ run at") then
       bad[#bad + 1] = last[2]
@@ -129,7 +129,7 @@ t.test("judge_a_rounds_reference_runs_under_the_harness_limit", function()
     return call(fn, bb, args, ...)
   end
   local res = h:measure(s:candidate(r.start), { seconds = {}, shapes = {}, seed = 5 }, { start = true })
-  worker.deadline, B.call = deadline, call
+  channel.deadline, B.call = deadline, call
   t.eq(res.outcome, nil, tostring(res.reason))
   t.eq(#bad, 0, "reference calls under the candidate's " .. tostring(h.timeout) .. " s deadline: " .. table.concat(bad, "; "))
 end)
@@ -145,9 +145,9 @@ t.test("judge_kept_expected_outputs_are_the_runs_own", function()
   local honest = build(h, r.start.source, "honest")
   local b = h:bench(r.shapes[1])
   h.run_seed = 1
-  t.truthy(require("kwb.timed").shape(h, honest, b, opts, 77), "run 1: meets set 3 first")
+  t.truthy(require("kwb.measure.timed").shape(h, honest, b, opts, 77), "run 1: meets set 3 first")
   h.run_seed = 2   -- the next run, same worker
-  local st, why = require("kwb.timed").shape(h, honest, b, opts, 80)   -- (80 % 3) + 1 = 3
+  local st, why = require("kwb.measure.timed").shape(h, honest, b, opts, 80)   -- (80 % 3) + 1 = 3
   t.truthy(st, "run 2, an honest kernel on set 3: " .. tostring(why))
 end)
 

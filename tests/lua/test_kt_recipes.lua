@@ -76,7 +76,7 @@ end)
 
 if cuda.nvrtc_version() then
   t.test("kt_matmul_builds_but_for_the_four_over_48_kb_of_static_shared_memory", function()
-    local src = assert(kwb.host.read_file("kernels/cuda/kt_matmul.cu"))
+    local src = assert(kwb.files.read_file("kernels/cuda/kt_matmul.cu"))
     local list, specs = points(mm), {}
     for i, p in ipairs(list) do specs[i] = { source = src, name = "kt_matmul.cu", defines = p, arch = "sm_90" } end
     local failed = {}
@@ -100,9 +100,9 @@ if cuda.nvrtc_version() then
   -- compute-sanitizer's racecheck for the tiled SGEMM (shared memory), not
   -- for vector_add (none), read from the PTX as the loop builds it
   t.test("kt_racecheck_for_the_matmul_not_for_vecadd", function()
-    local sanitize = require "kwb.sanitize"
+    local sanitize = require "kwb.checks.sanitize"
     local function tools(r, file, defines)
-      local cand = { source = assert(kwb.host.read_file(file)), name = file:match("[^/]+$"), defines = defines }
+      local cand = { source = assert(kwb.files.read_file(file)), name = file:match("[^/]+$"), defines = defines }
       local ptx = sanitize.ptx_of({ flags = r.flags, arch = "sm_90" }, cand)
       t.truthy(ptx and ptx:find(".visible .entry", 1, true), file .. ": its PTX")
       return table.concat((sanitize.tools_for(ptx, false)), " ")

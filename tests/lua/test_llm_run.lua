@@ -192,7 +192,7 @@ t.test("llm_run_keeps_the_key_out_of_records_events_and_workers", function()
     local tr = assert(cache:transcript(row.id))
     t.truthy(not tr.request:find(canary, 1, true) and not (tr.reply or ""):find(canary, 1, true), "no key in " .. row.id)
   end
-  local env = require("kwb.workers").environment()
+  local env = require("kwb.runners.workers").environment()
   for _, kv in ipairs(env) do t.truthy(not kv:find(canary, 1, true), "worker environment: " .. kv) end
   cache:close()
 end)
@@ -431,7 +431,7 @@ end)
 
 -- The GPU demo says the same of its own transcript (the flagship, recipes/nvfp4_moe.lua).
 t.test("demo_names_the_flagships_transcript_too", function()
-  local demo = require "kwb.demo"
+  local demo = require "kwb.cli.demo"
   local saved = os.getenv("KWB_MODEL")
   t.eq(saved, nil, "the tests run with KWB_MODEL unset")
   t.eq(demo.model_line(demo.gpu_recipe), "kwb demo: no model is configured (KWB_MODEL is not set), so the model's "

@@ -2,7 +2,7 @@
 -- funnel of planted candidates, resume from the cache, the REPL helpers and
 -- the shipped host recipe through the command line.
 local t = require "t"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 local cjson = require "cjson"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")

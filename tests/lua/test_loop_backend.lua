@@ -1,4 +1,4 @@
--- tests/lua/test_loop_backend.lua: the loop's CUDA adapter (kwb.backends.cuda)
+-- tests/lua/test_loop_backend.lua: the loop's CUDA adapter (kwb.measure.backends.cuda)
 -- driven through a stand-in for kwb.cuda that runs C on the host: launch
 -- plans from the recipe per shape and parameters, the device reference, the
 -- PTX rule view, timing and a failing launch, all without a GPU. (The real
@@ -31,7 +31,7 @@ local r = kwb.recipe {
 }
 local sm, run
 t.test("loop_backend_cuda_runs_the_loop_through_the_adapter", function()
-  local s = r:session { store = require("kwb.store").open(dir .. "/fake_cuda.db") }
+  local s = r:session { store = require("kwb.loop.store").open(dir .. "/fake_cuda.db") }
   s.template_source = vec .. "  for (int i = 0; i < n; i++) c[i] = a[i] + b[i] + 0 * BLOCK;\n}\n"
   sm, run = r:run { mode = "quiet" }
   t.eq(sm.candidates, 3)
@@ -77,23 +77,23 @@ t.test("loop_backend_cuda_a_timed_run_is_checked_in_one_look", function()
   t.eq(fake.unchecked, 0, "every timed run checked before the next")
   t.eq(fake.looks + fake.full, #fake.replays, "one look or one full check after each")
   t.truthy(fake.full >= 4 and fake.looks > fake.full, string.format("%d full, %d looks", fake.full, fake.looks))
-  local verify = require "kwb.verify"
+  local verify = require "kwb.measure.verify"
   local a, b, c = fake.buffer("f32", 8), fake.buffer("f32", 8), fake.buffer("f32", 8)
   a:fill(1); b:fill(2); c:poison()
   for i = 1, 5 do c[i] = 3 end
   local looks = fake.looks
-  local out, why = verify.check(problem, require "kwb.backends.cuda", { key = "n=8", bufs = { a = a, b = b, c = c } },
+  local out, why = verify.check(problem, require "kwb.measure.backends.cuda", { key = "n=8", bufs = { a = a, b = b, c = c } },
                                 "timed run 3", false, true)
   t.eq(out, "wrong")
   t.eq(why, "output c at n=8 (timed run 3): 3 elements never written, first c[6]")
   t.eq(fake.looks, looks + 1, "from the same look as the guard bands")
   c[6], c[7], c[8] = 3, 3, 3
-  t.eq(verify.check(problem, require "kwb.backends.cuda", { key = "n=8", bufs = { a = a, b = b, c = c } },
+  t.eq(verify.check(problem, require "kwb.measure.backends.cuda", { key = "n=8", bufs = { a = a, b = b, c = c } },
                     "timed run 4", false, true), nil, "every element written")
 end)
 
 t.test("loop_backend_cuda_verified_timed_runs_meet_each_pool_set_at_most_once", function()
-  local inputs, timed = require "kwb.inputs", require "kwb.timed"
+  local inputs, timed = require "kwb.measure.inputs", require "kwb.measure.timed"
   local h = require("kwb.measure").harness(r)
   local fn = assert(h:build(r:session():candidate(r.start), { seconds = {} }))
   local b = h:bench(r.shapes[1])   -- n = 1000: 4000 bytes of expected output a set
@@ -121,7 +121,7 @@ end)
 -- set is wrong, and the set's expected outputs, computed before it ran, stay
 -- right for the candidates after it.
 t.test("loop_backend_cuda_a_pool_sets_expected_outputs_come_before_any_candidate", function()
-  local timed = require "kwb.timed"
+  local timed = require "kwb.measure.timed"
   local h = require("kwb.measure").harness(r)
   local s = r:session()
   local spoil = assert(h:build(s:candidate({ source = vec .. "  for (int i = 0; i < n; i++) { c[i] = 0; ((float *)b)[i] = 0; }\n}\n",
@@ -141,7 +141,7 @@ end)
 -- a shape drawn from its seed, is on inputs of its own (seed 78 draws n=1000,
 -- seed 79 n=3000), with the reference run for them.
 t.test("loop_backend_cuda_one_verified_run_a_candidate_is_on_inputs_of_its_own", function()
-  local timed = require "kwb.timed"
+  local timed = require "kwb.measure.timed"
   local h = require("kwb.measure").harness(r)
   local fn = assert(h:build(r:session():candidate(r.start), { seconds = {} }))
   local opts = { warmup = 0, warmup_min = 1, min_samples = 3, max_samples = 3, cap = 1, target = 1 }
@@ -165,7 +165,7 @@ end)
 -- outputs are poisoned once compared. A candidate that changed an input is
 -- wrong before the reference runs.
 t.test("loop_backend_cuda_a_rounds_reference_runs_after_the_call_and_is_held_nowhere", function()
-  local B = require "kwb.backends.cuda"
+  local B = require "kwb.measure.backends.cuda"
   local h = require("kwb.measure").harness(r)
   local s = r:session()
   local fn = assert(h:build(s:candidate(r.start), { seconds = {} }))
@@ -221,7 +221,7 @@ t.test("loop_backend_cuda_an_inout_runs_reference_comes_before_the_call", functi
   local b = h:bench(ri.shapes[1])
   local from = #launches + 1
   local opts = { warmup = 0, warmup_min = 1, min_samples = 3, max_samples = 3, cap = 1, target = 1 }
-  t.truthy(require("kwb.timed").shape(h, fn, b, opts, 78))
+  t.truthy(require("kwb.measure.timed").shape(h, fn, b, opts, 78))
   t.eq(b.pools, 0, "one verified run, on inputs of its own")
   local names = {}
   for i = from, #launches do names[#names + 1] = launches[i].kernel end
@@ -233,7 +233,7 @@ end)
 -- Where the device cannot reach pageable memory (the stand-in says so), the
 -- expected values are held in it, not in page-locked memory a kernel could read.
 t.test("loop_backend_cuda_expected_values_are_held_out_of_the_devices_reach", function()
-  local B = require "kwb.backends.cuda"
+  local B = require "kwb.measure.backends.cuda"
   local ref, out = fake.buffer("f32", 4), fake.buffer("f32", 4)
   for i = 1, 4 do ref[i], out[i] = i, i end
   local kept = B.hold(ref, nil, true)
@@ -253,7 +253,7 @@ end)
 -- right without the values put back (the device copy stays poisoned); one
 -- element off is compared in full and named; a loose tolerance always is.
 t.test("loop_backend_cuda_an_exact_output_matches_a_kept_copy_by_its_digest", function()
-  local B = require "kwb.backends.cuda"
+  local B = require "kwb.measure.backends.cuda"
   local n = 1000
   local ref, out = fake.buffer("f32", n), fake.buffer("f32", n)
   for i = 1, n do ref[i], out[i] = i * 0.5, i * 0.5 end
@@ -333,7 +333,7 @@ end)
 -- Without stored ceilings the backend measures them; the tensor rate (cuBLAS
 -- loaded and timed) only where some shape's flops could bind its floor.
 t.test("loop_backend_cuda_the_tensor_rate_is_measured_only_where_flops_can_bind", function()
-  local B, core = require "kwb.backends.cuda", require "kwb.core"
+  local B, core = require "kwb.measure.backends.cuda", require "kwb.core"
   local cuda = package.loaded["kwb.cuda"]
   local saved = { cuda.ceilings, cuda.copy_bandwidth, core.cuda_measure_fma, core.cuda_measure_bf16 }
   local bf16 = 0
@@ -345,7 +345,7 @@ t.test("loop_backend_cuda_the_tensor_rate_is_measured_only_where_flops_can_bind"
     local vec = B.ceilings(nil, { { bytes = 12e7, flops = 1e7 } })   -- vector add, n = 10^7
     t.eq(bf16, 0, "vector add: its flops at the FMA rate (1 us) never outlast its bytes (120 us)")
     t.eq(vec.flops, 1.2e13, "the FMA rate")
-    local floor = require("kwb.ceilings").floor
+    local floor = require("kwb.measure.ceilings").floor
     t.eq(floor(vec, 12e7, 1e7), floor({ bandwidth = 1.2e12, flops = 1.2e15 }, 12e7, 1e7), "the same floor as with it")
     local mm = B.ceilings(nil, { { bytes = 2e8, flops = 2 * 4096 ^ 3 } })
     t.eq(bf16, 1, "SGEMM at 4096^3: its flops bind")
@@ -388,7 +388,7 @@ t.test("loop_backend_cuda_guard_bands_of_other_benches_are_looked_at_after_the_l
     timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
     sanitize = false,
   }
-  local _, srun = rs:run { mode = "quiet", store = require("kwb.store").open(dir .. "/fake_sabotage.db") }
+  local _, srun = rs:run { mode = "quiet", store = require("kwb.loop.store").open(dir .. "/fake_sabotage.db") }
   t.eq(#srun.results, 3)
   t.eq(srun.results[1].outcome, "wrong")
   t.eq(srun.results[1].reason, "the candidate wrote outside input a at n=1000 (found after its last call): byte "
@@ -400,7 +400,7 @@ t.test("loop_backend_cuda_guard_bands_of_other_benches_are_looked_at_after_the_l
 end)
 
 t.test("loop_backend_cuda_results_are_keyed_by_the_device_kind", function()
-  local st = require("kwb.store").open(dir .. "/fake_cuda.db")
+  local st = require("kwb.loop.store").open(dir .. "/fake_cuda.db")
   local rows = st.cache:results(run.results[1].id)
   t.eq(#rows, 2)
   t.eq(rows[1].device, "fake-gpu sm_00")

@@ -1,5 +1,5 @@
 -- tests/lua/test_loop_steps.lua: layers of several kernels through the CUDA
--- adapter (kwb.backends.cuda), run on the host through a stand-in for
+-- adapter (kwb.measure.backends.cuda), run on the host through a stand-in for
 -- kwb.cuda: launch steps with scratch buffers, scratch poisoned before every
 -- call, fixed inputs filled once per session and shared by the shapes,
 -- inputs drawn per run (draw = "run") so the reference runs once per shape
@@ -72,7 +72,7 @@ local r = kwb.recipe {
 -- compute-sanitizer needs the GPU: a stand-in that finds a race in right.c
 -- and nothing elsewhere, and records what it was asked to check
 local sanitized = {}
-package.loaded["kwb.sanitize"] = { check = function(recipe, args)
+package.loaded["kwb.checks.sanitize"] = { check = function(recipe, args)
   sanitized[#sanitized + 1] = args.cand.name
   t.eq(recipe, r)
   if args.cand.name == "right.c" then
@@ -83,7 +83,7 @@ end }
 
 local run
 t.test("steps_layers_of_several_kernels_run_through_the_loop", function()
-  s = r:session { store = require("kwb.store").open(dir .. "/fake_steps.db") }
+  s = r:session { store = require("kwb.loop.store").open(dir .. "/fake_steps.db") }
   local _
   _, run = r:run { mode = "quiet", seed = 7 }
   t.truthy(s, "session")
@@ -134,19 +134,19 @@ end)
 -- the timing's limit a worker was killed and the candidate called a
 -- timeout), then the timing's limit again.
 t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings", function()
-  local worker = require "kwb.worker"
-  local calls, deadline0 = {}, worker.deadline
-  worker.deadline = function(seconds, what) calls[#calls + 1] = { seconds, what } end
+  local channel = require "kwb.base.channel"
+  local calls, deadline0 = {}, channel.deadline
+  channel.deadline = function(seconds, what) calls[#calls + 1] = { seconds, what } end
   local r2 = kwb.recipe {
     name = "fake_steps_pool", backend = "cuda", problem = problem, shapes = { n = { 100, 300 } },
     start = { source = up .. down, defines = { SCALE = "1.0f" } }, launch = r.launch,
     strategy = require("kwb.strategies.list")({ proposals[1] }), verify_shapes = false,
     timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 }, sanitize = false,
   }
-  local s2 = r2:session { store = require("kwb.store").open(dir .. "/fake_steps_pool.db") }
+  local s2 = r2:session { store = require("kwb.loop.store").open(dir .. "/fake_steps_pool.db") }
   local run2
   local ok, err = pcall(function() run2 = select(2, r2:run { mode = "quiet", seed = 7 }) end)
-  worker.deadline = deadline0
+  channel.deadline = deadline0
   assert(ok, err)
   local sets, refs, rearmed = 0, 0, 0
   for key, pool in pairs(s2.harness.pools) do
@@ -225,7 +225,7 @@ t.test("steps_records_the_error_of_the_timed_output", function()
 end)
 
 t.test("steps_plan_mistakes_are_named", function()
-  local cuda_b = require "kwb.backends.cuda"
+  local cuda_b = require "kwb.measure.backends.cuda"
   local fn = { module = fake.compile { source = up .. down }, params = {}, plans = {}, kernels = {}, problem = problem,
                launch = function() return { steps = { { "up", grid = 1, block = 1, args = { "n", "nope", "tmp" } } },
                                             scratch = { tmp = { "f32", 4 } } } end }

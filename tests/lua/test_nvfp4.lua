@@ -1,11 +1,11 @@
--- tests/lua/test_nvfp4.lua: kwb.nvfp4, the checked wrappers of the NVFP4 CPU reference.
+-- tests/lua/test_nvfp4.lua: kwb.problems.nvfp4.ref, the checked wrappers of the NVFP4 CPU reference.
 local t = require "t"
 local host = kwb.host
 
-local ref = assert(kwb.nvfp4.load())
+local ref = assert(require("kwb.problems.nvfp4.ref").load())
 
 t.test("nvfp4_load_reports_a_missing_file", function()
-  local r, msg, info = kwb.nvfp4.load("kernels/nvfp4_moe/no_such_file.c")
+  local r, msg, info = require("kwb.problems.nvfp4.ref").load("kernels/nvfp4_moe/no_such_file.c")
   t.eq(r, nil)
   t.eq(info.code, "no-file")
   t.truthy(msg:find("no_such_file.c", 1, true), "message names the file: " .. msg)
@@ -75,7 +75,7 @@ end)
 
 t.test("nvfp4_expert_bytes_at_deepseek_v3_dimensions", function()
   -- 3 x 2048 x 7168 weights: 22,020,096 bytes of codes, 2,752,512 of scales, two s2
-  t.eq(kwb.nvfp4.expert_bytes(7168, 2048), 24772616)
+  t.eq(require("kwb.problems.nvfp4.ref").expert_bytes(7168, 2048), 24772616)
 end)
 
 -- The expected number of distinct experts under uniform routing is
@@ -84,7 +84,7 @@ t.test("nvfp4_uniform_routing_touches_the_expected_number_of_experts", function(
   for _, T in ipairs { 1, 16, 64 } do
     local sum, runs = 0, 20
     for seed = 1, runs do
-      sum = sum + kwb.nvfp4.distinct_experts((ref.routing(seed, T, 256, 8, "uniform")))
+      sum = sum + require("kwb.problems.nvfp4.ref").distinct_experts((ref.routing(seed, T, 256, 8, "uniform")))
     end
     local want = 256 * (1 - (1 - 8 / 256) ^ T)
     t.near(sum / runs, want, T == 1 and 0 or 0.03 * want, "mean distinct experts at T=" .. T)

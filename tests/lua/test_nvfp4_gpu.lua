@@ -1,19 +1,21 @@
--- tests/lua/test_nvfp4_gpu.lua: kwb.nvfp4_gpu and kernels/nvfp4_moe/gen.cu without
+-- tests/lua/test_nvfp4_gpu.lua: kwb.problems.nvfp4.gpu and kernels/nvfp4_moe/gen.cu without
 -- a GPU. gen.cu compiles with NVRTC (where libnvrtc is present); its kernels,
 -- compiled as C++ with a few definitions standing in for CUDA's, run on the CPU
 -- under the module's own launch plans (a stand-in for kwb.cuda whose buffers are
--- host buffers), and must equal the CPU reference of kwb.nvfp4 bit for bit.
+-- host buffers), and must equal the CPU reference of kwb.problems.nvfp4.ref bit for bit.
 -- (On the CPU the generator's log and cos are the C library's, as the
 -- reference's are; tests/gpu/nvfp4.lua checks CUDA's on the GPU.)
 local t = require "t"
 local host = kwb.host
 local cuda = kwb.cuda
 
-local ref = assert(kwb.nvfp4.load())
+local ref = assert(require("kwb.problems.nvfp4.ref").load())
 
-t.test("nvfp4_gpu_is_bundled_and_autoloaded", function()
-  t.eq(kwb.nvfp4_gpu, require "kwb.nvfp4_gpu", "kwb.nvfp4_gpu")
-  t.eq(kwb.nvfp4_gpu.default_path, "kernels/nvfp4_moe/gen.cu")
+t.test("nvfp4_gpu_is_bundled", function()
+  local names = {}
+  for _, n in ipairs(require("kwb.core").bundled()) do names[n] = true end
+  t.truthy(names["kwb.problems.nvfp4.gpu"], "kwb.problems.nvfp4.gpu is bundled")
+  t.eq(require("kwb.problems.nvfp4.gpu").default_path, "kernels/nvfp4_moe/gen.cu")
 end)
 
 local kernels = { "nvfp4_gen_bf16", "nvfp4_gen_amax", "nvfp4_bf16_amax", "nvfp4_s2", "nvfp4_gen_quantize",
@@ -33,7 +35,7 @@ end
 
 if not cuda.device_count() then
   t.test("nvfp4_gpu_without_a_driver_fails_plainly", function()
-    local w, msg, info = kwb.nvfp4_gpu.weights(1, 1, 16, 16)
+    local w, msg, info = require("kwb.problems.nvfp4.gpu").weights(1, 1, 16, 16)
     t.eq(w, nil, "no tensor")
     t.truthy(type(msg) == "string" and #msg > 0, "a message")
     t.truthy(info.code == "no-arch" or info.code == "no-driver" or info.code == "no-nvrtc", "code " .. tostring(info.code))
@@ -218,11 +220,11 @@ t.test("gen_cu_scalar_conversions_equal_the_cpu_reference", function()
   t.truthy(n > 25000, "values compared: " .. n)
 end)
 
--- kwb.nvfp4_gpu loaded afresh over the stand-in.
+-- kwb.problems.nvfp4.gpu loaded afresh over the stand-in.
 local real_cuda = package.loaded["kwb.cuda"]
-package.loaded["kwb.cuda"], package.loaded["kwb.nvfp4_gpu"] = fake, nil
-local gpu = require "kwb.nvfp4_gpu"
-package.loaded["kwb.cuda"], package.loaded["kwb.nvfp4_gpu"] = real_cuda, nil
+package.loaded["kwb.cuda"], package.loaded["kwb.problems.nvfp4.gpu"] = fake, nil
+local gpu = require "kwb.problems.nvfp4.gpu"
+package.loaded["kwb.cuda"], package.loaded["kwb.problems.nvfp4.gpu"] = real_cuda, nil
 
 local function same_tensor(got, want, what)
   t.eq(got.q.h:raw() == want.q:raw(), true, what .. ": q identical")

@@ -286,11 +286,11 @@ end)
 t.test("nvfp4_recipe_replays_its_transcript_of_template_sweeps", function()
   t.eq(r.model.provider, "replay")
   t.eq(r.model.file:match("[^/]*$"), "nvfp4_moe.json")
-  local reply = require "kwb.reply"
+  local reply = require "kwb.strategies.reply"
   local sp = require "kwb.strategies.space"
-  local replies = require("kwb.agents.replay").load(r.model.file)
+  local replies = require("kwb.model.providers.replay").load(r.model.file)
   t.eq(#replies, 5)
-  local template = assert(kwb.host.read_file("kernels/nvfp4_moe/w4a16.cu"))
+  local template = assert(kwb.files.read_file("kernels/nvfp4_moe/w4a16.cu"))
   local names = {}
   for _, a in ipairs(r.problem.args) do names[a.name] = true end
   local sizes, two_tiles = {}, nil
@@ -350,7 +350,7 @@ end)
 
 if cuda.nvrtc_version() then
   t.test("nvfp4_template_compiles_across_its_space", function()
-    local src = assert(kwb.host.read_file("kernels/nvfp4_moe/w4a16.cu"))
+    local src = assert(kwb.files.read_file("kernels/nvfp4_moe/w4a16.cu"))
     local specs = {}
     for _, p in ipairs { { NT = 1, UP_RW = 1, UP_KW = 8, DN_RW = 1, DN_KW = 8, PF = 1, L_NT = 8, L_UP_RW = 4,
                            L_DN_RW = 4, L_KW = 2 },
@@ -405,8 +405,8 @@ if cuda.nvrtc_version() then
       t.eq(hit and (tostring(hit.rule) .. " " .. tostring(hit.where)), nil, "spec " .. i .. " passes the PTX rules")
     end
     -- the transcript's hack is forbidden on what is built (a device variable it writes), the start passes
-    local replies = require("kwb.agents.replay").load(r.model.file)
-    local hack = require("kwb.reply").proposal(replies[3].text, r).source
+    local replies = require("kwb.model.providers.replay").load(r.model.file)
+    local hack = require("kwb.strategies.reply").proposal(replies[3].text, r).source
     local hm = assert(cuda.compile { source = hack, name = "hack.cu", defines = r.start.defines, arch = r.arch })
     local hit = r.rules:check_ptx(hm:ptx(), hack, "hack.cu")
     t.eq(hit and hit.rule, "global-state")
@@ -417,7 +417,7 @@ if cuda.nvrtc_version() then
     -- point they sweep builds without spills or serialised MMAs and passes the rules
     local sp, rspecs, rp = require "kwb.strategies.space", {}, nil
     for j = 1, 2 do
-      rp = require("kwb.reply").proposal(replies[j].text, r)
+      rp = require("kwb.strategies.reply").proposal(replies[j].text, r)
       for k = 1, sp.size(rp.space) do
         local params = sp.params(rp.space, sp.nth(rp.space, k))
         if rp.space.restrict(params) then

@@ -1,6 +1,7 @@
 -- tests/lua/test_nvfp4_ref.lua: the NVFP4 CPU reference (kernels/nvfp4_moe/nvfp4_ref.c):
 -- e4m3 and e2m1 conversions, the quantiser, the swizzled scale layout, the MoE
 -- layer against an independent Lua computation, and the generators.
+local files = require "kwb.base.files"
 local t = require "t"
 local host = kwb.host
 
@@ -486,7 +487,7 @@ local function emu_build(file, which)
   local src = "#define EMU_" .. which .. "\n" .. emu_threads_prelude_fmt:gsub("@FILE@", file) .. f:read("a") .. launchers
   f:close()
   local m, msg, info = host.compile { source = src, name = file:match("([%w_]+)%.cu$") .. "_cu_on_cpu.cc", cc = "c++",
-                                      flags = { "-x", "c++", "-std=c++20", "-pthread", "-I" .. host.resolve("kernels") } }
+                                      flags = { "-x", "c++", "-std=c++20", "-pthread", "-I" .. files.resolve("kernels") } }
   if not m then error(msg .. "\n" .. (info.log or "")) end
   return m
 end

@@ -8,7 +8,7 @@
 -- The replayed model's run likewise.
 local t = require "t"
 local cjson = require "cjson"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 

@@ -62,7 +62,7 @@ t.test("problem_vecadd_runs_through_the_loop_exactly", function()
     end },
     timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
   }
-  local sm, run = r:run { mode = "quiet", store = require("kwb.store").open(dir .. "/vecadd.db") }
+  local sm, run = r:run { mode = "quiet", store = require("kwb.loop.store").open(dir .. "/vecadd.db") }
   t.eq(sm.funnel.wrong, 1)
   t.eq(run.results[1].reason, "output c at n=1000 (the first run): 1 element never written, first c[1000]")
 end)

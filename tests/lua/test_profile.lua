@@ -4,10 +4,11 @@
 -- through the CUDA adapter's stand-in (fake_cuda) with an ncu that prints a
 -- stored page: the shape it picks, what it keeps in the cache, its errors.
 local t = require "t"
-local profile = require "kwb.profile"
+local profile = require "kwb.checks.profile"
+local files = require "kwb.base.files"
 local host = require "kwb.host"
 
-local function read(path) return assert(host.read_file(path)) end
+local function read(path) return assert(files.read_file(path)) end
 
 -- ---- the rules ---------------------------------------------------------------
 
@@ -116,12 +117,12 @@ return kwb.recipe {
 ]])
 -- an ncu that prints a stored page whatever it is asked, and one that fails
 local page = "tests/fixtures/ncu/gpu_matmul-start.csv"
-local ncu_ok = write(dir .. "/ncu-ok", "#!/bin/sh\necho \"$@\" > " .. dir .. "/ncu-args\ncat " .. host.resolve(page) .. "\n")
+local ncu_ok = write(dir .. "/ncu-ok", "#!/bin/sh\necho \"$@\" > " .. dir .. "/ncu-args\ncat " .. files.resolve(page) .. "\n")
 local ncu_bad = write(dir .. "/ncu-bad", "#!/bin/sh\necho '==ERROR== the profiler could not start' >&2\nexit 9\n")
 os.execute("chmod +x " .. ncu_ok .. " " .. ncu_bad)
 
 local r = require("kwb.load").load(recipe_file)
-local s = r:session { store = require("kwb.store").open(dir .. "/profiled.db") }
+local s = r:session { store = require("kwb.loop.store").open(dir .. "/profiled.db") }
 s.pool = false   -- measured and profiled in this process, where the stand-in is (a worker would load kwb.cuda)
 local start = s:ensure_start()
 
@@ -151,7 +152,7 @@ t.test("profile_session_runs_ncu_on_the_slowest_shape_and_keeps_the_verdict", fu
 end)
 
 t.test("profile_the_bests_profile_goes_into_the_models_prompt", function()
-  local prompt = require "kwb.prompt"
+  local prompt = require "kwb.strategies.prompt"
   s.best = start
   local convo = prompt.build { session = s, recipe = r, results = {} }
   local part = convo.parts.profile
@@ -204,11 +205,11 @@ t.test("profile_model_profile_profiles_each_new_best", function()
     :gsub('name = "profiled"', 'name = "profiled_loop"')
     :gsub("start = { source = vec },", function()
       return string.format("start = { source = %q },\n  model = { provider = \"replay\", file = %q, profile = true },",
-                           slow, host.resolve("recipes/transcripts/host_matmul_llm.json"))
+                           slow, files.resolve("recipes/transcripts/host_matmul_llm.json"))
     end))
   local r2 = require("kwb.load").load(file)
   t.eq(r2.model.profile, true)
-  local s2 = r2:session { store = require("kwb.store").open(dir .. "/profiled_loop.db") }
+  local s2 = r2:session { store = require("kwb.loop.store").open(dir .. "/profiled_loop.db") }
   s2.pool = false
   s2:ensure_start()
   profile.command = ncu_ok

@@ -1,5 +1,5 @@
 -- tests/lua/test_queue.lua: a fleet of workers through Redis Streams
--- (kwb.queue, `kwb worker --queue`, `kwb fleet`), against a real redis-server
+-- (kwb.runners.queue, `kwb worker --queue`, `kwb fleet`), against a real redis-server
 -- the test starts on 127.0.0.1: host-backend workers as separate processes,
 -- one killed in the middle of a candidate and the server stopped and started
 -- again during a run, which still records every candidate exactly once; a
@@ -9,9 +9,9 @@
 -- forged and replayed ones ignored; tasks that workers refuse or that lose
 -- their workers go to others, and fail when none will take them.
 local core = require "kwb.core"
-local queue = require "kwb.queue"
-local store = require "kwb.store"
-local worker = require "kwb.worker"
+local queue = require "kwb.runners.queue"
+local store = require "kwb.loop.store"
+local channel = require "kwb.base.channel"
 local t = require "t"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/queue"
@@ -230,7 +230,7 @@ t.test("queue_workers_announce_their_device_and_a_heartbeat", function()
   t.truthy(f, "three workers on the queue")
   for _, w in ipairs(f.workers) do
     t.eq(w.backend, "host")
-    t.eq(w.kind, require("kwb.cache").host_kind())
+    t.eq(w.kind, require("kwb.host").kind())
     t.truthy(w.age and w.age <= 2, "a heartbeat in the last two seconds")
   end
   t.eq(#f.kinds, 1)
@@ -240,9 +240,9 @@ end)
 -- a task sent by hand: what a worker answers to it
 local function by_hand(fields)
   local link = queue.connect(q)
-  local kind = require("kwb.cache").host_kind()
+  local kind = require("kwb.host").kind()
   local reply = queue.key(q, "results", "byhand-" .. fields.tid)
-  link:call("XADD", queue.tasks_key(q, "host", kind), "*", "task", worker.encode(fields), "reply", reply)
+  link:call("XADD", queue.tasks_key(q, "host", kind), "*", "task", channel.encode(fields), "reply", reply)
   local got = wait_for(function()
     local r = link:call("XREAD", "COUNT", 1, "BLOCK", 200, "STREAMS", reply, "0-0", { block = 0.2 })
     return type(r) == "table" and queue.fields(r[1][2][1][2])
@@ -250,11 +250,11 @@ local function by_hand(fields)
   -- signed with the key of the worker its id names, over what it answers
   got.reply = reply
   t.eq(got.mac, queue.sign(queue.worker_key(fleet_key, queue.name_of(got.worker)), got), "the worker's signature")
-  t.eq(got.task_sha256, core.sha256(worker.encode(fields)))
+  t.eq(got.task_sha256, core.sha256(channel.encode(fields)))
   -- (the worker left its entry pending for the loop to check: acknowledged here)
   link:call("XACK", queue.tasks_key(q, "host", kind), queue.group, got.entry)
   link:close()
-  return got and worker.decode(got.result)
+  return got and channel.decode(got.result)
 end
 
 t.test("queue_worker_runs_evaluations_only", function()
@@ -265,12 +265,12 @@ t.test("queue_worker_runs_evaluations_only", function()
 end)
 
 t.test("queue_worker_loads_only_its_own_copy_of_a_recipe", function()
-  local r = by_hand { tid = "x2", fn = "kwb.measure_task.ceilings",
+  local r = by_hand { tid = "x2", fn = "kwb.worker.task.ceilings",
                       args = { { recipe = { path = "recipes/host_matmul.lua", sha256 = string.rep("0", 64) } } } }
   t.eq(r.ok, false)
   t.truthy(r.reason:find("this worker's copy of recipes/host_matmul.lua (", 1, true)
            and r.reason:find(") differs from the run's (SHA-256 ", 1, true), r.reason)
-  r = by_hand { tid = "x3", fn = "kwb.measure_task.ceilings",
+  r = by_hand { tid = "x3", fn = "kwb.worker.task.ceilings",
                 args = { { recipe = { path = "recipes/nowhere.lua", sha256 = string.rep("0", 64) } } } }
   t.truthy(r.reason:find("the recipe recipes/nowhere.lua is not on this worker", 1, true), r.reason)
 end)
@@ -284,7 +284,7 @@ t.test("queue_worker_takes_recipes_only_from_its_recipes_directory", function()
   passwd:close()
   for i, path in ipairs { "/etc/passwd", "../../../../../../etc/passwd", "recipes/../../../../../etc/passwd",
                           "/dev/zero" } do
-    local r = by_hand { tid = "x-path-" .. i, fn = "kwb.measure_task.ceilings",
+    local r = by_hand { tid = "x-path-" .. i, fn = "kwb.worker.task.ceilings",
                         args = { { recipe = { path = path, sha256 = sha } } } }
     t.eq(r.ok, false)
     t.eq(r.code, "refused")
@@ -292,7 +292,7 @@ t.test("queue_worker_takes_recipes_only_from_its_recipes_directory", function()
                                  .. "(relative, with no '..': run the loop from the directory the workers' "
                                  .. "--recipes names)", path))
   end
-  local r = by_hand { tid = "x-path-ok", fn = "kwb.measure_task.device", args = { { backend = "host" } } }
+  local r = by_hand { tid = "x-path-ok", fn = "kwb.worker.task.device", args = { { backend = "host" } } }
   t.eq(r.ok, true, "the worker still serves")
   t.raises(function() queue.identity("/etc/passwd") end, "the recipe /etc/passwd is not under the directory kwb runs "
            .. "from (" .. core.cwd() .. "): a fleet's workers find recipes by a path relative to their --recipes "
@@ -301,7 +301,7 @@ end)
 
 -- ---- a fleet the test plays itself: workers that answer when and how it says
 
-local kind = require("kwb.cache").host_kind()
+local kind = require("kwb.host").kind()
 local fake_url = string.format("redis://127.0.0.1:%d/%s-fake", port, name)
 local fq = assert(queue.parse(fake_url, { password_file = pwfile }))
 local fake_tasks = queue.tasks_key(fq, "host", kind)
@@ -309,7 +309,7 @@ local fake_tasks = queue.tasks_key(fq, "host", kind)
 -- fake_worker(link, wname, n) -> a worker announced on the fake queue, with
 -- the key `kwb fleet --worker-key wname` gives: take() -> entry, fields;
 -- answer(entry, fields, result [, { as =, key =, sha = }]) -> the fields
--- posted, signed as kwb.queue_worker signs; leave()
+-- posted, signed as kwb.worker.queue signs; leave()
 local function fake_worker(link, wname, n)
   local w = { id = string.format("%s/fake-%d-aaaaaa", wname, n), key = queue.worker_key(fleet_key, wname) }
   local wkey = queue.key(fq, "worker", w.id)
@@ -324,8 +324,8 @@ local function fake_worker(link, wname, n)
   end
   function w.answer(entry, f, result, o)
     o = o or {}
-    local a = { reply = f.reply, tid = worker.decode(f.task).tid, entry = entry, worker = o.as or w.id,
-                task_sha256 = o.sha or core.sha256(f.task), result = worker.encode(result) }
+    local a = { reply = f.reply, tid = channel.decode(f.task).tid, entry = entry, worker = o.as or w.id,
+                task_sha256 = o.sha or core.sha256(f.task), result = channel.encode(result) }
     a.mac = queue.sign(o.key or w.key, a)
     link:call("XADD", f.reply, "*", "tid", a.tid, "entry", a.entry, "worker", a.worker, "task_sha256", a.task_sha256,
               "result", a.result, "mac", a.mac)
@@ -344,10 +344,10 @@ local function repost(link, a)
 end
 
 local function fake_pool(u)
-  return require("kwb.queue_pool").new { url = u or fake_url, backend = "host", password_file = pwfile, fleet_key = fleet_key }
+  return require("kwb.runners.queue_pool").new { url = u or fake_url, backend = "host", password_file = pwfile, fleet_key = fleet_key }
 end
 
-local function ceilings(p) return p:submit("kwb.measure_task.ceilings", { { recipe = "recipes/host_matmul.lua" } }) end
+local function ceilings(p) return p:submit("kwb.worker.task.ceilings", { { recipe = "recipes/host_matmul.lua" } }) end
 
 t.test("queue_a_forged_result_before_the_workers_is_ignored_and_the_workers_counted_once", function()
   local link = queue.connect(fq)
@@ -359,7 +359,7 @@ t.test("queue_a_forged_result_before_the_workers_is_ignored_and_the_workers_coun
   local forged = { ok = true, value = { outcome = "accepted", forged = true } }
   -- before w1 answers: one holding the queue's password and no key ...
   link:call("XADD", f.reply, "*", "tid", task.tid, "entry", entry, "worker", "forger/x-1-aaaaaa", "task_sha256",
-            core.sha256(f.task), "result", worker.encode(forged), "mac", string.rep("0", 64))
+            core.sha256(f.task), "result", channel.encode(forged), "mac", string.rep("0", 64))
   -- ... one posing as w1 with another worker's key, w2 with its own key but not the entry,
   -- and w1 answering a task other than the one sent
   w1.answer(entry, f, forged, { key = w2.key })
@@ -475,9 +475,9 @@ t.test("queue_a_task_too_large_for_a_frame_is_never_sent_and_no_worker_dies_of_o
   local big = string.rep("\1", 12 << 20)   -- 72 MiB as JSON (\u0001)
   local frame_text = "^its task is (%d+) bytes as sent %(JSON%), over the 67108864 a worker's frame holds$"
   -- the loop's side: answered at once, nothing added to the stream
-  local p = require("kwb.queue_pool").new { url = url, backend = "host", password_file = pwfile, fleet_key = fleet_key }
+  local p = require("kwb.runners.queue_pool").new { url = url, backend = "host", password_file = pwfile, fleet_key = fleet_key }
   local before = p.link:call("XLEN", p.tasks_key)
-  local r = p:call("kwb.measure_task.measure", { { recipe = "recipes/host_matmul.lua", cand = { source = big } } })
+  local r = p:call("kwb.worker.task.measure", { { recipe = "recipes/host_matmul.lua", cand = { source = big } } })
   t.eq(r.ok, false)
   t.eq(r.code, "too-large")
   t.truthy(tonumber(r.reason:match(frame_text) or "0") > 72 * 2 ^ 20, r.reason)
@@ -485,12 +485,12 @@ t.test("queue_a_task_too_large_for_a_frame_is_never_sent_and_no_worker_dies_of_o
   p:close()
   -- a worker's side, given one by hand: it answers, and serves on
   local sha = core.sha256(read("recipes/host_matmul.lua"))
-  r = by_hand { tid = "x4", fn = "kwb.measure_task.measure",
+  r = by_hand { tid = "x4", fn = "kwb.worker.task.measure",
                 args = { { recipe = { path = "recipes/host_matmul.lua", sha256 = sha }, cand = { source = big } } } }
   t.eq(r.ok, false)
   t.eq(r.code, "too-large")
   t.truthy(tonumber(r.reason:match(frame_text) or "0") > 72 * 2 ^ 20, r.reason)
-  r = by_hand { tid = "x5", fn = "kwb.measure_task.device", args = { { backend = "host" } } }
+  r = by_hand { tid = "x5", fn = "kwb.worker.task.device", args = { { backend = "host" } } }
   t.eq(r.ok, true, "a worker still serves")
   t.eq(#fleet().workers, 3, "every worker still on the queue")
 end)
@@ -507,7 +507,7 @@ assert(sh(string.format("(./kwb --cache %s recipes/host_matmul.lua --queue '%s?v
 
 local killed
 t.test("queue_a_worker_killed_mid_candidate_leaves_its_task_to_another", function()
-  local tasks = queue.tasks_key(q, "host", require("kwb.cache").host_kind())
+  local tasks = queue.tasks_key(q, "host", require("kwb.host").kind())
   killed = wait_for(function()
     local link = queue.connect(q)
     for _, w in ipairs(queue.workers(link, q)) do
@@ -573,7 +573,7 @@ t.test("queue_fleet_shows_the_workers_left_and_the_throughput", function()
   t.eq(r.status, 0)
   t.truthy(r.out:find("^queue redis://127%.0%.0%.1:%d+/" .. name .. ": 2 workers, %d+ tasks? finished in the last minute\n"),
            r.out)
-  t.truthy(r.out:find("host " .. require("kwb.cache").host_kind() .. ": 2 workers, 0 waiting, 0 in flight", 1, true), r.out)
+  t.truthy(r.out:find("host " .. require("kwb.host").kind() .. ": 2 workers, 0 waiting, 0 in flight", 1, true), r.out)
 end)
 
 t.test("queue_a_fleets_session_measures_on_the_fleet_after_its_run", function()
@@ -599,13 +599,13 @@ t.test("queue_a_forged_result_posted_before_the_workers_on_a_run_is_ignored_the_
   local link = queue.connect(q)
   local tasks, last, forged = queue.tasks_key(q, "host", kind), "0-0", 0
   local honest_id = queue.workers(link, q)[1].id
-  local lie = worker.encode { ok = true, value = { outcome = "crashed", reason = "FORGED", shapes = {} } }
+  local lie = channel.encode { ok = true, value = { outcome = "crashed", reason = "FORGED", shapes = {} } }
   wait_for(function()
     local r = link:call("XRANGE", tasks, "(" .. last, "+")
     for _, e in ipairs(type(r) == "table" and r or {}) do
       last = e[1]
       local f = queue.fields(e[2])
-      local ok, task = pcall(worker.decode, f.task or "")
+      local ok, task = pcall(channel.decode, f.task or "")
       if ok and f.reply and f.reply:find(":results:", 1, true) and not f.reply:find("byhand", 1, true) then
         for _, as in ipairs { "forger/x-1-aaaaaa", honest_id } do
           link:call("XADD", f.reply, "*", "tid", task.tid, "entry", e[1], "worker", as, "task_sha256",

@@ -1,9 +1,9 @@
--- tests/lua/test_reply.lua: what a model's reply proposes (kwb.reply), the
--- prompt's parts (kwb.prompt), and a replayed run's budget and prompt hooks.
+-- tests/lua/test_reply.lua: what a model's reply proposes (kwb.strategies.reply), the
+-- prompt's parts (kwb.strategies.prompt), and a replayed run's budget and prompt hooks.
 local t = require "t"
 local cjson = require "cjson"
-local prompt = require "kwb.prompt"
-local reply = require "kwb.reply"
+local prompt = require "kwb.strategies.prompt"
+local reply = require "kwb.strategies.reply"
 
 local host = { backend = "host" }
 
@@ -157,7 +157,7 @@ t.test("replayed_run_stops_at_the_cost_budget", function()
                             { text = "no code" }, { text = "no code either" } }
   local r = recipe { model = { provider = "replay", file = file, price = { input = 3, output = 0 } },
                      budget = { candidates = 5, minutes = 1, timeout = 5, cost = 2 } }
-  local sm = r:run { mode = "quiet", store = require("kwb.store").open(dir .. "/cost.db") }
+  local sm = r:run { mode = "quiet", store = require("kwb.loop.store").open(dir .. "/cost.db") }
   t.eq(sm.candidates, 1, "the first reply spent $3 of the $2")
   t.eq(sm.stopped, "the cost budget (2) is spent")
   t.eq(sm.model.cost, 3)
@@ -169,7 +169,7 @@ t.test("replayed_run_uses_the_recipes_prompt_function_and_queued_ideas", functio
   local r = recipe { model = { provider = "replay", file = file }, budget = { candidates = 1, minutes = 1, timeout = 5 },
                      prompt = function(parts) seen[#seen + 1] = parts.ideas or ""; return "ONLY: " .. parts.format end }
   kwb.idea "try unrolling by four"
-  local sm = r:run { mode = "quiet", store = require("kwb.store").open(dir .. "/prompt.db") }
+  local sm = r:run { mode = "quiet", store = require("kwb.loop.store").open(dir .. "/prompt.db") }
   t.eq(sm.funnel["no-code"], 1)
   t.eq(seen[1], "Ideas from the engineers, to try:\n- try unrolling by four")
   t.eq(#prompt.queued, 0, "a queued idea goes into one prompt")
@@ -184,7 +184,7 @@ t.test("replayed_run_counts_a_models_repeats_against_the_budget_and_tells_it", f
   local prompts = {}
   local r = recipe { model = { provider = "replay", file = file }, budget = { candidates = 4, minutes = 1, timeout = 5 },
                      prompt = function(parts) prompts[#prompts + 1] = parts.failures or ""; return "go" end }
-  local sm = r:run { mode = "quiet", store = require("kwb.store").open(dir .. "/repeats.db") }
+  local sm = r:run { mode = "quiet", store = require("kwb.loop.store").open(dir .. "/repeats.db") }
   t.eq(sm.candidates, 1, "one kernel evaluated")
   t.eq(sm.repeats, 3, "three repeats spent the rest of the budget")
   t.eq(sm.model.requests, 4, "four requests, not six")
@@ -195,7 +195,7 @@ end)
 
 t.test("a_failing_strategy_still_closes_the_runs_record", function()
   local r = recipe { strategy = { propose = function() error("strategy broke", 0) end } }
-  local st = require("kwb.store").open(dir .. "/broken.db")
+  local st = require("kwb.loop.store").open(dir .. "/broken.db")
   t.raises(function() r:run { mode = "quiet", store = st } end, "strategy broke")
   local runs = st:runs()
   t.truthy(runs[#runs].ended, "the record is closed")

@@ -3,9 +3,9 @@
 -- which headless Chromium loads with no console message, every plot in its
 -- DOM, and a screenshot taken (left beside the report as report.png).
 local t = require "t"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 local core = require "kwb.core"
-local rr = require "kwb.report_run"
+local rr = require "kwb.insight.report"
 
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/report"
 os.execute("rm -rf '" .. dir .. "'")
@@ -47,7 +47,7 @@ end)
 
 t.test("report_shows_the_bests_bottleneck_where_it_was_profiled", function()
   t.eq(read(dir .. "/report.md"):find("bottleneck", 1, true), nil, "no profile, no bottleneck section")
-  local p = require("kwb.profile").summarise({ kernels = { { name = "matmul", seconds = 3e-6, dram = 20, sm = 75 } } }, 4e-6)
+  local p = require("kwb.checks.profile").summarise({ kernels = { { name = "matmul", seconds = 3e-6, dram = 20, sm = 75 } } }, 4e-6)
   st.cache:add_profile { candidate = d.best.id, device = d.device, shape = "n=96", class = p.class, data = p }
   local sub = dir .. "/profiled"
   rr.write(recipe, sub, { store = st })
@@ -67,7 +67,7 @@ t.test("report_html_is_one_file_with_every_plot", function()
 end)
 
 t.test("report_html_renders_in_headless_chromium", function()
-  local chrome = require("kwb.host").which("chromium-headless-shell") or require("kwb.host").which("chromium")
+  local chrome = require("kwb.base.files").which("chromium-headless-shell") or require("kwb.base.files").which("chromium")
   t.truthy(chrome, "chromium-headless-shell (Debian's package) is installed")
   local url = "file://" .. (dir:sub(1, 1) == "/" and dir or core.cwd() .. "/" .. dir) .. "/report.html"
   local base = { chrome, "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0" }

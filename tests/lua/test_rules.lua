@@ -1,7 +1,7 @@
 -- tests/lua/test_rules.lua: forbidden-action rules over the stripped source,
 -- the preprocessed source, asm text and the module's symbols.
 local t = require "t"
-local rules = require "kwb.rules"
+local rules = require "kwb.measure.rules"
 
 local default = rules.set { "default" }
 

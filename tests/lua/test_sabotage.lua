@@ -4,11 +4,11 @@
 -- `wrong` themselves, and the honest candidates after them are judged as in
 -- a clean run: the sandbox holds only the buffers of the calls at hand, and
 -- everything a harness keeps across candidates is looked at before each
--- candidate's first call and after its last (kwb.verify.sweep).
+-- candidate's first call and after its last (kwb.measure.verify.sweep).
 local t = require "t"
 local host = require "kwb.host"
 local measure = require "kwb.measure"
-local store = require "kwb.store"
+local store = require "kwb.loop.store"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 local function fresh_store(name)

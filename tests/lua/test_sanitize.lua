@@ -1,13 +1,14 @@
--- tests/lua/test_sanitize.lua: what of kwb.sanitize needs no GPU: the first
+-- tests/lua/test_sanitize.lua: what of kwb.checks.sanitize needs no GPU: the first
 -- report read from compute-sanitizer's own output (tests/sanitize/, kept from
 -- a run on the H200), the shape the tools run on, the kernels they look at.
 -- (tests/gpu/integrity.lua runs the tools.)
 local t = require "t"
-local sanitize = require "kwb.sanitize"
+local sanitize = require "kwb.checks.sanitize"
+local files = require "kwb.base.files"
 local host = require "kwb.host"
 
 t.test("sanitize_first_report_is_the_first_error_up_to_six_lines", function()
-  local text = assert(host.read_file("tests/sanitize/memcheck_api_error.txt"))
+  local text = assert(files.read_file("tests/sanitize/memcheck_api_error.txt"))
   t.eq(sanitize.first_report(text), 'Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API '
        .. "call to cuFuncGetParamInfo. | Saved host backtrace up to driver entry point at error | Host Frame: "
        .. "kwb_cuda_fn_get in cuda_run.c:145 [0x223df] in kwb | Host Frame: l_fn in lua_cuda.c:267 [0x2ce90] in kwb | "
@@ -17,11 +18,11 @@ end)
 
 t.test("sanitize_first_report_of_the_h200_findings", function()
   -- both kept from tests/gpu/integrity.lua on the H200 (docs/gpu-runs/2026-12-04-gpu-integrity-8.log)
-  local race = assert(host.read_file("tests/sanitize/racecheck_smem_race.txt"))
+  local race = assert(files.read_file("tests/sanitize/racecheck_smem_race.txt"))
   t.eq(sanitize.first_report(race), "Error: Race reported between Write access at vecadd+0x140 in smem_race.cu:8 | "
        .. "and Read access at vecadd+0x190 in smem_race.cu:9 [4000012 hazards]", "racecheck, analysis mode")
   t.eq(sanitize.stages(race), "load=0.003 build=0.602 bench=0.002 inputs=0.001 call=4.748", "the job's own split")
-  local slack = assert(host.read_file("tests/sanitize/memcheck_read_slack.txt"))
+  local slack = assert(files.read_file("tests/sanitize/memcheck_read_slack.txt"))
   t.eq(sanitize.first_report(slack), "Invalid __global__ read of size 4 bytes | at vecadd+0xe0 in read_slack.cu:7 | "
        .. "by thread (0,0,0) in block (0,0,0) | Access to 0x7fb6879d390c is out of bounds | and is 3,853 bytes after "
        .. "the nearest allocation at 0x7fb687600000 of size 4,008,448 bytes | Saved host backtrace up to driver entry "
@@ -79,7 +80,7 @@ t.test("sanitize_racecheck_at_a_scaled_shape_that_is_verified", function()
   local moe = kwb.load("recipes/nvfp4_moe.lua")
   t.eq(sanitize.race_shape(moe).key, moe.shapes[1].key, "T = 1 (the only varied variable) cannot shrink: as timed")
   local path = sanitize.job(mm, { recipe = "x.lua", cand = {}, seed = "1" }, sh)
-  local spec = require("kwb.worker").decode(assert(kwb.host.read_file(path)))
+  local spec = require("kwb.base.channel").decode(assert(kwb.files.read_file(path)))
   os.remove(path)
   t.eq(spec.shape, "M=513,N=513,K=513")
   t.eq(mm.problem:shape_key(spec.vars), spec.shape, "the job carries the shape's variables")
@@ -274,7 +275,7 @@ t.test("sanitize_a_run_past_the_limit_or_a_failed_call_is_a_finding", function()
 end)
 
 -- A tool's run that could not run (its job's buffers not allocated, the
--- device lost: kwb.measure_task.sanitize_job's status 87 and its line, or
+-- device lost: kwb.worker.task.sanitize_job's status 87 and its line, or
 -- the tool saying it ran out of memory) is the harness's, never the
 -- candidate's (INTEGRITY.md property 9): that tool runs again alone, after
 -- the others; where the caller can free its own device memory, once more
@@ -345,7 +346,7 @@ echo "end $2" >> %s]], log, count, count, log, oom, log)), nil, function()
   end)
 end)
 
--- The real job (kwb.measure_task.sanitize_job), under a stand-in tool that
+-- The real job (kwb.worker.task.sanitize_job), under a stand-in tool that
 -- runs it as it is given, on a recipe whose buffers cannot be allocated (a
 -- host vecadd at n = 2^45: 128 TiB a buffer; its n an i64, which holds
 -- 2^45 as the i32 of kwb.problems.vecadd does not): the job says why with
@@ -359,7 +360,7 @@ local vecadd = kwb.problem.define { name = "vecadd", vars = { "n" }, reference =
   args = { { "n", "i64", value = "n" }, { "a", "f32", shape = "n" }, { "b", "f32", shape = "n" },
            { "c", "f32", shape = "n", role = "out" } } }
 return kwb.recipe { name = "huge", problem = vecadd, shapes = { n = { 1 << 45 } },
-                    verify_shapes = false, start = "]] .. host.resolve("kernels/host") .. [[/matmul_naive.c" }
+                    verify_shapes = false, start = "]] .. files.resolve("kernels/host") .. [[/matmul_naive.c" }
 ]])
   f:close()
   local huge = kwb.load(file)

@@ -26,7 +26,7 @@ t.test("sanitize_marks_summary_winner_is_never_another_recipes_start", function(
   later:ensure_start()
   clean(later)
   later:sanitize_winners {}
-  local plan = require("kwb.export").plan(r, store:results(later.ctx))
+  local plan = require("kwb.insight.export").plan(r, store:results(later.ctx))
   t.eq(plan[2].kernel and plan[2].kernel.id or plan[2].start.id, by.S.id, "export names S at n=2000")
   t.truthy(later.shape_best["n=2000"].id ~= by2.start.id,
            "the summary's winner at n=2000 is " .. later.shape_best["n=2000"].short .. ", the other recipe's start kernel")
@@ -40,7 +40,7 @@ t.test("sanitize_marks_report_pick_is_never_another_recipes_start", function()
   local r2 = make_recipe { name = "winners_other", start = { source = body:gsub("b%[i%];", "b[i] + 0 * 77;"),
                                                              defines = { BLOCK = 64 } } }
   local by2 = play(session_of(r2, store), { { "start", { 0.95, 1.3 } } })
-  local d = require("kwb.report_run").data(r, store:results(s.ctx))
+  local d = require("kwb.insight.report").data(r, store:results(s.ctx))
   t.eq(d.start.id, by.start.id, "the report's start kernel (the speedups' baseline) is this recipe's own")
   t.eq(d.best.id, by.start.id, "the report's pick is not " .. by2.start.short .. ", the other recipe's start")
 end)
@@ -65,7 +65,7 @@ t.test("sanitize_marks_a_row_found_unsafe_is_never_named", function()
   local row
   for _, x in ipairs(store.cache:results(by.S.id)) do if x.shape == "n=2000" then row = x end end
   t.eq(row.outcome, "unsafe", "the cache's row at n=2000 says so")
-  local plan = require("kwb.export").plan(r, store:results(s.ctx))
+  local plan = require("kwb.insight.export").plan(r, store:results(s.ctx))
   t.truthy(not (plan[2].kernel and plan[2].kernel.id == by.S.id),
            "kwb export dispatches S at n=2000 though compute-sanitizer found it unsafe there")
 end)
@@ -91,7 +91,7 @@ t.test("sanitize_marks_a_best_found_unsafe_at_the_start_is_reported", function()
     res.seconds.sanitize, res.sanitized = 0.25, true
     if cand.id == by.A.id then res.outcome, res.reason, res.sanitized = "unsafe", "planted", nil; unsafe[#unsafe + 1] = cand.id end
   end
-  local progress = require "kwb.progress"
+  local progress = require "kwb.loop.progress"
   local new, revised = progress.new, {}
   progress.new = function(...)
     local rep = new(...)
@@ -117,11 +117,11 @@ t.test("sanitize_marks_a_retimed_winner_keeps_its_mark", function()
   local by = play(s, { START, A, S })
   s:sanitize_winners {}
   t.eq(store:known(s.ctx, by.S.id).sanitized, true)
-  local before = require("kwb.export").plan(r, store:results(s.ctx))[2].kernel.id
+  local before = require("kwb.insight.export").plan(r, store:results(s.ctx))[2].kernel.id
   t.eq(before, by.S.id)
   play(s, { S })   -- measured again (try, --retime): same code, slower again
   local n0 = #s.sanitized
-  local after = require("kwb.export").plan(r, store:results(s.ctx))[2].kernel.id
+  local after = require("kwb.insight.export").plan(r, store:results(s.ctx))[2].kernel.id
   local later = session_of(r, store)
   later:ensure_start()
   local again = 0
@@ -218,7 +218,7 @@ t.test("sanitize_marks_a_put_off_best_found_unsafe_elsewhere_stays_unsafe", func
   t.eq(store:known(s.ctx, by.B.id).outcome, "unsafe", "before settle: r reads B unsafe")
   clean(s)
   s:settle()
-  local plan = require("kwb.export").plan(r, store:results(s.ctx))
+  local plan = require("kwb.insight.export").plan(r, store:results(s.ctx))
   t.truthy(not (plan[2].kernel and plan[2].kernel.id == by.B.id),
            "kwb export dispatches B at n=2000 though r3's tools found it unsafe there (outcome now " .. store:known(s.ctx, by.B.id).outcome .. ")")
 end)

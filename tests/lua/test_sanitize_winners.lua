@@ -3,7 +3,7 @@
 -- cache:best with sanitized = true, kwb report's pick, the summary's winners)
 -- has passed compute-sanitizer here: a result the tools cleared is stored
 -- `sanitized`, readers take no other, and at the run's end each shape's
--- winner that never was sanitized is (kwb.deferred's sanitize_winners); one
+-- winner that never was sanitized is (kwb.loop.sanitizer's sanitize_winners); one
 -- found unsafe gives way to the next fastest there. Results are judged from planted
 -- medians, and the tools are stood in for (they need the GPU).
 local t = require "t"
@@ -29,7 +29,7 @@ local order = { "A", "S", "S2" }
 -- in order (the stand-in finds the names in `unsafe` unsafe).
 local function run(path, unsafe, defer)
   for _, f in ipairs { path, path .. "-wal", path .. "-shm" } do os.remove(f) end
-  local s = require("kwb.session").new(r, { store = require("kwb.store").open(path) })
+  local s = require("kwb.loop.session").new(r, { store = require("kwb.loop.store").open(path) })
   s.run_record = s.store:begin_run { recipe = "winners", source = "-- a test's", settings = {} }
   local sanitized, by, names = {}, {}, {}
   s.sanitize = function(_, cand, res)
@@ -72,7 +72,7 @@ t.test("sanitize_winners_a_slower_shape_winner_is_sanitized_at_the_end", functio
   t.eq(s.store:known(s.ctx, by.S.id).sanitized, nil, "S stored without the mark")
   t.eq(s.store:known(s.ctx, by.A.id).sanitized, true, "A with it")
   -- until then no reader takes S at n=2000, though it is the fastest there
-  t.eq(require("kwb.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.A.id)
+  t.eq(require("kwb.insight.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.A.id)
   t.eq(s.store.cache:best(s.ctx.problem, { shape = "n=2000", sanitized = true })[1].candidate, by.A.id)
   t.eq(s.shape_best["n=2000"].id, by.A.id, "nor the summary's winners")
   local row = s.store.cache:best(s.ctx.problem, { shape = "n=2000" })[1]
@@ -84,7 +84,7 @@ t.test("sanitize_winners_a_slower_shape_winner_is_sanitized_at_the_end", functio
   t.eq(by.S.sanitized, true)
   t.eq(s.store:known(s.ctx, by.S.id).sanitized, true)
   t.eq(s.store:known(s.ctx, by.S2.id).sanitized, nil, "S2 wins nowhere: not sanitized")
-  t.eq(require("kwb.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.S.id)
+  t.eq(require("kwb.insight.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.S.id)
   t.eq(s.store.cache:best(s.ctx.problem, { shape = "n=2000", sanitized = true })[1].candidate, by.S.id)
   t.eq(s.shape_best["n=2000"].id, by.S.id, "the summary's winner, noted again")
   t.eq(#s:sanitize_winners {}, 0)
@@ -100,7 +100,7 @@ t.test("sanitize_winners_an_unsafe_winner_gives_way_to_the_next", function()
   t.eq(by.S.reason, "compute-sanitizer memcheck at n=1000: planted")
   t.eq(s.store:known(s.ctx, by.S.id).outcome, "unsafe")
   t.eq(s.store:known(s.ctx, by.S2.id).sanitized, true)
-  t.eq(require("kwb.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.S2.id)
+  t.eq(require("kwb.insight.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.S2.id)
   t.eq(s.shape_best["n=2000"].id, by.S2.id, "the per-shape winners noted again")
 end)
 
@@ -108,7 +108,7 @@ end)
 -- it is not in the later run's funnel (mine = false).
 t.test("sanitize_winners_an_earlier_runs_winner_is_sanitized_later", function()
   local s, by = run(dir .. "/w3.db", { S = true })
-  local later = require("kwb.session").new(r, { store = s.store })
+  local later = require("kwb.loop.session").new(r, { store = s.store })
   later:ensure_start()
   local asked = {}
   later.sanitize = function(_, cand, res)
@@ -143,7 +143,7 @@ t.test("sanitize_winners_an_error_leaves_the_winner_unmarked", function()
   t.eq(ok, false)
   t.eq(err, "planted: the worker was lost twice")
   t.eq(s.store:known(s.ctx, by.S.id).sanitized, nil)
-  t.eq(require("kwb.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.A.id)
+  t.eq(require("kwb.insight.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.A.id)
 end)
 
 -- A recipe that does not sanitize has no pass at its end.
@@ -151,7 +151,7 @@ t.test("sanitize_winners_only_under_best", function()
   local ra = kwb.recipe { name = "winners_all", backend = "cuda", problem = vecadd.problem, shapes = { n = { 1000 } },
                           verify_shapes = false, start = { source = body, defines = { BLOCK = 32 } }, sanitize = false,
                           launch = r.launch }
-  local s = require("kwb.session").new(ra, { store = require("kwb.store").open(dir .. "/w6.db") })
+  local s = require("kwb.loop.session").new(ra, { store = require("kwb.loop.store").open(dir .. "/w6.db") })
   t.eq(s:sanitizing(), false)
   t.eq(#s:sanitize_winners {}, 0)
 end)
@@ -167,7 +167,7 @@ t.test("sanitize_winners_a_run_ends_with_the_pass", function()
                           verify_shapes = false, sanitize = "best", launch = r.launch,
                           start = { source = body, defines = { BLOCK = 32 } }, strategy = require("kwb.strategies.list")(props),
                           timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 } }
-  local s = require("kwb.session").new(rl, { store = require("kwb.store").open(dir .. "/w7.db") })
+  local s = require("kwb.loop.session").new(rl, { store = require("kwb.loop.store").open(dir .. "/w7.db") })
   rl._session = s
   s.sanitize = function(_, _, res) res.seconds.sanitize, res.sanitized = 0.25, true end
   local seen
@@ -204,7 +204,7 @@ t.test("sanitize_winners_a_result_without_the_mark_is_sanitized_before_it_is_nam
   t.eq(s0:sanitizing(), false, "the REPL's recipe does not sanitize")
   local by = play(s0, { START, A, S })
   t.eq(by.A.sanitized, nil, "no mark")
-  t.eq(require("kwb.export").plan(r, store:results(s0.ctx))[1].kernel, nil, "the 'best' recipe's export: not A yet")
+  t.eq(require("kwb.insight.export").plan(r, store:results(s0.ctx))[1].kernel, nil, "the 'best' recipe's export: not A yet")
   local s = session_of(r, store)
   s.sanitized, s.was_sanitized = {}, {}
   play(s, { S2 })   -- (its stand-in for the tools; ensure_start below clears A, the best of earlier runs)
@@ -214,7 +214,7 @@ t.test("sanitize_winners_a_result_without_the_mark_is_sanitized_before_it_is_nam
   t.eq(table.concat(s.sanitized, " "), "A")
   s:sanitize_winners {}
   t.eq(table.concat(s.sanitized, " "), "A S", "then S, n=2000's winner")
-  local plan = require("kwb.export").plan(r, s.store:results(s.ctx))
+  local plan = require("kwb.insight.export").plan(r, s.store:results(s.ctx))
   t.eq(plan[1].kernel.id, by.A.id)
   t.eq(plan[2].kernel.id, by.S.id)
 end)
@@ -222,7 +222,7 @@ end)
 -- A revision keeps what it does not judge: the bundle a result came in, why
 -- it was measured again, the shapes it was verified on. (A result a bundle
 -- brought is a winner, sanitized and revised, only under a recipe that
--- trusts imports: kwb.store's known.)
+-- trusts imports: kwb.loop.store's known.)
 t.test("sanitize_winners_a_revision_keeps_the_rest_of_the_verdict", function()
   local r = make_recipe { trust_imported = true }
   local s = session_of(r, fresh_store(dir .. "/h3.db"))
@@ -285,7 +285,7 @@ t.test("sanitize_winners_another_processs_newer_verdict_stands", function()
   local store = fresh_store(dir .. "/h6.db")
   local s = session_of(r, store)
   local by = play(s, { START, { "A", { 0.5, 1.5 } }, { "S2", { 0.45, 2.5 } }, S })
-  local other = session_of(r, require("kwb.store").open(dir .. "/h6.db"))
+  local other = session_of(r, require("kwb.loop.store").open(dir .. "/h6.db"))
   other:ensure_start()
   other.sanitize = function(_, cand, res)
     res.seconds.sanitize, res.sanitized = 0.25, true
@@ -323,7 +323,7 @@ t.test("sanitize_winners_under_all_too", function()
   s.sanitize = function(_, _, res) res.seconds.sanitize, res.sanitized = 0.25, true end
   t.truthy(s:known(by.S.cand), "known: not evaluated again")
   s:sanitize_winners {}
-  t.eq(require("kwb.export").plan(ra, store:results(s.ctx))[2].kernel.id, by.S.id)
+  t.eq(require("kwb.insight.export").plan(ra, store:results(s.ctx))[2].kernel.id, by.S.id)
 end)
 
 -- kwb export's fallback is its recipe's own start kernel, not another
@@ -336,7 +336,7 @@ t.test("sanitize_winners_export_falls_back_to_its_own_start", function()
                                                              defines = { BLOCK = 64 } } }
   local by2 = play(session_of(r2, store), { { "start", { 0.95, 1.9 } } })
   t.truthy(by2.start.id ~= by.start.id)
-  local plan = require("kwb.export").plan(r, store:results(s.ctx))
+  local plan = require("kwb.insight.export").plan(r, store:results(s.ctx))
   t.eq(plan[1].start.id, by.start.id)
 end)
 
@@ -367,10 +367,10 @@ t.test("sanitize_winners_the_summary_counts_every_sanitizer_run_once", function(
   local by = play(s, { START, A, S })
   s.sanitize_s = 3.0
   local run = { session = s, recipe = r, started = core.now() - 10, record = { short = "x" }, results = { by.A, by.S },
-                funnel = require("kwb.outcomes").counts(), evaluated = 2, skipped = 0, repeats = 0, partial = 0,
+                funnel = require("kwb.base.outcomes").counts(), evaluated = 2, skipped = 0, repeats = 0, partial = 0,
                 timing_s = 0, strategy_name = "grid", sanitize_base = 1.0, start_s = 0.5 }
   t.eq(by.A.seconds.sanitize, 0.25, "A's own seconds (within the 3.0)")
-  local st = require("kwb.summary").summary(run).stages
+  local st = require("kwb.loop.summary").summary(run).stages
   t.eq(st.sanitize, 2.0)
   t.eq(st.start, 0.5)
 end)

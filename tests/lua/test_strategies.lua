@@ -114,7 +114,7 @@ t.test("strategy_file_named_by_a_run_option", function()
     space = { BM = { 8 }, BN = { 16 }, BK = { 8 } }, flags = { "-O2" },
     timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
   }
-  local sm, run = r:run { mode = "quiet", strategy = path, store = require("kwb.store").open(dir .. "/strategy.db") }
+  local sm, run = r:run { mode = "quiet", strategy = path, store = require("kwb.loop.store").open(dir .. "/strategy.db") }
   t.eq(sm.strategy, "one_point")
   t.eq(sm.candidates, 1)
   t.eq(run.results[1].params.BN, 16)

@@ -6,7 +6,7 @@
 local t = require "t"
 
 local r = kwb.load "tests/recipes/text_rules.lua"
-local _, run = r:run { mode = "quiet", store = require("kwb.store").open(os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
+local _, run = r:run { mode = "quiet", store = require("kwb.loop.store").open(os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
                                                                            .. "/text_rules.db") }
 local by = {}
 for _, res in ipairs(run.results) do by[res.name] = res end

@@ -1,5 +1,5 @@
 -- tests/lua/test_tmap.lua: TMA tensor maps without a GPU: the arguments
--- kwb.cuda.tensor_map hands cuTensorMapEncodeTiled (kwb.tmap.args), each of
+-- kwb.cuda.tensor_map hands cuTensorMapEncodeTiled (kwb.base.tmap.args), each of
 -- the driver's documented requirements refused by name, a map kept inside
 -- its buffer, the CUtensorMap parameter type in prototypes and launch plans.
 -- (The GPU half, a TMA copy kernel, is tests/gpu/tma.lua.)
@@ -80,7 +80,7 @@ end)
 
 t.test("tmap_a_launch_step_names_the_buffer_its_map_covers", function()
   local fake = require "fake_cuda" ()
-  local b = require "kwb.backends.cuda"
+  local b = require "kwb.measure.backends.cuda"
   local problem = kwb.problem.define {
     name = "copy_tma", vars = { "n" }, fn = "copy",
     args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in" }, { "c", "f32", shape = "n", role = "out" } },

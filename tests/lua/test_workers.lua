@@ -16,8 +16,8 @@ if os.getenv("OPENAI_API_KEY") ~= "sk-test" then
 end
 
 local t = require "t"
-local store = require "kwb.store"
-local workers = require "kwb.workers"
+local store = require "kwb.loop.store"
+local workers = require "kwb.runners.workers"
 
 local tmp = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$")
 local function fresh_store(name)
@@ -272,7 +272,7 @@ end)
 local function aged(dir) os.execute("touch -d '2 minutes ago' '" .. dir .. "'") end
 
 t.test("test_a_killed_kwbs_scratch_is_swept_at_the_next_pool_start", function()
-  local child = io.popen("./kwb -e 'local p = require(\"kwb.workers\").pool { n = 1 } "
+  local child = io.popen("./kwb -e 'local p = require(\"kwb.runners.workers\").pool { n = 1 } "
                          .. "print(require(\"kwb.core\").pid(), p:call(\"worker_probe.identity\", {}).value.cwd) "
                          .. "io.stdout:flush() require(\"kwb.core\").sleep(60)'", "r")
   local kpid, left = child:read("l"):match("^(%d+)%s+(%S+)$")
@@ -406,7 +406,7 @@ t.test("test_a_worker_killed_from_outside_is_not_the_candidates_outcome", functi
 end)
 
 t.test("test_pool_wait_moves_model_requests_on_through_its_idle_hook", function()
-  local httpd, http = require "httpd", require "kwb.http"
+  local httpd, http = require "httpd", require "kwb.base.http"
   local srv = httpd.start("=== 200 delay=0.3\nContent-Type: application/json\n\n{\"ok\": 1}\n")
   local pool = workers.pool { n = 1 }
   local client = http.client()

@@ -1,5 +1,6 @@
 -- tests/lua/worker_probe.lua: small functions test_workers.lua runs inside
 -- workers (found there through KWB_LUA_PATH).
+local files = require "kwb.base.files"
 local core = require "kwb.core"
 
 local M = {}
@@ -23,9 +24,9 @@ end
 
 -- Name two steps, as a measurement does when it sets their limits.
 function M.steps(a, b)
-  local worker = require "kwb.worker"
-  worker.deadline(5, a)
-  worker.deadline(nil, b)
+  local channel = require "kwb.base.channel"
+  channel.deadline(5, a)
+  channel.deadline(nil, b)
   return "stepped"
 end
 
@@ -41,13 +42,13 @@ function M.sandbox_identity()
     if f then f:close() end
     return st:match("\nUid:\t([^\n]*)")
   end
-  local mod = assert(host.compile { file = host.resolve("tests/sandbox/add.c"), no_load = true })
+  local mod = assert(host.compile { file = files.resolve("tests/sandbox/add.c"), no_load = true })
   local a, c = core.buffer("f32", 4), core.buffer("f32", 4)
   local sb = assert(mod:sandbox "void add(int n, const float *a, float *c)")
   local ran = sb:call(1, 4, a, c) ~= nil
   local out = { sandbox = uids(sb:pid()), judge = uids("self"), ran = ran }
   sb:close()
-  local spin = assert(host.compile { file = host.resolve("tests/sandbox/spin.c"), no_load = true })
+  local spin = assert(host.compile { file = files.resolve("tests/sandbox/spin.c"), no_load = true })
   sb = assert(spin:sandbox "void add(int n, const float *a, float *c)")
   local pid = sb:pid()
   local _, why = sb:call(0.2, 4, a, c)
@@ -62,7 +63,7 @@ function M.identity()
   return { uid = core.uid(), cwd = core.cwd(), home = os.getenv("HOME"), tmpdir = os.getenv("TMPDIR"),
            key = os.getenv("OPENAI_API_KEY"), token = os.getenv("KWB_API_TOKEN"), keep = os.getenv("KWB_KEEP_ME"),
            groups = status:match("Groups:[ \t]*([^\n]*)"),
-           resolved = require("kwb.host").resolve("kernels/nvfp4_moe/ref.cu") }
+           resolved = require("kwb.base.files").resolve("kernels/nvfp4_moe/ref.cu") }
 end
 
 -- n bytes of \1: six bytes each as JSON (\u0001).
@@ -92,7 +93,7 @@ function M.die(sig)
 end
 
 function M.retire(value)
-  require("kwb.worker").retire()
+  require("kwb.base.channel").retire()
   return value
 end
 

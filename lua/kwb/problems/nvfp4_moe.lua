@@ -25,8 +25,9 @@
 -- tests/gpu/nvfp4.lua) with a relative L2 error of at most 5e-3. The inputs
 -- are drawn per run and round (draw = "run"): the reference runs once per shape
 -- and round and every candidate is checked against the kept outputs.
+local files = require "kwb.base.files"
 local problem = require "kwb.problem"
-local nvfp4 = require "kwb.nvfp4"
+local nvfp4 = require "kwb.problems.nvfp4.ref"
 
 local M = {}
 
@@ -44,7 +45,7 @@ local dims = {
   w2 = function(s) return s.H, s.I end,
 }
 
--- A matrix set's codes, scales and s2 (kwb.nvfp4_gpu's tensor) from bufs.
+-- A matrix set's codes, scales and s2 (kwb.problems.nvfp4.gpu's tensor) from bufs.
 local function tensor(bufs, prefix, s)
   local rows, cols = dims[prefix](s)
   return { q = bufs[prefix .. "q"], sf = bufs[prefix .. "sf"], s2 = bufs[prefix .. "s2"],
@@ -54,7 +55,7 @@ end
 -- Weights: one init fills codes, scales and s2 of a matrix set on the GPU.
 local function weights(prefix)
   return function(_, seed, s, bufs)
-    assert(require("kwb.nvfp4_gpu").fill(tensor(bufs, prefix, s), seed))
+    assert(require("kwb.problems.nvfp4.gpu").fill(tensor(bufs, prefix, s), seed))
   end
 end
 
@@ -62,7 +63,7 @@ end
 -- filled before: codes into pq, scales into psf through bufs.
 local function packed(prefix)
   return function(buf, _, s, bufs)
-    assert(require("kwb.nvfp4_gpu").pack(tensor(bufs, prefix, s), { q = buf, sf = bufs[prefix .. "psf"] }))
+    assert(require("kwb.problems.nvfp4.gpu").pack(tensor(bufs, prefix, s), { q = buf, sf = bufs[prefix .. "psf"] }))
   end
 end
 
@@ -70,17 +71,17 @@ end
 -- its own init filled before.
 local function packed_rg(prefix)
   return function(buf, _, s, bufs)
-    assert(require("kwb.nvfp4_gpu").pack_rg(tensor(bufs, prefix, s), buf))
+    assert(require("kwb.problems.nvfp4.gpu").pack_rg(tensor(bufs, prefix, s), buf))
   end
 end
 
 -- Routing: ids, and tw through bufs. On the device its generator's copy
--- (kwb.nvfp4_gpu.routing, bit for bit the CPU's: every timed run draws it
+-- (kwb.problems.nvfp4.gpu.routing, bit for bit the CPU's: every timed run draws it
 -- afresh, and the CPU's takes 11 ms at T = 4096 under skewed routing), else
 -- the CPU's, uploaded.
 local function routing(buf, seed, s, bufs)
   local kind = s.skew == 1 and "skewed" or "uniform"
-  local gpu = require "kwb.nvfp4_gpu"
+  local gpu = require "kwb.problems.nvfp4.gpu"
   if buf.device == "cuda" and s.K <= gpu.routing_max_k and s.E <= gpu.routing_max_e then
     assert(gpu.routing(buf, bufs.tw, seed, s.T, s.E, s.K, kind))
     return
@@ -136,7 +137,7 @@ setmetatable(M, { __call = function(_, opts)
     if k ~= "tolerance" then error("nvfp4_moe: unknown option '" .. tostring(k) .. "' (known: tolerance)", 2) end
   end
   local host = require "kwb.host"
-  local ref_source = assert(host.read_file(host.resolve(M.ref_file)))
+  local ref_source = assert(files.read_file(files.resolve(M.ref_file)))
   return problem.define {
     name = "nvfp4_moe",
     description = "routed experts of an MoE layer, NVFP4 weights (W4A16), bf16 activations",
@@ -171,8 +172,8 @@ setmetatable(M, { __call = function(_, opts)
       { "out", "bf16", shape = "T*H", role = "out" },
     },
     reference = { cuda = { source = ref_source, fn = "nvfp4_moe_ref_up", launch = M.ref_launch } },
-    -- a recipe's `baseline = "cublas"`: the same layer in bf16 through cuBLAS (kwb.nvfp4_cublas)
-    baselines = { cublas = { plan = function(h) return require("kwb.nvfp4_cublas").open(h) end,
+    -- a recipe's `baseline = "cublas"`: the same layer in bf16 through cuBLAS (kwb.problems.nvfp4.cublas)
+    baselines = { cublas = { plan = function(h) return require("kwb.problems.nvfp4.cublas").open(h) end,
                              description = "bf16 weights dequantised once, a cublasGemmEx per active expert" } },
     tolerance = opts.tolerance or { rel_l2 = 5e-3 },
     bytes = M.min_bytes,

@@ -18,8 +18,8 @@
 -- budget's last candidate for the answer.
 local core = require "kwb.core"
 local llm = require "kwb.strategies.llm"
-local prompt = require "kwb.prompt"
-local report = require "kwb.report"
+local prompt = require "kwb.strategies.prompt"
+local report = require "kwb.figures"
 
 local S = setmetatable({ name = "agent", mode = "agent", turns = 6 }, { __index = llm })
 

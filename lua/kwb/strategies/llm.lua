@@ -1,6 +1,6 @@
 -- kwb/strategies/llm.lua: the model proposes kernels. Each prompt
--- (kwb.prompt) shows the current best, the last failures and the ideas; each
--- reply (kwb.reply) becomes one candidate whose parent is the best the
+-- (kwb.strategies.prompt) shows the current best, the last failures and the ideas; each
+-- reply (kwb.strategies.reply) becomes one candidate whose parent is the best the
 -- prompt showed: accepted, it is the new best (keep); otherwise the best
 -- stays (revert). A reply with no usable kernel is the outcome `no-code`.
 --
@@ -13,8 +13,8 @@
 -- default) sweeps it for options.sweep candidates (8 by default), and the
 -- sweep's best stands for the proposal (the reply's cost is carried by the
 -- sweep's first candidate). A reply with no space is a plain source.
-local prompt = require "kwb.prompt"
-local reply = require "kwb.reply"
+local prompt = require "kwb.strategies.prompt"
+local reply = require "kwb.strategies.reply"
 
 local S = { name = "llm", mode = "source", sweep = 8, tuner = "random", failures_in_a_row = 3 }
 
@@ -69,7 +69,7 @@ end
 -- A sweep of a proposed template: a tuner over its space, proposing points
 -- as sources with defines.
 local function sweep(self, run, base)
-  local strategy = require "kwb.strategy"
+  local strategy = require "kwb.strategies"
   local tuner = strategy.load(self.tuner)
   local first = true
   local function as_prop(params)

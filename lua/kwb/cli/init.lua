@@ -1,0 +1,258 @@
+-- kwb/cli/init.lua: what the command line runs: subcommands, script files, stdin.
+local M = {}
+
+local strategy = require "kwb.strategies"
+local help = require "kwb.help"
+
+-- Subcommands (words in the first position) and the run options (the words
+-- after a recipe's file): their one description is kwb/help/init.lua.
+M.commands = help.commands
+M.run_options = help.run_options
+
+local function usage(msg, cmd)
+  local who = cmd and ("kwb " .. cmd) or "kwb"
+  io.stderr:write(who, ": ", msg, "\ntry '", who, " --help'\n")
+  return 2
+end
+
+-- set_cache(path): the cache from here on (kwb.cache_path, build products
+-- and locks beside it), for --cache after a subcommand or a recipe's file.
+function M.set_cache(path)
+  local core = require "kwb.core"
+  core.cache_path = path
+  rawset(kwb, "cache_path", path)
+  if package.loaded["kwb.cuda"] then core.cuda_set_build_dir(package.loaded["kwb.cuda"].build_dir()) end
+end
+
+-- take_cache(words) -> the words without --cache PATH (or --cache=PATH),
+-- that cache set | nil, message. Its directory must exist (core.cache_place).
+function M.take_cache(words)
+  local rest, i = {}, 1
+  while i <= #words do
+    local w = words[i]
+    if w == "--" then table.move(words, i, #words, #rest + 1, rest); break end
+    local v = w:match("^%-%-cache=(.*)$")
+    if w == "--cache" then
+      v = words[i + 1]
+      if not v then return nil, "'--cache' needs a path" end
+      i = i + 1
+    end
+    if v then
+      if v == "" then return nil, "'--cache' needs a path, got an empty one" end
+      local ok, msg = require("kwb.core").cache_place(v, true)
+      if not ok then return nil, "--cache " .. v .. ": " .. msg end
+      M.set_cache(v)
+    else
+      rest[#rest + 1] = w
+    end
+    i = i + 1
+  end
+  return rest
+end
+
+-- What --model's NAME is, per provider.
+local model_names = { openai = "a model name", anthropic = "a model name", replay = "a transcript file",
+                      command = "a program and its arguments" }
+
+-- parse_model("PROVIDER:NAME") -> a recipe's model table | nil, message:
+-- openai:NAME and anthropic:NAME { provider, model }, replay:FILE { provider,
+-- file } (FILE relative to the working directory, read now), command:'PROGRAM
+-- ARGS' { provider, command } (the program on PATH).
+function M.parse_model(v)
+  local agent = require "kwb.model"
+  local known = table.concat(agent.providers, ", ")
+  local p, name = v:match("^([^:]*):(.*)$")
+  if not p then return nil, string.format("'--model' needs PROVIDER:NAME (providers: %s), got '%s'", known, v) end
+  if not agent.provider(p) then
+    return nil, string.format("'--model %s': unknown provider '%s' (known: %s)", v, p, known)
+  end
+  if not name:match("%S") then return nil, string.format("'--model %s': %s:, then %s", v, p, model_names[p]) end
+  if p == "replay" then
+    local ok, err = pcall(require("kwb.model.providers.replay").load, name)
+    if not ok then return nil, string.format("'--model %s': %s", v, tostring(err)) end
+    return { provider = p, file = name }
+  elseif p == "command" then
+    local argv = {}
+    for w in name:gmatch("%S+") do argv[#argv + 1] = w end
+    if not require("kwb.base.files").which(argv[1]) then
+      return nil, string.format("'--model %s': %s is not a program on PATH", v, argv[1])
+    end
+    return { provider = p, command = argv }
+  end
+  return { provider = p, model = name }
+end
+
+-- with_model(recipe_model, model) -> the model a run with --model asks: the
+-- option's, with the provider's defaults (URL, key variable), keeping only the
+-- recipe's settings of the prompt (context_bytes, profile).
+function M.with_model(old, model)
+  local out = {}
+  for k, v in pairs(model) do out[k] = v end
+  if old then out.context_bytes, out.profile = old.context_bytes, old.profile end
+  return out
+end
+
+-- parse_run_options(words...) -> opts for kwb.loop.run.run | nil, message.
+function M.parse_run_options(...)
+  local words, opts, i = {}, {}, 1
+  for _, w in ipairs(table.pack(...)) do   -- --budget=5 is --budget 5
+    local name, v = tostring(w):match("^(%-%-[%w-]+)=(.*)$")
+    if name then words[#words + 1], words[#words + 2] = name, v else words[#words + 1] = w end
+  end
+  words.n = #words
+  local function value(name, conv, what)
+    local v = words[i + 1]
+    local x = v and conv(v)
+    if not x then return nil, string.format("'%s' needs %s, got %s", name, what, v and ("'" .. v .. "'") or "nothing") end
+    i = i + 1
+    return x
+  end
+  local pos_int = function(v) local n = math.tointeger(tonumber(v)); return n and n > 0 and n or nil end
+  local pos_num = function(v) local n = tonumber(v); return n and n > 0 and n or nil end
+  while i <= words.n do
+    local w, err = words[i], nil
+    if w == "--help" or w == "-h" then opts.help = true
+    elseif w == "--json" then opts.mode = "json"
+    elseif w == "--plain" then opts.mode = "plain"
+    elseif w == "--quiet" then opts.mode = "quiet"
+    elseif w == "--budget" then opts.candidates, err = value(w, pos_int, "a positive integer")
+    elseif w == "--minutes" then opts.minutes, err = value(w, pos_num, "a positive number")
+    elseif w == "--workers" then opts.workers, err = value(w, pos_int, "a positive integer")
+    elseif w == "--ahead" then
+      opts.ahead, err = value(w, function(v) local n = math.tointeger(tonumber(v)); return n and n >= 0 and n or nil end,
+                              "an integer >= 0")
+    elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
+    elseif w == "--queue" then
+      opts.queue, err = value(w, function(v) return v end, "a redis:// URL")
+    elseif w == "--queue-password-file" then
+      opts.queue_password_file, err = value(w, function(v) return v ~= "" and v end, "a file")
+    elseif w == "--fleet-key-file" then
+      opts.fleet_key_file, err = value(w, function(v) return v ~= "" and v end, "a file")
+    elseif w == "--device" then opts.device, err = value(w, function(v) return v ~= "" and v end, "a device kind")
+    elseif w == "--retime" then opts.retime, err = value(w, function(v) return v:match("^%x+$") and v end, "a candidate id")
+    elseif w == "--model" then
+      opts.model, err = value(w, function(v) return v end, "PROVIDER:NAME")
+      if opts.model then opts.model, err = M.parse_model(opts.model) end
+    elseif w == "--strategy" then
+      opts.strategy, err = value(w, function(v) return v end, "a strategy name")
+      if opts.strategy and not strategy.known(opts.strategy) then err = strategy.unknown_message(opts.strategy) end
+    else err = string.format("unknown run option '%s' (known: %s)", w, table.concat(help.words("run"), ", ")) end
+    if err then return nil, err end
+    i = i + 1
+  end
+  if opts.queue and opts.workers then return nil, "'--workers' is for workers on this machine; a queue's are its fleet" end
+  if opts.device and not opts.queue then return nil, "'--device' picks among a queue's device kinds: it needs --queue" end
+  for _, w in ipairs { "queue_password_file", "fleet_key_file" } do
+    if opts[w] and not opts.queue then
+      return nil, string.format("'--%s' is for a run on a queue: it needs --queue", (w:gsub("_", "-")))
+    end
+  end
+  if opts.queue then   -- the URL, the password and the fleet's key, before anything runs
+    local queue = require "kwb.runners.queue"
+    local q, perr = queue.parse(opts.queue, { password_file = opts.queue_password_file })
+    if not q then return nil, perr end
+    local key, kerr = queue.fleet_key(opts.fleet_key_file)
+    if not key then return nil, string.format("queue %s: %s", q.url, kerr) end
+  end
+  return opts
+end
+
+-- retime(recipe, id) -> exit status: a cached candidate of the recipe's
+-- problem measured again, its table printed; the cache keeps every
+-- measurement (kwb cache show lists them).
+function M.retime(recipe, id)
+  local ok, err = pcall(function()
+    local s = recipe:session()
+    local got, msg = s.store.cache:get(id)
+    if not got then error(msg, 0) end
+    if got.problem ~= recipe.problem:key() then
+      error(string.format("candidate %s is of problem %s, not this recipe's %s", id, got.problem, recipe.problem:key()), 0)
+    end
+    local res = recipe:try { source = got.source, defines = got.params, params = got.params, name = "retimed " .. id }
+    if res.id ~= got.id then
+      error(string.format("candidate %s was built with other flags than this recipe's, so it measured %s instead",
+                          got.id:sub(1, 12), res.short), 0)
+    end
+  end)
+  if not ok then
+    io.stderr:write("kwb: ", recipe.name, ": ", tostring(err), "\n")
+    return 1
+  end
+  return 0
+end
+
+-- run_recipe(recipe, words...) -> exit status: the loop on a recipe a file returned.
+function M.run_recipe(recipe, ...)
+  local words, cerr = M.take_cache { ... }
+  -- (a usage error points at the recipe's own --help: its run options)
+  local function run_usage(msg)
+    io.stderr:write("kwb: ", msg, "\ntry 'kwb ", recipe.file or "FILE.lua", " --help'\n")
+    return 2
+  end
+  if not words then return run_usage(cerr) end
+  local opts, err = M.parse_run_options(table.unpack(words))
+  if not opts then return run_usage(err) end
+  if opts.help then
+    io.write(M.run_help(recipe))
+    return 0
+  end
+  if opts.model then recipe.model = M.with_model(recipe.model, opts.model) end
+  if opts.retime then return M.retime(recipe, opts.retime) end
+  local ok, e = pcall(require("kwb.loop.run").run, recipe, opts)
+  if not ok then
+    io.stderr:write("kwb: ", recipe.name, ": ", tostring(e), "\n")
+    if opts.mode == "json" then   -- the stream ends with the error, so a reader of stdout alone learns why
+      io.write(require("kwb.base.secrets").scrub(require("kwb.base.text").json { event = "error", recipe = recipe.name,
+                                                                       message = tostring(e) }), "\n")
+    end
+    return 1
+  end
+  -- a run its model could not serve failed, whatever it measured before
+  if e.stopped_by == "model" then return 1 end
+  return 0
+end
+
+-- `kwb FILE.lua --help` and `kwb --help` (kwb/help/init.lua)
+M.run_help = help.run_help
+M.help = help.main_help
+
+-- Run a script file (nil or "-": stdin) with args as `...`. Returns the exit
+-- status; an error inside the script propagates with its traceback.
+function M.run_file(path, ...)
+  if path == "-" then path = nil end
+  local chunk, err = loadfile(path)
+  if not chunk then
+    io.stderr:write("kwb: ", err, "\n")
+    return 1
+  end
+  if path then
+    local dir = path:match("^(.*)/[^/]*$") or "."
+    package.path = dir .. "/?.lua;" .. dir .. "/?/init.lua;" .. package.path
+  end
+  -- A file that returns a recipe is run by the loop with the words after it
+  -- as run options; a file that returns nothing is an ordinary script.
+  local recipe = require "kwb.recipe"
+  local res = table.pack(recipe.with_file(path or "stdin", chunk, ...))
+  if recipe.is_recipe(res[1]) then return M.run_recipe(res[1], ...) end
+  -- a recipe's table returned without kwb.recipe (or kwb.recipe uncalled) is a mistake, not a script
+  local v = res[1]
+  if v == recipe or (type(v) == "table" and getmetatable(v) == nil and v.problem ~= nil and v.start ~= nil) then
+    io.stderr:write(string.format("kwb: %s returns %s, not a recipe: write `return kwb.recipe { ... }`\n",
+                                  path or "stdin", v == recipe and "kwb.recipe itself" or "a table with recipe fields"))
+    return 1
+  end
+  return 0
+end
+
+function M.main(word, ...)
+  for _, c in ipairs(M.commands) do
+    if c.name == word then   -- (kwb's --cache after the subcommand too)
+      local words, err = M.take_cache { ... }
+      if not words then return usage(err, word) end
+      return require(c.module).main(table.unpack(words)) or 0
+    end
+  end
+  return M.run_file(word, ...)
+end
+
+return M

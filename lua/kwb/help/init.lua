@@ -1,0 +1,343 @@
+-- kwb/help/init.lua: the one description of kwb's options, commands, run
+-- options, environment, recipe fields and Lua functions (kwb/help/api.lua).
+-- Everything that describes them reads it: `kwb --help`, each command's
+-- --help, `kwb FILE.lua --help`, the man page's generated sections
+-- (tools/man.lua), the shell completions, the recipe checker's field names
+-- and help(x) at the REPL (kwb/cli/show.lua).
+local M = {}
+
+local strategies = table.concat(require("kwb.strategies").builtin, ", ") .. ", or a .lua file"
+
+-- kwb's own options, before a file or command.
+M.options = {
+  { "-e CODE", "run CODE (repeatable; no REPL afterwards unless a file follows)" },
+  { "--cache PATH", "the candidate cache (default ~/.cache/kwb/kwb.db, or $KWB_CACHE); build products and device "
+    .. "locks live beside it. An empty PATH, a directory, or a PATH whose directory does not exist is an error: kwb "
+    .. "makes the cache file, not its directory. It may also follow a command or a recipe's file" },
+  { "-", "run standard input as the script" },
+  { "--version", "print the version" },
+  { "--help, -h", "print this help" },
+}
+
+-- The commands: words in the first position (a file of the same name is
+-- still reachable as ./NAME). usage: the first line of `kwb NAME --help`;
+-- text: what it does; options, or subcommands (cache): { words, text }.
+M.commands = {
+  { name = "demo", module = "kwb.cli.demo", usage = "kwb demo [run options]",
+    summary = "run the main demo: the GPU recipe where a CUDA device is present, else the host demo",
+    text = "The main demo (make run): recipes/nvfp4_moe.lua where a CUDA device is present, else the research loop "
+      .. "on the host, recipes/host_matmul_llm.lua, its model's replies replayed from a transcript when no model is "
+      .. "configured (KWB_MODEL, or --model), and saying so. The run options are a recipe's." },
+  { name = "cache", module = "kwb.cli.cache", usage = "kwb cache COMMAND [args]",
+    summary = "the candidate cache: ls, show, best, diff, export, import, check, stats, gc",
+    text = "What the candidate cache knows. Every command takes --json: its answer as one JSON object (ls, "
+      .. "transcripts and best: one a line). IDs may be shortened to any unique prefix of at least 4 hex digits. The "
+      .. "cache is kwb's --cache PATH (before or after the command), else $KWB_CACHE, else ~/.cache/kwb/kwb.db; one "
+      .. "that does not exist is an error (only import makes one).",
+    subcommands = {
+      { "ls [PROBLEM]", "candidates, oldest first" },
+      { "show ID", "a candidate: origin, lineage, builds, results, source, and the model's prompt and rationale when "
+        .. "a reply proposed it" },
+      { "transcripts [RUN]", "the model requests of every run, or of one: tokens, cost, tries, time" },
+      { "best PROBLEM [--shape S] [--device D]", "the fastest correct candidate of each device kind and shape (the "
+        .. "shape's variables in any order: --shape cols=100,rows=64) measured here, and before it one a bundle "
+        .. "brought where that is faster on paper (measured: bundle NAME)" },
+      { "diff ID1 ID2", "the parameters two candidates differ in, and their sources' line diff" },
+      { "export FILE [--problem P] [--id ID]... [--outcome O] [--since YYYY-MM-DD] [--no-binaries]",
+        "write matching candidates (with their ancestors, builds, results and runs) to a bundle file for a teammate" },
+      { "import FILE", "add a bundle's records: all of them, or none if the file is bad or a row makes no sense" },
+      { "stats", "counts, sizes and the compression ratio" },
+      { "check [--repair]", "decode every stored copy of every blob and check every row for sense; --repair "
+        .. "rewrites a corrupt copy from its sound one (exit 1 if a blob is lost or a row makes no sense)" },
+      { "gc", "drop blobs no record needs, then compact the file" },
+    } },
+  { name = "export", module = "kwb.cli.export",
+    usage = "kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME] [--json]",
+    summary = "write a per-shape dispatch of a recipe's best kernels: sources, dispatch.json, a C header and its test",
+    text = "A per-shape dispatch from what the cache knows of the recipe on one device kind: at each timed shape the "
+      .. "verified candidate with the lowest median, where it beats the fallback beyond the noise, else the "
+      .. "fallback. Writes kernels/ (each chosen source, its parameters as #defines), dispatch.json (shapes to "
+      .. "kernels, with the times measured), dispatch.h (a selection function) and dispatch_test.c. Shapes between "
+      .. "the measured ones take the recipe's dispatch rule (nearest or larger). DIR is made if missing (its "
+      .. "parent must exist); a result a bundle brought counts only once measured here (or with the recipe's "
+      .. "trust_imported).",
+    options = {
+      { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
+      { "--fallback NAME", "a library kernel to fall back to instead of the start kernel" },
+      { "--json", "dispatch.json's object and the directory, as one JSON object" },
+    } },
+  { name = "report", module = "kwb.cli.report", usage = "kwb report RECIPE.lua [DIR] [--device KIND] [--json]",
+    summary = "write report.md and report.html of a recipe's runs: convergence, outcomes, speedups, floor, lineage",
+    text = "report.md and one self-contained report.html (inline SVG, nothing fetched) in DIR (default .; made if "
+      .. "missing, its parent must exist): the best score over candidates and over time, the outcome funnel, per-shape speedup over the "
+      .. "start kernel and share of the physical floor, the best's lineage.",
+    options = {
+      { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
+      { "--json", "the files written, the candidates and the best, as one JSON object" },
+    } },
+  { name = "profile", module = "kwb.cli.profile", usage = "kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]",
+    summary = "ncu on a cached CUDA candidate: per kernel time, throughputs, occupancy, stalls, and the bottleneck",
+    text = "Nsight Compute on one cached candidate at one timed shape (default: where its median is longest), in a "
+      .. "worker, clocks as they run and caches flushed before each kernel: per kernel of the plan its duration, "
+      .. "DRAM, L2 and SM throughput and tensor-pipe use as % of peak, achieved occupancy, registers, spills and the "
+      .. "top stall reasons; the plan's kernel count and the time between its kernels; and a bottleneck class per "
+      .. "kernel and for the plan (memory, compute, latency, launch overhead), kept in the cache. The recipe is the "
+      .. "one whose run made the candidate, unless --recipe names one (r:profile(id [, shape]) at the REPL).",
+    options = {
+      { "--shape S", "the timed shape to profile (its variables in any order)" },
+      { "--recipe FILE", "the recipe to build and run the candidate with" },
+      { "--csv FILE", "also write ncu's own output (its raw page as CSV) to FILE" },
+      { "--json", "the profile as one JSON object" },
+    } },
+  { name = "doctor", module = "kwb.cli.doctor", usage = "kwb doctor [--no-measure] [--own-gemm] [--json]",
+    summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings",
+    text = "The GPU, driver, CUDA, NVRTC and tools this kwb finds, and the device's ceilings (copy bandwidth, FMA "
+      .. "and bf16 rates) measured and stored for its kind.",
+    options = {
+      { "--no-measure", "report only, measure nothing" },
+      { "--own-gemm", "measure the bf16 rate with kwb's own kernel, not cuBLAS" },
+      { "--json", "the findings as one JSON object" },
+    } },
+  { name = "worker", module = "kwb.worker.queue",
+    usage = "kwb worker --queue URL [--queue-password-file F] [--worker-key-file F] [--backend host|cuda] [--gpu N] "
+      .. "[--recipes DIR] [--tasks N]",
+    summary = "a fleet's worker: evaluate the candidates a queue holds for this host's device",
+    text = "With --queue, a worker of a fleet: it announces its device kind on the queue (Redis Streams), takes the "
+      .. "candidates that runs with --queue send for that kind, one at a time, evaluates each in its usual worker "
+      .. "process and sandbox, and answers on the run's result stream, signed with its own key; one per GPU. It runs "
+      .. "evaluations only, of recipes it has itself: a task names its recipe by path and SHA-256, found under "
+      .. "--recipes; a task it refuses goes back to the run for another worker. The URL is "
+      .. "redis://[USER@]HOST:PORT/NAME (rediss:// for TLS, ?ca=FILE to trust a CA); the password comes from "
+      .. "$KWB_QUEUE_PASSWORD or --queue-password-file, never the URL (arguments show in the process list). Its key, "
+      .. "NAME:KEY as `kwb fleet --worker-key NAME` prints it where the fleet's key is, comes from $KWB_WORKER_KEY or "
+      .. "--worker-key-file. Without --queue it is the process a local pool starts, reading fd 3.",
+    options = {
+      { "--queue URL", "the fleet's queue" },
+      { "--queue-password-file F", "the queue's password: the first line of F (default $KWB_QUEUE_PASSWORD)" },
+      { "--worker-key-file F", "this worker's NAME:KEY: the first line of F (default $KWB_WORKER_KEY)" },
+      { "--backend B", "host or cuda (default: cuda where the driver sees a GPU)" },
+      { "--gpu N", "the GPU this worker measures on (default 0)" },
+      { "--recipes DIR", "where the recipes named by tasks are (default: the working directory)" },
+      { "--tasks N", "stop after N tasks (default: serve until stopped)" },
+    } },
+  { name = "fleet", module = "kwb.cli.fleet",
+    usage = "kwb fleet URL [--json] [--queue-password-file F] | kwb fleet --worker-key NAME [--fleet-key-file F]",
+    summary = "a queue's fleet: its workers, their devices, the tasks waiting and in flight, the throughput",
+    text = "What a queue (kwb worker --queue) holds: each live worker (host, backend, device kind, busy or idle, "
+      .. "tasks done, seconds since its last heartbeat), per device kind the tasks waiting and in flight, and the "
+      .. "tasks finished in the last minute. With --worker-key NAME: the key of the worker called NAME, derived from "
+      .. "the fleet's key ($KWB_FLEET_KEY or --fleet-key-file; make it with `openssl rand -hex 32` and give it to the "
+      .. "runs alone), printed as NAME:KEY for that worker's $KWB_WORKER_KEY or --worker-key-file.",
+    options = {
+      { "--json", "the fleet as one JSON object" },
+      { "--queue-password-file F", "the queue's password: the first line of F (default $KWB_QUEUE_PASSWORD)" },
+      { "--worker-key NAME", "print the key of the worker called NAME" },
+      { "--fleet-key-file F", "with --worker-key: the fleet's key, the first line of F (default $KWB_FLEET_KEY)" },
+    } },
+}
+
+-- The words after a recipe's file (`kwb recipes/x.lua --budget=50`); the
+-- parser is kwb.cli.parse_run_options.
+M.run_options = {
+  { "--json", "one JSON object per line on stdout, the last the summary, or {\"event\":\"error\"} when the run fails" },
+  { "--plain", "plain progress lines even on a terminal" },
+  { "--quiet", "only the summary" },
+  { "--budget N", "evaluate at most N candidates" },
+  { "--minutes M", "stop after M minutes" },
+  { "--strategy S", strategies },
+  { "--model P:NAME", "the model for this run in place of the recipe's: openai:NAME, anthropic:NAME, replay:FILE or "
+    .. "command:'PROGRAM ARGS', with the provider's URL and key variable (of the recipe's model only context_bytes and "
+    .. "profile stay)" },
+  { "--seed N", "the run's seed (inputs and proposals)" },
+  { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
+  { "--ahead N", "build up to N candidates ahead while one is measured, for a strategy whose proposals never depend on results (grid; default 4, 0: none; cuda)" },
+  { "--queue URL", "evaluate on a fleet's workers through Redis Streams (redis://[USER@]HOST:PORT/NAME, "
+    .. "rediss:// for TLS; see kwb worker and kwb fleet); the password from $KWB_QUEUE_PASSWORD or "
+    .. "--queue-password-file, the fleet's key from $KWB_FLEET_KEY or --fleet-key-file" },
+  { "--queue-password-file F", "with --queue: the queue's password, the first line of F" },
+  { "--fleet-key-file F", "with --queue: the fleet's key (its workers' keys derive from it), the first line of F" },
+  { "--device KIND", "with --queue: the device kind to measure on, where the fleet has several (a part of its name)" },
+  { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
+  { "--cache PATH", "the candidate cache (as kwb --cache PATH)" },
+  { "--help, -h", "print these" },
+}
+
+M.env = {
+  { "KWB_CACHE", "the candidate cache's path (--cache wins)" },
+  { "XDG_CACHE_HOME", "where the default cache goes: $XDG_CACHE_HOME/kwb/kwb.db (else ~/.cache/kwb/kwb.db)" },
+  { "KWB_LUA_PATH", "directories searched before the bundled kwb modules (KWB_LUA_PATH=lua loads them from the "
+    .. "source tree)" },
+  { "KWB_MODEL", "the model name kwb.model.from_env() returns, nil when unset: a recipe that calls it takes that model "
+    .. "(recipes/host_matmul_llm.lua does, so kwb demo on the host, which says which model it uses; it replays its "
+    .. "transcript without one); other recipes, and runs given --model, do not read it" },
+  { "KWB_PROVIDER", "with KWB_MODEL: the provider kwb.model.from_env() names (default openai)" },
+  { "KWB_BASE_URL", "with KWB_MODEL: the server's base URL kwb.model.from_env() names (default: the provider's)" },
+  { "KWB_KEY_ENV", "with KWB_MODEL: the variable holding the key (default OPENAI_API_KEY or ANTHROPIC_API_KEY; none "
+    .. "with KWB_BASE_URL)" },
+  { "KWB_HISTORY", "the REPL's history file (default ~/.kwb_history)" },
+  { "CUDA_HOME", "the CUDA toolkit: NVRTC, nvcc, headers, compute-sanitizer (default /usr/local/cuda)" },
+  { "KWB_NVRTC", "the NVRTC library to load, exactly (default: found under CUDA_HOME)" },
+  { "KWB_NCU", "the Nsight Compute command kwb profile runs, exactly (default: CUDA_HOME/bin/ncu, else ncu on PATH)" },
+  { "KWB_QUEUE_PASSWORD", "a queue's password (kwb worker, kwb fleet, --queue), where no --queue-password-file "
+    .. "names one; never in the URL" },
+  { "KWB_FLEET_KEY", "a fleet's key, held by the runs alone (--queue, kwb fleet --worker-key), where no "
+    .. "--fleet-key-file names one" },
+  { "KWB_WORKER_KEY", "a fleet worker's NAME:KEY (kwb worker --queue), where no --worker-key-file names one" },
+  { "KWB_CUDA_DRIVER", "the CUDA driver library to load (default libcuda.so.1 on the loader path)" },
+  { "KWB_TRACE", "when set, every step a worker's task names (the build, each shape's runs and timing, a pool "
+    .. "set's reference) and its end, with the seconds since the task began, on stderr" },
+}
+
+M.exit_status = "0 success, 1 a Lua or run error (the message, with file:line, on stderr), 2 a usage error"
+
+-- The fields of kwb.recipe { ... }, in the order the checker lists them
+-- (kwb.recipe takes its field names from here).
+M.recipe_fields = {
+  { "name", "the recipe's name: letters, digits, '_', '.' or '-' (required)" },
+  { "description", "a sentence on what the recipe is for" },
+  { "problem", "the problem: kwb.problem.define { ... }, a kwb.problems module, or a problem's name (required)" },
+  { "shapes", "the timed shapes: { n = { 64, 128 } } (the product of the lists) or a list of shapes (required)" },
+  { "start", "the start kernel every score is relative to: a file path or { file = | source =, defines =, name = } "
+    .. "(required)" },
+  { "baseline", "what a user would otherwise run, timed in the same run with the same timer and shown beside the "
+    .. "speed-ups (\"vs baseline\": its median over the kernel's); never a candidate: a name of the problem's "
+    .. "baselines (\"cublas\") or { file = | source =, defines =, fn = } (fn: its entry point)" },
+  { "template", "a source file whose parameters the strategies fill in as #defines" },
+  { "space", "the template's parameters: { NAME = { values... }, restrict = function(params) -> boolean, start = "
+    .. "{ a point } }" },
+  { "strategy", "what proposes candidates: " .. strategies .. ", a table { propose =, observe = }, { \"llm+tune\", "
+    .. "sweep = 8 } (a builtin with options) or a list of them taken in turn (default random with a space)" },
+  { "model", "the model the llm, llm+tune and agent strategies ask: { provider =, model =, base_url =, key_env =, "
+    .. "temperature =, max_tokens =, price =, fallback =, profile = true (CUDA: each new best profiled with ncu, "
+    .. "its bottleneck in the prompt), ... }" },
+  { "context", "files the model reads (hwdocs/, modeldocs/), relative to the recipe's file" },
+  { "ideas", "sentences for the model's prompt: the ideas a human brings" },
+  { "forbid", "the rules candidates must keep: \"default\", rule names, \"-name\" to drop one, or { name =, words = } "
+    .. "(default { \"default\" })" },
+  { "accept", "function(candidate, best) -> boolean: the accept rule (default: faster beyond the noise)" },
+  { "score", "function(candidate) -> number: the score (default: the geometric mean speedup over the start kernel)" },
+  { "budget", "{ candidates = 100, minutes = 10, timeout = 10 (s a call), cost = (model money), source_bytes = 4194304 "
+    .. "(a candidate's source and defines at most; up to 16 MiB) }" },
+  { "seed", "the run's seed (an integer; default the time)" },
+  { "flags", "compiler flags (default { \"-O2\" } on the host)" },
+  { "cc", "the host C compiler (default $CC, else cc)" },
+  { "timing", "{ warmup = 0.02, warmup_min, min_samples = 5, max_samples, cap = 0.25, target = 0.01, min_sample, "
+    .. "verify_runs }: how each shape is timed" },
+  { "dispatch", "\"nearest\" (default) or \"larger\": the measured shape kwb export picks for one between" },
+  { "race", "how much slower than the best a first look may be before its timing stops (default 0.10; false: "
+    .. "no racing)" },
+  { "trust_imported", "true: results a bundle brought (kwb cache import) count as measured here: raced against, "
+    .. "judged against, a best, exported (default false: each is measured here first where a run proposes it)" },
+  { "ceilings", "{ bandwidth =, flops = }: limits (bytes/s, FLOP/s) the floor takes where they are above the "
+    .. "measured ones" },
+  { "backend", "\"host\" (default) or \"cuda\"" },
+  { "launch", "function(shape, params) -> { grid =, block =, smem = } or { steps = { ... }, scratch = { ... } } "
+    .. "(CUDA)" },
+  { "arch", "the CUDA architecture to build for, like \"sm_90\" (default: the device's)" },
+  { "prompt", "function(parts, info) -> the model's user message, or { system =, user = }" },
+  { "verify_shapes", "shapes verified but never timed (default: derived unannounced ones; false: none)" },
+  { "allow", "more symbols a host kernel may call" },
+  { "sanitize", "\"best\" (CUDA's default: compute-sanitizer on each new best; with grid or list, on the run's "
+                .. "best at its end), \"all\" or false" },
+}
+
+-- ---- rendering ------------------------------------------------------------
+
+-- wrap(text, width, indent) -> lines of at most width columns
+function M.wrap(text, width, indent)
+  local lines, cur = {}, nil
+  for word in text:gmatch("%S+") do
+    if cur and #cur + 1 + #word > width then lines[#lines + 1] = cur; cur = nil end
+    cur = cur and (cur .. " " .. word) or (indent .. word)
+  end
+  lines[#lines + 1] = cur or indent
+  return lines
+end
+
+-- A list of { words, text } as `  words   text`, wrapped at 80 columns.
+local function list(out, items, col)
+  for _, it in ipairs(items) do
+    local body = M.wrap(it[2], 80, string.rep(" ", col))
+    local head = "  " .. it[1]
+    if #head + 1 < col then body[1] = head .. body[1]:sub(#head + 1)
+    else table.insert(body, 1, head) end
+    for _, l in ipairs(body) do out[#out + 1] = l end
+  end
+end
+
+function M.command(name)
+  for _, c in ipairs(M.commands) do if c.name == name then return c end end
+end
+
+-- The text of `kwb NAME --help`.
+function M.command_help(name)
+  local c = assert(M.command(name), name)
+  local out = { "usage: " .. c.usage, "" }
+  for _, l in ipairs(M.wrap(c.text, 80, "")) do out[#out + 1] = l end
+  if c.subcommands then out[#out + 1] = ""; list(out, c.subcommands, 30) end
+  if c.options then out[#out + 1] = ""; list(out, c.options, 20) end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- The text of `kwb FILE.lua --help`.
+function M.run_help(recipe)
+  local out = { string.format("usage: kwb %s [run options]", recipe.file or recipe.name), "",
+                string.format("Runs the research loop on recipe %s (%s, %d shapes). Run options "
+                              .. "(--opt=value works too):",
+                              recipe.name, recipe.problem:key(), #recipe.shapes) }
+  list(out, M.run_options, 18)
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- The text of `kwb --help`.
+function M.main_help()
+  local out = { "usage: kwb [options] [FILE.lua | - | COMMAND] [args...]", "",
+                "Runs FILE.lua with the kwb API loaded; the words after it reach the script",
+                "as `arg` and `...`. With no file kwb starts the REPL on a terminal, or runs",
+                "stdin as a script otherwise.", "",
+                "options:" }
+  list(out, M.options, 18)
+  out[#out + 1] = ""
+  out[#out + 1] = "commands (each takes --help):"
+  local cs = {}
+  for i, c in ipairs(M.commands) do cs[i] = { c.name, c.summary } end
+  list(out, cs, 18)
+  out[#out + 1] = ""
+  out[#out + 1] = "A FILE.lua that returns a recipe (kwb.recipe { ... }) runs the research loop;"
+  out[#out + 1] = "the words after it are run options:"
+  list(out, M.run_options, 18)
+  out[#out + 1] = ""
+  out[#out + 1] = "environment:"
+  list(out, M.env, 20)
+  out[#out + 1] = ""
+  for _, l in ipairs(M.wrap("exit status: " .. M.exit_status, 80, "")) do out[#out + 1] = l end
+  out[#out + 1] = ""
+  out[#out + 1] = "At the REPL, help() says what help(x) knows: kwb's functions, recipe fields, commands."
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- words(where) -> what a shell completes there: "" (the first word: commands
+-- and kwb's options), a command's name (its subcommands or options), "run"
+-- (after a recipe's file).
+function M.words(where)
+  local out = {}
+  local function flags(items)
+    for _, it in ipairs(items) do
+      for w in it[1]:gmatch("[^,%s]+") do if w:match("^%-") then out[#out + 1] = w end end
+    end
+  end
+  if where == "" then
+    for _, c in ipairs(M.commands) do out[#out + 1] = c.name end
+    flags(M.options)
+  elseif where == "run" then
+    flags(M.run_options)
+  else
+    local c = M.command(where)
+    if c and c.subcommands then for _, s in ipairs(c.subcommands) do out[#out + 1] = s[1]:match("^%S+") end end
+    if c and c.options then flags(c.options) end
+    if c then out[#out + 1] = "--help" end
+  end
+  return out
+end
+
+return M

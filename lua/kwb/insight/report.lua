@@ -1,0 +1,300 @@
+-- kwb/insight/report.lua: `kwb report RECIPE [DIR]`: what the cache knows of a
+-- recipe on one device kind, as report.md and one self-contained report.html
+-- (inline SVG, no script, nothing fetched): the best score over candidates
+-- and over time, the outcome funnel, the best's speedup over the start
+-- kernel and its share of the physical floor at each shape, the best's
+-- lineage, and the best's bottleneck where kwb profile looked at it.
+local outcomes = require "kwb.base.outcomes"
+local report = require "kwb.figures"
+local store = require "kwb.loop.store"
+
+local M = {}
+
+
+-- The plots, in the order the page shows them (each an <svg id=...>).
+M.plots = { "convergence-candidates", "convergence-time", "funnel", "speedup", "floor" }
+
+-- data(recipe, results) -> what both files show.
+function M.data(recipe, results)
+  local d = { recipe = recipe, results = results, funnel = outcomes.counts(), conv = {}, conv_time = {} }
+  local own = require("kwb.insight.export").start_id(recipe)
+  for _, r in ipairs(results) do
+    if r.outcome == "start" then d.start = r.id == own and r or d.start
+    elseif d.funnel[r.outcome] then d.funnel[r.outcome] = d.funnel[r.outcome] + 1 end
+  end
+  if not d.start then
+    error(string.format("recipe %s: the cache holds no start kernel's result on this device (run the recipe first)",
+                        recipe.name), 0)
+  end
+  -- (the curve follows every best the run judged; the pick, where the recipe sanitizes, is one the
+  -- tools cleared: never one whose put-off run never came, kwb.loop.sanitizer's settle)
+  local store = require "kwb.loop.store"
+  local sanitizing = store.sanitizing(recipe)
+  local best, pick, t0, n = d.start, d.start, d.start.created or 0, 0
+  for _, r in ipairs(results) do
+    if r.outcome ~= "start" then
+      n = n + 1
+      if r.outcome == "accepted" and r.score and r.score > (best.score or 1) then best = r end
+      if r.outcome == "accepted" and outcomes.may_be_best(r, sanitizing) and r.score and r.score > (pick.score or 1) then pick = r end
+      d.conv[#d.conv + 1] = { n, best.score or 1 }
+      d.conv_time[#d.conv_time + 1] = { ((r.created or t0) - t0) / 60, best.score or 1 }
+    end
+  end
+  d.best = pick
+  d.shapes = {}
+  for i, sh in ipairs(recipe.shapes) do
+    local b, s = pick.shapes[sh.key] or {}, d.start.shapes[sh.key] or {}
+    d.shapes[i] = { key = sh.key, median = b.median, start = s.median,
+                    speedup = b.median and s.median and s.median / b.median, floor = b.floor_frac }
+  end
+  local by_id = {}
+  for _, r in ipairs(results) do by_id[r.id] = r end
+  d.lineage, d.by_id = {}, by_id
+  local r = pick
+  while r and #d.lineage < 50 do
+    d.lineage[#d.lineage + 1] = r
+    r = r.parent and by_id[r.parent] or nil
+  end
+  return d
+end
+
+local function esc(s) return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;")) end
+
+local W, H, PAD = 560, 240, 44
+
+-- A step line of points { x, y } with axes and their ranges.
+local function line_svg(id, title, xlabel, ylabel, pts)
+  local xs, ys = { 0 }, { 1 }
+  for _, p in ipairs(pts) do xs[#xs + 1], ys[#ys + 1] = p[1], p[2] end
+  local x1, y1 = math.max(table.unpack(xs)), math.max(table.unpack(ys)) * 1.1
+  if x1 <= 0 then x1 = 1 end
+  local function X(v) return PAD + (W - 2 * PAD) * v / x1 end
+  local function Y(v) return H - PAD - (H - 2 * PAD) * v / y1 end
+  local path = { string.format("M%.1f %.1f", X(0), Y(1)) }
+  local last = 1
+  for _, p in ipairs(pts) do
+    path[#path + 1] = string.format("L%.1f %.1f L%.1f %.1f", X(p[1]), Y(last), X(p[1]), Y(p[2]))
+    last = p[2]
+  end
+  return table.concat {
+    string.format('<svg id="%s" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img">', id, W, H),
+    string.format('<title>%s</title>', esc(title)),
+    string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, H - PAD, W - PAD, H - PAD),
+    string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, PAD, PAD, H - PAD),
+    string.format('<path d="%s" fill="none" stroke="#1f6feb" stroke-width="2"/>', table.concat(path, " ")),
+    string.format('<text x="%d" y="%d" font-size="12" text-anchor="middle">%s (0 to %.3g)</text>', W // 2, H - 10,
+                  esc(xlabel), x1),
+    string.format('<text x="10" y="%d" font-size="12">%s (up to %.3gx)</text>', PAD - 16, esc(ylabel), y1 / 1.1),
+    "</svg>",
+  }
+end
+
+-- Bars of { label, value } (value nil: no bar), with each value written above.
+local function bars_svg(id, title, items, fmt)
+  local top = 0
+  for _, it in ipairs(items) do top = math.max(top, it[2] or 0) end
+  if top <= 0 then top = 1 end
+  local n = math.max(#items, 1)
+  local bw = (W - 2 * PAD) / n
+  local parts = {
+    string.format('<svg id="%s" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img">', id, W, H),
+    string.format('<title>%s</title>', esc(title)),
+    string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, H - PAD, W - PAD, H - PAD),
+  }
+  for i, it in ipairs(items) do
+    local x = PAD + (i - 1) * bw
+    local v = it[2] or 0
+    local h = (H - 2 * PAD) * v / top
+    parts[#parts + 1] = string.format('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#2da44e"/>', x + bw * 0.15,
+                                      H - PAD - h, bw * 0.7, h)
+    parts[#parts + 1] = string.format('<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>', x + bw / 2,
+                                      H - PAD - h - 4, it[2] and esc(string.format(fmt, it[2])) or "-")
+    parts[#parts + 1] = string.format('<text x="%.1f" y="%d" font-size="10" text-anchor="middle">%s</text>', x + bw / 2,
+                                      H - PAD + 14, esc(it[1]))
+  end
+  parts[#parts + 1] = "</svg>"
+  return table.concat(parts)
+end
+
+local function funnel_items(d)
+  local items = {}
+  for _, o in ipairs(outcomes.display) do
+    if not outcomes.quiet[o] or d.funnel[o] > 0 then items[#items + 1] = { o, d.funnel[o] } end
+  end
+  return items
+end
+
+-- The table's columns: shape, start, best, speedup, the floor %, and where
+-- a run measured the recipe's baseline, its time and the best's "vs
+-- baseline" (the baseline's median over the best's).
+local function shape_head(d)
+  local head = { "shape", "start", "best", "speedup", "% of the floor" }
+  if d.baseline and d.baseline.shapes then head[6], head[7] = "baseline", "vs baseline" end
+  return head
+end
+
+local function shape_rows(d)
+  local rows = {}
+  local bl = d.baseline and d.baseline.shapes
+  for i, s in ipairs(d.shapes) do
+    rows[i] = { s.key, report.time(s.start), report.time(s.median), s.speedup and string.format("%.2fx", s.speedup) or "-",
+                s.floor and string.format("%.0f%%", 100 * s.floor) or "-" }
+    if bl then
+      local b = bl[s.key] and bl[s.key].median
+      rows[i][6] = b and report.time(b) or "-"
+      rows[i][7] = b and s.median and string.format("%.2fx", b / s.median) or "-"
+    end
+  end
+  return rows
+end
+
+-- One sentence on the baseline of the latest run that measured one.
+local function baseline_line(d)
+  local b = d.baseline
+  if not b then return nil end
+  if b.error then
+    return string.format("Baseline %s: not measured in run %s (an error of the recipe: %s).", b.name,
+                         b.run:sub(1, 12), b.error)
+  end
+  return string.format("Baseline %s%s: measured in run %s, timed like the candidates; \"vs baseline\" is its median "
+                       .. "over the best's.", b.name, b.description and (" (" .. b.description .. ")") or "",
+                       b.run:sub(1, 12))
+end
+
+-- The best's profiles (kwb profile), one sentence each: shape, class, why.
+local function profile_lines(d)
+  local out = {}
+  for _, row in ipairs(d.profiles or {}) do
+    local p = row.data
+    out[#out + 1] = string.format("At %s: %s-bound (%s); %d kernel%s, busy %s of the plan's %s.", row.shape, row.class,
+                                  p.why or "", p.count or 0, p.count == 1 and "" or "s", report.time(p.busy),
+                                  report.time(p.plan_seconds))
+  end
+  return out
+end
+
+local function lineage_text(d)
+  local out = {}
+  for _, r in ipairs(d.lineage) do
+    out[#out + 1] = string.format("%s (%s%s)", r.short, r.outcome, r.score and string.format(", %.2fx", r.score) or "")
+  end
+  return table.concat(out, " <- ")
+end
+
+function M.markdown(d)
+  local r = d.recipe
+  local L = {
+    "# " .. r.name .. ": what the cache knows",
+    "",
+    string.format("Problem %s on %s. %d candidates after the start kernel %s; the best is %s at %.2fx the start "
+                  .. "kernel (the geometric mean over %d shapes).", r.problem:key(), d.device, #d.conv, d.start.short,
+                  d.best.short, d.best.score or 1, #r.shapes),
+    "",
+    "## Outcomes",
+    "",
+    "| outcome | candidates |",
+    "|---|---:|",
+  }
+  for _, it in ipairs(funnel_items(d)) do L[#L + 1] = string.format("| %s | %d |", it[1], it[2]) end
+  L[#L + 1] = ""
+  L[#L + 1] = "## The best at each shape"
+  L[#L + 1] = ""
+  local head = shape_head(d)
+  L[#L + 1] = "| " .. table.concat(head, " | ") .. " |"
+  L[#L + 1] = "|---" .. string.rep("|---:", #head - 1) .. "|"
+  for _, row in ipairs(shape_rows(d)) do L[#L + 1] = "| " .. table.concat(row, " | ") .. " |" end
+  L[#L + 1] = ""
+  if baseline_line(d) then
+    L[#L + 1] = baseline_line(d)
+    L[#L + 1] = ""
+  end
+  L[#L + 1] = "## Convergence"
+  L[#L + 1] = ""
+  L[#L + 1] = "| candidate | best score so far |"
+  L[#L + 1] = "|---:|---:|"
+  for _, p in ipairs(d.conv) do L[#L + 1] = string.format("| %d | %.3fx |", p[1], p[2]) end
+  L[#L + 1] = ""
+  L[#L + 1] = "## Lineage of the best"
+  L[#L + 1] = ""
+  L[#L + 1] = lineage_text(d)
+  L[#L + 1] = ""
+  local prof = profile_lines(d)
+  if #prof > 0 then
+    L[#L + 1] = "## The best's bottleneck (kwb profile)"
+    L[#L + 1] = ""
+    for _, l in ipairs(prof) do L[#L + 1] = "- " .. l end
+    L[#L + 1] = ""
+  end
+  L[#L + 1] = "The plots are in report.html."
+  return table.concat(L, "\n") .. "\n"
+end
+
+function M.html(d)
+  local r = d.recipe
+  local speed, floor = {}, {}
+  for i, s in ipairs(d.shapes) do
+    speed[i] = { s.key, s.speedup }
+    floor[i] = { s.key, s.floor and 100 * s.floor }
+  end
+  local rows, head = {}, {}
+  for _, row in ipairs(shape_rows(d)) do
+    local cells = {}
+    for i = 1, #row do cells[i] = "<td>" .. esc(row[i]) .. "</td>" end
+    rows[#rows + 1] = "<tr>" .. table.concat(cells) .. "</tr>"
+  end
+  for i, h in ipairs(shape_head(d)) do head[i] = "<th>" .. esc(h) .. "</th>" end
+  return table.concat({
+    "<!DOCTYPE html>",
+    '<html lang="en"><head><meta charset="utf-8"><title>' .. esc(r.name) .. ": kwb report</title>",
+    "<style>body{font-family:sans-serif;max-width:1200px;margin:1em auto}section{display:inline-block;margin:8px}"
+      .. "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style>",
+    "</head><body>",
+    "<h1>" .. esc(r.name) .. "</h1>",
+    string.format("<p>Problem %s on %s. %d candidates after the start kernel %s; the best is %s at %.2fx.</p>",
+                  esc(r.problem:key()), esc(d.device), #d.conv, esc(d.start.short), esc(d.best.short), d.best.score or 1),
+    "<section><h2>Best score over candidates</h2>"
+      .. line_svg("convergence-candidates", "best score over candidates", "candidate", "best score", d.conv) .. "</section>",
+    "<section><h2>Best score over time</h2>"
+      .. line_svg("convergence-time", "best score over time", "minutes", "best score", d.conv_time) .. "</section>",
+    "<section><h2>Outcomes</h2>" .. bars_svg("funnel", "candidates by outcome", funnel_items(d), "%d") .. "</section>",
+    "<section><h2>Speedup over the start kernel</h2>"
+      .. bars_svg("speedup", "the best's speedup at each shape", speed, "%.2fx") .. "</section>",
+    "<section><h2>Share of the physical floor</h2>"
+      .. bars_svg("floor", "the best's % of the floor at each shape", floor, "%.0f%%") .. "</section>",
+    "<h2>The best at each shape</h2><table><tr>" .. table.concat(head) .. "</tr>" .. table.concat(rows) .. "</table>",
+    baseline_line(d) and ("<p>" .. esc(baseline_line(d)) .. "</p>") or "",
+    "<h2>Lineage of the best</h2><p>" .. esc(lineage_text(d)) .. "</p>",
+    #profile_lines(d) > 0 and ("<h2>The best's bottleneck</h2><ul><li>" .. esc(table.concat(profile_lines(d), "\n"))
+      :gsub("\n", "</li><li>") .. "</li></ul>") or "",
+    "</body></html>",
+  }, "\n") .. "\n"
+end
+
+-- write(recipe, dir, { device =, store = }) -> the data shown.
+function M.write(recipe, dir, opts)
+  opts = opts or {}
+  local core = require "kwb.core"   -- (DIR made where its parent exists; no parents are made)
+  local ok, msg = core.output_dir(dir)
+  if not ok then error(msg, 0) end
+  for _, name in ipairs { "report.md", "report.html" } do   -- (never a device or a FIFO)
+    local fine, why = core.output_file(dir .. "/" .. name)
+    if not fine then error(why, 0) end
+  end
+  local st = opts.store or store.open()
+  local device = opts.device or require("kwb.measure.backends").load(recipe.backend).device()
+  local d = M.data(recipe, st:results(st:recipe_context(recipe, device)))
+  d.device = device
+  d.baseline = st:baseline(recipe, device)   -- (the latest run's that measured one)
+  for _, row in ipairs(st.cache:profiles(d.best.id) or {}) do   -- the best's bottleneck, where it was profiled
+    if row.device == device then d.profiles = d.profiles or {}; d.profiles[#d.profiles + 1] = row end
+  end
+  for name, text in pairs { ["report.md"] = M.markdown(d), ["report.html"] = M.html(d) } do
+    local f, err = io.open(dir .. "/" .. name, "w")
+    if not f then error("cannot write " .. dir .. "/" .. name .. ": " .. tostring(err), 0) end
+    f:write(text)
+    f:close()
+  end
+  return d
+end
+
+return M

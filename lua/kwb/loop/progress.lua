@@ -1,0 +1,257 @@
+-- kwb/loop/progress.lua: how a run reports itself.
+--   tty    one live status line (candidates done, best speedup, funnel, time left)
+--   plain  one line per candidate (logs, pipes)
+--   json   one JSON object per line on stdout; the last is {"event":"summary", ...}
+--   quiet  the summary only
+local core = require "kwb.core"
+local outcomes = require "kwb.base.outcomes"
+local report = require "kwb.figures"
+local summary = require "kwb.loop.summary"
+local text = require "kwb.base.text"
+
+local M = {}
+
+local Reporter = {}
+Reporter.__index = Reporter
+
+-- tty when stdout is a terminal, plain otherwise.
+function M.default_mode()
+  if core.isatty(1) then return "tty" end
+  return "plain"
+end
+
+function M.new(mode)
+  if not ({ tty = 1, plain = 1, json = 1, quiet = 1 })[mode] then error("progress mode must be tty, plain, json or quiet", 2) end
+  return setmetatable({ mode = mode }, Reporter)
+end
+
+-- (valid UTF-8 whatever a reply or a reason holds: kwb.base.text; with no secret
+-- this process knows: kwb.base.secrets)
+local function emit(t)
+  io.stdout:write(require("kwb.base.secrets").scrub(text.json(t)), "\n")
+  io.stdout:flush()
+end
+
+local function clock(s)
+  s = math.max(0, math.floor(s + 0.5))
+  return string.format("%d:%02d", s // 60, s % 60)
+end
+
+local order = outcomes.display
+
+local function funnel_text(f, all)
+  local parts = {}
+  for _, o in ipairs(order) do
+    if f[o] > 0 or (all and not outcomes.quiet[o]) then parts[#parts + 1] = o .. " " .. f[o] end
+  end
+  return table.concat(parts, " · ")
+end
+M.funnel_text = funnel_text
+
+local function out(self, line)
+  if self.mode == "tty" and self.live then io.stdout:write("\r\27[K") ; self.live = false end
+  print(line)
+end
+
+function Reporter:begin(run)
+  local r = run.recipe
+  local q = run.session:fleet()   -- (a fleet's workers measure: kwb.runners.queue)
+  if self.mode == "json" then
+    emit { event = "start", recipe = r.name, problem = r.problem:key(), run = run.record.short, seed = run.seed,
+           strategy = run.strategy_name, budget = run.budget, device = run.session.ctx.device, cache = run.session.store.path,
+           queue = q and q.q.url or nil, queue_workers = q and q.n or nil }
+  elseif self.mode ~= "quiet" then
+    out(self, string.format("kwb: recipe %s · %s · %d shapes on %s%s · strategy %s · budget %d candidates, %g min · seed %d · cache %s",
+      r.name, r.problem:key(), #r.shapes, run.session.ctx.device,
+      q and string.format(" (queue %s, %d worker%s)", q.q.url, q.n, q.n == 1 and "" or "s") or "",
+      run.strategy_name, run.budget.candidates, run.budget.minutes, run.seed, run.session.store.path))
+  end
+end
+
+function Reporter:start_kernel(s, res, fresh)
+  local times = {}
+  for _, sh in ipairs(s.recipe.shapes) do times[sh.key] = res.shapes[sh.key].median end
+  if self.mode == "json" then
+    emit { event = "start-kernel", id = res.id, median = times, cached = not fresh }
+  elseif self.mode ~= "quiet" then
+    local c = s:ceilings()
+    out(self, string.format("start kernel %s: %d shapes verified%s · ceilings %.1f GB/s, %.1f GFLOP/s",
+      res.short, #s.recipe.shapes, fresh and "" or " (from the cache)", c.bandwidth / 1e9, c.flops / 1e9))
+  end
+end
+
+-- The run's baseline once measured (kwb.measure.baseline): its medians, or why the
+-- run goes on without it.
+function Reporter:baseline(run, bl)
+  -- (--json: the summary event carries it)
+  if self.mode ~= "json" and self.mode ~= "quiet" then
+    if bl.error then
+      out(self, string.format("baseline %s: not measured, an error of the recipe: %s (the run goes on without it)",
+                              bl.name, bl.error))
+    else
+      out(self, string.format("baseline %s: %d shapes verified and timed (%.1f s)", bl.name, #run.recipe.shapes,
+                              bl.seconds or 0))
+    end
+  end
+end
+
+local function best_text(run)
+  local b = run.session.best
+  if b.outcome == "start" then return "best: the start kernel" end
+  return string.format("best %.2fx (%s)", b.score, b.short)
+end
+
+function Reporter:candidate(run, res)
+  local n, total = run.evaluated, run.budget.candidates
+  if self.mode == "json" then
+    local speedup, samples, tools = {}, {}, {}
+    for k, r in pairs(res.shapes) do speedup[k], samples[k] = r.speedup, r.n end
+    for k, x in pairs(res.seconds) do
+      local tool = k:match("^sanitize_(%a+)$")
+      if tool then tools[tool] = x end
+    end
+    emit { event = "candidate", n = n, id = res.id, outcome = res.outcome, score = res.score,
+           reason = res.reason, rule = res.rule, line = res.line, params = res.params, origin = res.origin,
+           speedup = next(speedup) and speedup or nil, samples = next(samples) and samples or nil,
+           seconds = res.seconds.total,
+           stages = { build = res.seconds.build, verify = res.seconds.verify, time = res.seconds.time,
+                      calls = res.seconds.calls, reference = res.seconds.reference, sanitize = res.seconds.sanitize,
+                      unannounced = res.seconds.unannounced },
+           -- (each compute-sanitizer tool's run: its seconds, and where they went inside kwb)
+           sanitizer = next(tools) and { seconds = tools, stages = res.sanitize_stages } or nil }
+  elseif self.mode == "plain" then
+    local what = res.score and string.format("%.2fx%s", res.score, res.reason and " (within the noise)" or "")
+                 or (res.reason or "")
+    print(string.format("[%" .. #tostring(total) .. "d/%d] %s %-13s %s%s", n, total, res.short, res.outcome, what,
+      res.params and ("  " .. text.params_text(res.params)) or ""))
+  elseif self.mode == "tty" then
+    local left = run.started + run.budget.minutes * 60 - core.now()
+    io.stdout:write(string.format("\r\27[K[ %d/%d ]  %s  %s  %s left", n, total, best_text(run),
+      funnel_text(run.funnel), clock(left)))
+    io.stdout:flush()
+    self.live = true
+  end
+end
+
+-- A result judged again at the run's end (kwb.loop.sanitizer's settle: its best
+-- found unsafe by the put-off sanitizer run; sanitize_winners: a shape's
+-- winner found unsafe), with the outcome it had.
+function Reporter:revised(run, res, was)
+  if self.mode == "json" then
+    emit { event = "revised", id = res.id, outcome = res.outcome, was = was, score = res.score, reason = res.reason }
+  elseif self.mode == "plain" or self.mode == "tty" then
+    out(self, string.format("revised: %s %s, was %s%s", res.short, res.outcome, was,
+                            res.reason and (": " .. res.reason) or ""))
+  end
+end
+
+-- Before a candidate is evaluated: the live line says which (terminal only).
+function Reporter:evaluating(run, cand)
+  if self.mode ~= "tty" then return end
+  local left = run.started + run.budget.minutes * 60 - core.now()
+  io.stdout:write(string.format("\r\27[K[ %d/%d ]  %s  %s  evaluating %s  %s left", run.evaluated, run.budget.candidates,
+    best_text(run), funnel_text(run.funnel), cand.short, clock(left)))
+  io.stdout:flush()
+  self.live = true
+end
+
+-- The per-shape table of a result against the start kernel, and against
+-- the run's baseline where it has one (bl: kwb.measure.baseline.run's).
+function Reporter:table(s, res, bl)
+  local rows, with = {}, bl and bl.median ~= nil
+  for _, sh in ipairs(s.recipe.shapes) do
+    local r, st = res.shapes[sh.key], s.start.shapes[sh.key]
+    if r then
+      local vs = with and require("kwb.measure.baseline").vs(bl, sh.key, r.median)
+      rows[#rows + 1] = { sh.key, report.time(st.median), report.time(r.median),
+        r.speedup and string.format("%.2fx", r.speedup) or "-",
+        r.gbs and string.format("%.1f", r.gbs) or "-", r.gflops and string.format("%.1f", r.gflops) or "-",
+        r.floor_frac and string.format("%.0f%%", 100 * r.floor_frac) or "-",
+        string.format("%.1f%%", 100 * r.spread), r.partial and "partial" or r.noisy and "noisy" or "full" }
+      if with then   -- beside the speed-up: the baseline's time and its median over this one's
+        table.insert(rows[#rows], 5, bl.median[sh.key] and report.time(bl.median[sh.key]) or "-")
+        table.insert(rows[#rows], 6, vs and string.format("%.2fx", vs) or "-")
+      end
+    end
+  end
+  print(string.format("%s %s: %s%s%s", res.short, res.origin or "", res.outcome,
+    res.score and string.format(" · %.2fx geomean over the start kernel", res.score) or "",
+    res.reason and (" · " .. res.reason) or ""))
+  if #rows > 0 then
+    local head = { { "shape", align = "left" }, "start", "this", "speedup", "GB/s", "GFLOP/s", "% floor", "spread", "timed" }
+    if with then table.insert(head, 5, "baseline"); table.insert(head, 6, "vs baseline") end
+    report.print_table(head, rows)
+  end
+end
+
+-- Shapes where another result beats the pick (summary.elsewhere).
+function Reporter:elsewhere(sm)
+  print(string.format("faster elsewhere: at %d of %d shapes another kernel beats the pick by more than %.0f%%",
+    #sm.elsewhere, sm.shape_count, 100 * summary.elsewhere_margin))
+  local rows, with = {}, sm.baseline and sm.baseline.median ~= nil
+  for _, e in ipairs(sm.elsewhere) do
+    local what = e.start and "the start kernel" or (e.params and text.params_text(e.params)) or e.name or ""
+    rows[#rows + 1] = { e.shape, report.time(e.pick), report.time(e.median), string.format("%.2fx", e.pick / e.median),
+                        e.short, what }
+    if with then table.insert(rows[#rows], 5, e.vs_baseline and string.format("%.2fx", e.vs_baseline) or "-") end
+  end
+  local head = { { "shape", align = "left" }, "pick", "there", "gain", { "kernel", align = "left" },
+                 { "what", align = "left" } }
+  if with then table.insert(head, 5, "vs baseline") end
+  report.print_table(head, rows)
+  -- the layer's choice: these winners where they win, the pick elsewhere
+  print("a layer dispatching per shape takes these there, the pick elsewhere: `kwb export RECIPE.lua DIR` writes it")
+end
+
+-- What the model did: its usage, and each candidate a reply proposed.
+function Reporter:model(sm)
+  local u = sm.model
+  print(string.format("model %s: %d requests (%d retries, %d failed) · %d tokens in, %d out%s · %s", u.name, u.requests,
+    u.retries, u.failures, u.input, u.output,
+    u.unseen and string.format(" (estimated, with %d %s whose usage never came)", u.unseen,
+                               u.unseen == 1 and "try" or "tries")
+      or u.estimated and " (estimated)" or "",
+    u.priced and string.format("$%.4f", u.cost) or "no price given"))
+  if not sm.proposals then return end
+  local rows = {}
+  for _, p in ipairs(sm.proposals) do
+    rows[#rows + 1] = { p.short, p.outcome, p.score and string.format("%.2fx", p.score) or "-",
+                        p.parent and p.parent:sub(1, 8) or "-", u.priced and string.format("$%.4f", p.cost or 0) or "-",
+                        p.what and #p.what > 72 and (p.what:sub(1, 69) .. "...") or p.what or "" }
+  end
+  report.print_table({ { "proposal", align = "left" }, { "outcome", align = "left" }, "score",
+                       { "parent", align = "left" }, "cost", { "what", align = "left" } }, rows)
+end
+
+function Reporter:summary(run, sm)
+  if self.mode == "json" then emit(sm); return end
+  if self.mode == "tty" and self.live then io.stdout:write("\n"); self.live = false end
+  local s = run.session
+  local b = s.best
+  if b.outcome == "start" then
+    print(string.format("done: nothing beat the start kernel (%d candidates, %d known from the cache)", sm.candidates, sm.known))
+    if self.mode ~= "quiet" then self:table(s, b, run.baseline) end
+  else
+    print(string.format("done: best %s, %.2fx geomean over the start kernel%s", b.short, b.score,
+      b.params and ("  " .. text.params_text(b.params)) or ""))
+    if self.mode ~= "quiet" then self:table(s, b, run.baseline) end
+  end
+  if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
+  if self.mode ~= "quiet" and sm.model then self:model(sm) end
+  if sm.stopped then print("stopped: " .. sm.stopped) end
+  local bad = 0
+  for o in pairs(outcomes.bad) do bad = bad + sm.funnel[o] end
+  print(string.format("funnel: %d candidates · %d bad (%.0f%%) · %s · %.1f s, %.2f candidates/s%s", sm.candidates, bad,
+    sm.candidates > 0 and 100 * bad / sm.candidates or 0, funnel_text(sm.funnel, true), sm.seconds, sm.per_second,
+    sm.known > 0 and string.format(" · %d known from the cache", sm.known) or "")
+    .. ((sm.repeats or 0) > 0 and string.format(" (%d of them repeats of the model's)", sm.repeats) or ""))
+  local st = sm.stages
+  if st and sm.candidates > 0 then
+    print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"
+      .. "%s · ceilings %.1f s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
+      st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0, st.rest,
+      (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))
+  end
+end
+
+return M

@@ -1,0 +1,200 @@
+-- kwb/measure/baseline.lua: the recipe's `baseline`: what a user would otherwise run
+-- for the problem (a library's kernel, a plain implementation), timed by kwb
+-- in the same run, on the same device and with the same timer as the
+-- candidates, so a speed-up can be read against it as well as against the
+-- start kernel. It is never a candidate: never the best, never raced
+-- against, never exported, never recorded as a result, no outcome in the
+-- funnel. Measured once per run, right after the start kernel.
+--
+--   baseline = "cublas"                                  -- a name the problem's `baselines` gives
+--   baseline = { file = "../kernels/host/matmul_ref.c", fn = "matmul_ref", defines = {...} }
+--
+-- Two kinds of baseline:
+--   a source (file = | source =, defines =, fn =, name =): built and measured
+--     like the start kernel (kwb.measure: every shape verified twice and on
+--     the unannounced shapes, then fully timed, unraced, fresh inputs each
+--     run); fn is its entry point (default the problem's);
+--   a plan (a problem's baselines entry with `plan = function(h) -> maker`):
+--     trusted library code that kwb drives itself (nvfp4_moe's "cublas").
+--     maker:plan(b) gives the plan of bench b for the inputs in it now
+--     (drawn once: the run's second-round inputs), maker:close() frees what
+--     it holds. Each shape's plan runs once, its outputs are checked against
+--     the reference at the problem's tolerance, then it is timed with the
+--     backend's plain timer (kwb.cuda.time: graph replay, cold L2, outputs
+--     poisoned before each run).
+-- A baseline that fails (does not build, is wrong, crashes, cannot get its
+-- memory) is an error of the recipe: said once, the run goes on without it.
+local M = {}
+
+local source_fields = { "file", "source", "defines", "fn", "name" }
+
+-- check(checker, value, problem, backend) -> the recipe's baseline:
+-- { label =, name = (a problem's), spec = (a source: candidate fields), fn =,
+-- plan = (a problem's plan) }; a mistake raises through the checker naming
+-- the field, the value and the names the problem knows.
+function M.check(c, v, p)
+  if type(v) == "string" then
+    local known = {}
+    for k in pairs(p.baselines or {}) do known[#known + 1] = k end
+    table.sort(known)
+    local bl = (p.baselines or {})[v]
+    if not bl then
+      c:fail("baseline", string.format("no baseline %q in problem %s (%s)", v, p.name,
+             #known > 0 and ("known: " .. table.concat(known, ", ")) or "it has none: give { file =, fn = }"), false)
+    end
+    if bl.plan then return { label = v, name = v, plan = bl.plan, description = bl.description } end
+    return { label = v, name = v, spec = { source = bl.source, file = bl.file, defines = bl.defines,
+             name = bl.file and bl.file:match("[^/]+$") or (v .. ".baseline"), resolved = true },
+             fn = bl.fn, description = bl.description }
+  end
+  if type(v) ~= "table" then c:fail("baseline", "a name of the problem's baselines or { file = | source =, defines =, fn = }", v) end
+  local set = {}
+  for _, k in ipairs(source_fields) do set[k] = true end
+  for k in pairs(v) do
+    if not set[k] then c:unknown(k, source_fields, "baseline.") end
+  end
+  if v.fn ~= nil and (type(v.fn) ~= "string" or not v.fn:match("^[%a_][%w_]*$")) then
+    c:fail("baseline.fn", "a C identifier (the baseline's entry point)", v.fn)
+  end
+  local spec = c:candidate_spec("baseline", { file = v.file, source = v.source, defines = v.defines, name = v.name })
+  spec.name = spec.name or (v.file and v.file:match("[^/]+$")) or "baseline"
+  return { label = spec.name, spec = spec, fn = v.fn }
+end
+
+-- ---- in the worker (or a session's own harness) ---------------------------
+
+-- A shape's figures as a run keeps them.
+local function figures(st)
+  return { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, ci_lo = st.ci_lo, ci_hi = st.ci_hi,
+           n = st.n, spread = st.spread, capped = st.capped }
+end
+
+-- The outputs of the problem in bench b.
+local function outputs(h, b)
+  local outs = {}
+  for _, a in ipairs(h.problem.buffers) do
+    if a.role == "out" then outs[#outs + 1] = b.bufs[a.name] end
+  end
+  return outs
+end
+
+-- A plan baseline at every timed shape: nil, or the reason it failed.
+local function measure_plan(h, bl, out)
+  local inputs = require "kwb.measure.inputs"
+  local maker, why = bl.plan(h)
+  if not maker then return why end
+  local _ <close> = setmetatable({}, { __close = function() maker:close() end })   -- (its memory freed, whatever happens)
+  for _, sh in ipairs(h.recipe.shapes) do
+    local b = h:bench(sh)
+    inputs.prepare(h, b, h:base_seed(), 2, true)   -- the run's inputs, drawn once; the reference's outputs for them
+    local p, perr = maker:plan(b)
+    if not p then return string.format("at %s: %s", sh.key, tostring(perr)) end
+    local outs = outputs(h, b)
+    p:poison_before(outs)
+    local ok, err = p:run()
+    if not ok then return string.format("its run failed at %s: %s", sh.key, tostring(err)) end
+    b.scratch = nil
+    local wrong, reason = h:check(b, "the baseline's run")
+    inputs.settle(h, b)
+    if wrong then return "it is wrong: " .. reason end
+    for _, e in pairs(b.errors or {}) do out.check[sh.key] = { rel_l2 = e.rel_l2, max_abs = e.max_abs } end
+    local topts = {}
+    for k, x in pairs(h.timing) do if k ~= "verify_runs" then topts[k] = x end end
+    local st, terr = require("kwb.cuda").time(p, topts)
+    if not st then return string.format("its timing failed at %s: %s", sh.key, tostring(terr)) end
+    out.shapes[sh.key] = figures(st)
+    p = nil
+    collectgarbage()   -- (the plan's scratch freed before the next shape's)
+  end
+end
+
+-- measure(h, args) -> { shapes = { [key] = figures }, check = { [key] = { rel_l2, max_abs } }
+-- (a plan's), error = reason, seconds = }. args: { name = (a problem's
+-- baseline), cand = (a source's candidate, with fn), seed, run_seed, timing,
+-- timeout, time_left (seconds to the run's end: a duration, the worker's
+-- clock may be another host's) }.
+function M.measure(h, args)
+  local core = require "kwb.core"
+  local t0 = core.now()
+  h.timing, h.race, h.best_time = args.timing or h.recipe.timing, false, {}
+  h.timeout = args.timeout or h.recipe.budget.timeout
+  h.run_seed = math.tointeger(tonumber(args.run_seed))
+  h.deadline = args.time_left and core.now() + args.time_left or nil
+  local out = { shapes = {}, check = {} }
+  if args.cand then
+    local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
+                  seed = math.tointeger(tonumber(args.seed)) }
+    h:measure(args.cand, res, { start = true })
+    if res.outcome then
+      out.error = string.format("%s: %s", res.outcome, res.reason or "?")
+      out.shapes = {}
+    else
+      for key, st in pairs(res.shapes) do out.shapes[key] = figures(st) end
+    end
+  else
+    local bl = (h.problem.baselines or {})[args.name]
+    if not bl or not bl.plan then error("problem " .. h.problem.name .. " has no baseline plan " .. tostring(args.name), 0) end
+    local channel = require "kwb.base.channel"
+    channel.deadline(nil, "waiting for the device")
+    local locked = channel.serving() and core.worker_lock(true)
+    local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
+    channel.deadline(require("kwb.measure").harness_limit, "the baseline " .. args.name)
+    out.error = measure_plan(h, bl, out)
+    if out.error then out.shapes = {} end
+  end
+  out.seconds = core.now() - t0
+  return out
+end
+
+-- ---- in the main process ----------------------------------------------------
+
+-- run(session) -> the run's baseline, or nil where the recipe has none:
+-- { name = label, description =, id = (a source's), median = { [key] = s },
+-- shapes = { [key] = figures }, check =, seconds =, error = reason }.
+-- Measured in a worker where the session has a pool (its own device lock,
+-- the run's minutes as its deadline), else by the session's harness. A
+-- failure of the baseline's (or of its task) is its error, never the run's.
+function M.run(s)
+  local bl = s.recipe.baseline
+  if not bl then return nil end
+  local core, rng = require "kwb.core", require "kwb.base.rng"
+  local run_seed = s.run_seed or s.recipe.seed or 0
+  local args = { name = bl.name, run_seed = tostring(run_seed), timing = s.recipe.timing,
+                 timeout = s.recipe.budget.timeout,
+                 time_left = s.deadline and math.max(0, s.deadline - core.now()) or nil }
+  local out = { name = bl.label, description = bl.description }
+  if bl.spec then
+    local cand = s:candidate(bl.spec, "baseline")
+    out.id = cand.id
+    if cand.too_big then out.error = cand.too_big; return out end   -- (kwb.loop.candidate: never sent)
+    args.cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
+                  params = cand.params, id = cand.id, short = cand.short, fn = bl.fn }
+    args.seed = tostring(rng.seed_of(run_seed, cand.id, "baseline"))
+  end
+  local t0 = core.now()
+  local pool, got = s:workers(), nil
+  if pool then
+    local file = require("kwb.base.files").resolve(s.recipe.returned_by)
+    args.recipe = file
+    local answer = pool:wait(pool:submit("kwb.worker.task.baseline", { args },
+                                         { deadline = require("kwb.measure").build_limit, what = "the baseline's build" }))
+    got = answer.ok and answer.value or { error = string.format("%s: %s", answer.code, tostring(answer.reason)) }
+  else
+    local ok, r = pcall(M.measure, s.harness, args)
+    got = ok and r or { error = tostring(r) }
+  end
+  out.seconds = core.now() - t0
+  if got.error then out.error = got.error; return out end
+  out.median, out.shapes, out.check = {}, got.shapes, next(got.check or {}) and got.check or nil
+  for key, st in pairs(got.shapes) do out.median[key] = st.median end
+  return out
+end
+
+-- vs(baseline, key, median) -> baseline median / median at shape key, or nil.
+function M.vs(bl, key, median)
+  local b = bl and bl.median and bl.median[key]
+  if not b or not median or median <= 0 then return nil end
+  return b / median
+end
+
+return M

@@ -2,7 +2,7 @@
 -- triple loop, verifies both against a double-accumulating reference on fresh
 -- random inputs (outputs poisoned first, and checked again after timing),
 -- times them, and prints a table.
-local host, report = kwb.host, kwb.figures
+local host, figures = kwb.host, kwb.figures
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local kernels = here .. "/../kernels/host/"
 
@@ -39,7 +39,7 @@ for i, n in ipairs(sizes) do
   local tn, _, ok_n = measure(naive, n, a, b, c, want)
   local tt, dt, ok_t = measure(tiled, n, a, b, c, want)
   rows[#rows + 1] = {
-    n, report.time(tn.median), report.time(tt.median),
+    n, figures.time(tn.median), figures.time(tt.median),
     string.format("%.2fx", tn.median / tt.median),
     string.format("%.2f", 2 * n ^ 3 / tt.median / 1e9),
     string.format("%.1e", dt.rel_l2),
@@ -49,4 +49,4 @@ for i, n in ipairs(sizes) do
 end
 
 print("host matmul, f32, C = A*B (n x n); medians per call; verified against a float64-accumulating reference")
-report.print_table({ "n", "naive", "tiled", "speedup", "tiled GFLOP/s", "rel L2", "spread", "verified" }, rows)
+figures.print_table({ "n", "naive", "tiled", "speedup", "tiled GFLOP/s", "rel L2", "spread", "verified" }, rows)

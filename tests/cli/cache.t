@@ -2,20 +2,20 @@
 # Ids are content hashes, the same on every run.
 $ rm -rf build/test-cache && ./kwb tests/cli/cache_setup.lua build/test-cache/cli.db
 $ ./kwb --cache build/test-cache/cli.db cache ls
-id            problem  parent        origin      outcome   created
-dd8d64fa1560  axpy     -             seed        accepted  2026-12-02 10:00:00
-b5013c3146fc  axpy     dd8d64fa1560  rewrite/m1  accepted  2026-12-02 10:01:00
-bf611c14e4bc  axpy     dd8d64fa1560  rewrite/m1  wrong     2026-12-02 10:02:00
-301972303f35  dot      -             seed        -         2026-12-02 10:03:00
+id        problem  parent    origin      outcome   created
+dd8d64fa  axpy     -         seed        accepted  2026-12-02 10:00:00
+b5013c31  axpy     dd8d64fa  rewrite/m1  accepted  2026-12-02 10:01:00
+bf611c14  axpy     dd8d64fa  rewrite/m1  wrong     2026-12-02 10:02:00
+30197230  dot      -         seed        -         2026-12-02 10:03:00
 $ ./kwb --cache build/test-cache/cli.db cache ls axpy
-id            problem  parent        origin      outcome   created
-dd8d64fa1560  axpy     -             seed        accepted  2026-12-02 10:00:00
-b5013c3146fc  axpy     dd8d64fa1560  rewrite/m1  accepted  2026-12-02 10:01:00
-bf611c14e4bc  axpy     dd8d64fa1560  rewrite/m1  wrong     2026-12-02 10:02:00
+id        problem  parent    origin      outcome   created
+dd8d64fa  axpy     -         seed        accepted  2026-12-02 10:00:00
+b5013c31  axpy     dd8d64fa  rewrite/m1  accepted  2026-12-02 10:01:00
+bf611c14  axpy     dd8d64fa  rewrite/m1  wrong     2026-12-02 10:02:00
 $ ./kwb --cache build/test-cache/cli.db cache ls nothing
 no candidates for nothing
 $ ./kwb cache ls axpy --cache build/test-cache/cli.db | tail -1
-bf611c14e4bc  axpy     dd8d64fa1560  rewrite/m1  wrong     2026-12-02 10:02:00
+bf611c14  axpy     dd8d64fa  rewrite/m1  wrong     2026-12-02 10:02:00
 $ ./kwb cache ls axpy --cache=build/test-cache/cli.db --json | wc -l
 3
 $ ./kwb cache ls --json --cache=build/test-cache/cli.db | head -1 | grep -o '"id":"dd8d64fa[0-9a-f]*"'
@@ -42,7 +42,7 @@ created    2026-12-02 10:01:00 UTC
 outcome    accepted
 rationale  unroll by four
 params     {"UNROLL":4}
-lineage    b5013c3146fc <- dd8d64fa1560
+lineage    b5013c31 <- dd8d64fa
 builds
   arch    toolchain   status  resources
   x86-64  gcc 12.2.0  ok      {"bytes":512}
@@ -70,7 +70,7 @@ origin     seed
 created    2026-12-02 10:00:00 UTC
 outcome    accepted
 params     {}
-lineage    dd8d64fa1560
+lineage    dd8d64fa
 results
   device           shape    outcome     median   n
   host:Test CPU:2  1000     accepted    2.0 us  30
@@ -91,15 +91,15 @@ kwb cache: show takes one ID
 try 'kwb cache --help'
 [exit 2]
 $ ./kwb --cache build/test-cache/cli.db cache best axpy
-device           shape    candidate       median  outcome   measured
-host:Test CPU:2  1000     b5013c3146fc    1.2 us  accepted  here
-host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted  here
+device           shape    candidate    median  outcome   measured
+host:Test CPU:2  1000     b5013c31     1.2 us  accepted  here
+host:Test CPU:2  1000000  dd8d64fa   1.500 ms  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache best axpy --shape 1000
-device           shape  candidate     median  outcome   measured
-host:Test CPU:2  1000   b5013c3146fc  1.2 us  accepted  here
+device           shape  candidate  median  outcome   measured
+host:Test CPU:2  1000   b5013c31   1.2 us  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache best axpy --shape=1000000 --device 'host:Test CPU:2'
-device           shape    candidate       median  outcome   measured
-host:Test CPU:2  1000000  dd8d64fa1560  1.500 ms  accepted  here
+device           shape    candidate    median  outcome   measured
+host:Test CPU:2  1000000  dd8d64fa   1.500 ms  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache best dot
 no timed correct candidates for dot
 $ ./kwb --cache build/test-cache/cli.db cache best axpy --size 3
@@ -123,10 +123,10 @@ dd8d64fa15607a918568ccfd13208dc730947c6412d50752eb0a5d8d702f1c8e	accepted
 b5013c3146fc16fd082ff29750f983ff52c014f772b6c203d6b5cfbb44dc6e46	accepted
 bf611c14e4bce45bed274d74116ea8a4156ad2491602866c3daeb6860d21229c	wrong
 $ ./kwb --cache build/test-cache/cli.db cache diff dd8d b501
-parameter  dd8d64fa1560  b5013c3146fc
-UNROLL     -             4
---- dd8d64fa1560
-+++ b5013c3146fc
+parameter  dd8d64fa  b5013c31
+UNROLL     -         4
+--- dd8d64fa
++++ b5013c31
 @@ -1,4 +1,11 @@
  void axpy(int n, float a, const float *x, float *y) {
 -    for (int i = 0; i < n; i++)
@@ -141,8 +141,8 @@ UNROLL     -             4
          y[i] = a * x[i] + y[i];
  }
 $ ./kwb --cache build/test-cache/cli.db cache diff dd8d bf61
---- dd8d64fa1560
-+++ bf611c14e4bc
+--- dd8d64fa
++++ bf611c14
 @@ -1,4 +1,4 @@
 -void axpy(int n, float a, const float *x, float *y) {
 +void axpy(int n, float a, const float *x, float *restrict y) {
@@ -156,14 +156,14 @@ $ ./kwb tests/cli/cache_params.lua build/test-cache/params.db
 d021b2f6673d44b5caf9194867c02a17a52e6b700769c4cc1c9ca98ee9a91970
 83918a6a3b12da1787ef4039792b8559d238fd5ad8d41f7caba80d0c51d7df24
 $ ./kwb --cache build/test-cache/params.db cache diff d021 8391
-parameter  d021b2f6673d  83918a6a3b12
-SPLIT      -             2
-STEP       1             4
+parameter  d021b2f6  83918a6a
+SPLIT      -         2
+STEP       1         4
 the same: BLOCK=64
 source the same
 $ ./kwb --cache build/test-cache/params.db cache best scale --shape cols=100,rows=64
-device           shape             candidate     median  outcome   measured
-host:Test CPU:2  rows=64,cols=100  d021b2f6673d  1.0 us  accepted  here
+device           shape             candidate  median  outcome   measured
+host:Test CPU:2  rows=64,cols=100  d021b2f6   1.0 us  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache stats | grep -v '^file'
 cache       build/test-cache/cli.db (schema 3)
 candidates  4 in 2 problems
@@ -198,12 +198,12 @@ imported build/test-cache/axpy.kwb: 2 candidates, 1 build, 4 results, 0 runs new
 $ ./kwb --cache build/test-cache/two.db cache import build/test-cache/axpy.kwb
 imported build/test-cache/axpy.kwb: 0 candidates, 0 builds, 0 results, 0 runs new (0 blobs)
 $ ./kwb --cache build/test-cache/two.db cache ls
-id            problem  parent        origin      outcome   created
-dd8d64fa1560  axpy     -             seed        accepted  2026-12-02 10:00:00
-b5013c3146fc  axpy     dd8d64fa1560  rewrite/m1  accepted  2026-12-02 10:01:00
+id        problem  parent    origin      outcome   created
+dd8d64fa  axpy     -         seed        accepted  2026-12-02 10:00:00
+b5013c31  axpy     dd8d64fa  rewrite/m1  accepted  2026-12-02 10:01:00
 $ ./kwb --cache build/test-cache/two.db cache best axpy --shape 1000
-device           shape  candidate     median  outcome   measured
-host:Test CPU:2  1000   b5013c3146fc  1.2 us  accepted  bundle axpy.kwb
+device           shape  candidate  median  outcome   measured
+host:Test CPU:2  1000   b5013c31   1.2 us  accepted  bundle axpy.kwb
 $ head -c 700 build/test-cache/axpy.kwb >build/test-cache/cut.kwb && ./kwb --cache build/test-cache/three.db cache import build/test-cache/cut.kwb
 kwb cache: bundle build/test-cache/cut.kwb is truncated: entry 3 runs past the end of the file
 [exit 1]
@@ -303,7 +303,7 @@ $ ./kwb --cache build/test-cache/cli.db profile ffff
 kwb profile: no candidate ffff in the cache build/test-cache/cli.db
 [exit 1]
 $ ./kwb --cache build/test-cache/cli.db profile dd8d
-kwb profile: the cache does not say which recipe made candidate dd8d64fa1560: name it with --recipe FILE
+kwb profile: the cache does not say which recipe made candidate dd8d64fa: name it with --recipe FILE
 [exit 1]
 $ ./kwb --cache build/test-cache/cli.db profile dd8d --recipe recipes/host_matmul.lua
 kwb profile: recipe host_matmul: a profile is ncu's, for the cuda backend

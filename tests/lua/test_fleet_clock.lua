@@ -31,7 +31,7 @@ end)
 -- The loop's absolute time (here one long past, as another host's monotonic
 -- clock may read it) is not the run's end; the seconds left are.
 t.test("fleet_clock_an_absolute_time_from_another_clock_is_not_the_runs_end", function()
-  local res = task.measure(args { deadline = core.now() - 1e6, time_left = 600 })
+  local res = task.measure(args { ends_at = core.now() - 1e6, deadline = core.now() - 1e6, time_left = 600 })
   t.eq(res.outcome, nil)
   local shapes = 0
   for _ in pairs(res.shapes) do shapes = shapes + 1 end
@@ -43,10 +43,11 @@ end)
 t.test("fleet_clock_a_session_sends_seconds_left", function()
   local sent
   s.pool = { submit = function(_, fn, a) sent = { fn = fn, args = a[1] }; return {} end }
-  s.deadline = core.now() + 100
+  s.ends_at = core.now() + 100
   s:submit(start, { start = true })
   t.eq(sent.fn, "kwb.worker.task.measure")
   t.eq(sent.args.deadline, nil, "no absolute time")
+  t.eq(sent.args.ends_at, nil, "no absolute time")
   t.truthy(sent.args.time_left > 99 and sent.args.time_left <= 100, tostring(sent.args.time_left))
 end)
 

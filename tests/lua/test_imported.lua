@@ -146,8 +146,8 @@ t.test("imported_export_and_cache_best_do_not_take_an_unmeasured_import", functi
   t.eq(rows[2].candidate, t2c.id, "the best measured here")
   t.eq(rows[2].imported, nil)
   local out = io.popen("./kwb --cache '" .. dir .. "/c.db' cache best " .. rc.problem:key() .. " --shape n=128 2>&1"):read("a")
-  t.truthy(out:find(t1.id:sub(1, 12) .. "  .-accepted  bundle forged%.kwb\n"), out)
-  t.truthy(out:find(t2c.id:sub(1, 12) .. "  .-accepted  here\n"), out)
+  t.truthy(out:find(t1.id:sub(1, 8) .. "  .-accepted  bundle forged%.kwb\n"), out)
+  t.truthy(out:find(t2c.id:sub(1, 8) .. "  .-accepted  here\n"), out)
 end)
 
 -- kwb profile finds a candidate's recipe from the run that made it; a run a
@@ -155,7 +155,7 @@ end)
 t.test("imported_a_bundles_run_names_no_recipe_to_load", function()
   local c = fresh_store("c")
   t.eq(select(2, require("kwb.cli.profile").recipe_of(c.cache, t1.id)),
-       "candidate " .. t1.id:sub(1, 12) .. " came in bundle forged.kwb, whose run names a recipe file of another "
+       "candidate " .. t1.id:sub(1, 8) .. " came in bundle forged.kwb, whose run names a recipe file of another "
        .. "machine's: name it with --recipe FILE")
   local runs = c:runs()
   t.eq(runs[1].settings.imported, "forged.kwb", "the imported run is marked")

@@ -120,8 +120,8 @@ t.test("judge_a_rounds_reference_runs_under_the_harness_limit", function()
   local channel, B = require "kwb.base.channel", require "kwb.measure.backends.cuda"
   local h = require("kwb.measure").harness(r)
   local last, bad = nil, {}
-  local deadline, call = channel.deadline, B.call
-  channel.deadline = function(sec, what) last = { sec, what } end
+  local limit, call = channel.limit, B.call
+  channel.limit = function(sec, what) last = { sec, what } end
   B.call = function(fn, bb, args, ...)
     if fn.reference and last and last[1] == h.timeout and tostring(last[2]):match("^the %a+ run at") then
       bad[#bad + 1] = last[2]
@@ -129,7 +129,7 @@ t.test("judge_a_rounds_reference_runs_under_the_harness_limit", function()
     return call(fn, bb, args, ...)
   end
   local res = h:measure(s:candidate(r.start), { seconds = {}, shapes = {}, seed = 5 }, { start = true })
-  channel.deadline, B.call = deadline, call
+  channel.limit, B.call = limit, call
   t.eq(res.outcome, nil, tostring(res.reason))
   t.eq(#bad, 0, "reference calls under the candidate's " .. tostring(h.timeout) .. " s deadline: " .. table.concat(bad, "; "))
 end)

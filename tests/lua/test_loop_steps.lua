@@ -135,8 +135,8 @@ end)
 -- timeout), then the timing's limit again.
 t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings", function()
   local channel = require "kwb.base.channel"
-  local calls, deadline0 = {}, channel.deadline
-  channel.deadline = function(seconds, what) calls[#calls + 1] = { seconds, what } end
+  local calls, limit0 = {}, channel.limit
+  channel.limit = function(seconds, what) calls[#calls + 1] = { seconds, what } end
   local r2 = kwb.recipe {
     name = "fake_steps_pool", backend = "cuda", problem = problem, shapes = { n = { 100, 300 } },
     start = { source = up .. down, defines = { SCALE = "1.0f" } }, launch = r.launch,
@@ -146,7 +146,7 @@ t.test("steps_a_pool_sets_reference_runs_under_the_harness_limit_not_the_timings
   local s2 = r2:session { store = require("kwb.loop.store").open(dir .. "/fake_steps_pool.db") }
   local run2
   local ok, err = pcall(function() run2 = select(2, r2:run { mode = "quiet", seed = 7 }) end)
-  channel.deadline = deadline0
+  channel.limit = limit0
   assert(ok, err)
   local sets, refs, rearmed = 0, 0, 0
   for key, pool in pairs(s2.harness.pools) do

@@ -144,7 +144,7 @@ end)
 
 t.test("test_worker_overrunning_its_deadline_is_killed_as_timeout", function()
   local t0 = core.now()
-  local r = pool:call("worker_probe.sleep_then", { 30, "late" }, { deadline = 0.3, what = "the probe" })
+  local r = pool:call("worker_probe.sleep_then", { 30, "late" }, { limit = 0.3, what = "the probe" })
   t.eq(r.code, "timeout")
   t.truthy(core.now() - t0 < 3, "killed near its deadline")
   t.truthy(r.reason:find("into the probe (the limit is 0.3 s; 1.6 s of wall time allowed); its worker was killed", 1, true), r.reason)
@@ -156,7 +156,7 @@ t.test("test_kwb_trace_writes_each_step_a_worker_names_and_the_end", function()
   workers.trace, workers.trace_out = true, { write = function(self, ...) lines[#lines + 1] = table.concat { ... } end,
                                              flush = function() end }
   local ok, r = pcall(pool.call, pool, "worker_probe.steps", { "the build", "waiting for the device" })
-  local late = ok and pool:call("worker_probe.sleep_then", { 30, "late" }, { deadline = 0.2, what = "the probe" })
+  local late = ok and pool:call("worker_probe.sleep_then", { 30, "late" }, { limit = 0.2, what = "the probe" })
   workers.trace, workers.trace_out = was_trace, was_out
   t.eq(ok and r.value, "stepped", tostring(r))
   t.eq(#lines, 4, table.concat(lines))

@@ -25,8 +25,8 @@ end
 -- Name two steps, as a measurement does when it sets their limits.
 function M.steps(a, b)
   local channel = require "kwb.base.channel"
-  channel.deadline(5, a)
-  channel.deadline(nil, b)
+  channel.limit(5, a)
+  channel.limit(nil, b)
   return "stepped"
 end
 

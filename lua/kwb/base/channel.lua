@@ -4,12 +4,12 @@
 -- serve; the pool (kwb.runners.workers) encodes with the same codec.
 --
 --   request  { id = 7, fn = "kwb.worker.task.measure", args = { ... } }
---   notice   { id = 7, event = "deadline", seconds = 2.5, what = "the first run at n=64" }
+--   notice   { id = 7, event = "limit", seconds = 2.5, what = "the first run at n=64" }
 --   reply    { id = 7, ok = true, result = ..., cpu = seconds, retire = false } | { id = 7, ok = false, error = "..." }
 --
 -- `fn` names a function as module.field ("kwb.worker.task.measure"); its
 -- arguments and result are plain data (JSON). A function may call
--- channel.deadline(seconds, what) to tell the pool how long its next step
+-- channel.limit(seconds, what) to tell the pool how long its next step
 -- may take; past that the pool kills the worker and records a timeout.
 local core = require "kwb.core"
 
@@ -57,11 +57,11 @@ end
 
 local current   -- the id of the request being served, nil between requests
 
--- deadline(seconds, what): the next step may take this long (nil: no limit).
+-- limit(seconds, what): the next step may take this long (nil: no limit).
 -- A no-op outside a worker, so the same code runs in-process.
-function M.deadline(seconds, what)
+function M.limit(seconds, what)
   if not current then return end
-  core.worker_reply(json.encode { id = current, event = "deadline", seconds = seconds or -1, what = what })
+  core.worker_reply(json.encode { id = current, event = "limit", seconds = seconds or -1, what = what })
 end
 
 -- Inside a worker, serving a request?

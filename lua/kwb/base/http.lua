@@ -99,10 +99,10 @@ end
 
 -- poll(seconds) -> the tickets that finished within `seconds` (maybe none).
 function Client:poll(seconds)
-  local done, deadline = {}, core.now() + (seconds or 0)
+  local done, ends_at = {}, core.now() + (seconds or 0)
   repeat
     local now = core.now()
-    local soonest = deadline
+    local soonest = ends_at
     for i = #self.waiting, 1, -1 do   -- retries whose time has come
       local t = self.waiting[i]
       if t.due <= now then table.remove(self.waiting, i); start(self, t)
@@ -114,7 +114,7 @@ function Client:poll(seconds)
       self.flying[r.id] = nil
       finished(self, t, r, done)
     end
-  until #done > 0 or core.now() >= deadline
+  until #done > 0 or core.now() >= ends_at
   return done
 end
 

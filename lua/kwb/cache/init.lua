@@ -14,6 +14,7 @@
 -- The files: kwb/cache/base.lua (the class, canonical JSON, ids),
 -- kwb/cache/maint.lua (stats, gc, check), kwb/cache/bundle.lua (export,
 -- import); `require "kwb.cache"` gives them all.
+local ids = require "kwb.base.ids"
 local base = require "kwb.cache.base"
 local core = require "kwb.core"
 local outcomes = require "kwb.base.outcomes"
@@ -243,7 +244,7 @@ function Cache:build(prefix, arch, toolchain)
   local r = self.db:exec("SELECT * FROM build WHERE id = ?1", M.build_id(cand, arch, toolchain))[1]
   if not r then
     return fail("not-found", string.format("no build of %s for %s with %s",
-                                                       cand:sub(1, 12), arch, toolchain))
+                                                       ids.short(cand), arch, toolchain))
   end
   r.ok = r.ok ~= 0
   r.resources = decode(r.resources, {})

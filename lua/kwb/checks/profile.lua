@@ -260,20 +260,20 @@ end
 
 -- text(p) -> lines: the profile as a table and a verdict.
 function M.text(p, key)
-  local report = require "kwb.figures"
+  local figures = require "kwb.figures"
   local pct = M.pct
   local rows = {}
   for _, k in ipairs(p.kernels) do
-    rows[#rows + 1] = { k.name, report.time(k.seconds), pct(k.dram), pct(k.l2), pct(k.sm), pct(k.tensor), pct(k.occupancy),
+    rows[#rows + 1] = { k.name, figures.time(k.seconds), pct(k.dram), pct(k.l2), pct(k.sm), pct(k.tensor), pct(k.occupancy),
                         k.registers and string.format("%d", k.registers) or "-", k.spills and tostring(k.spills) or "-",
                         k.class, M.stalls(k) }
   end
-  local lines = report.table({ { "kernel", align = "left" }, "time", "DRAM", "L2", "SM", "tensor", "occupancy",
+  local lines = figures.table({ { "kernel", align = "left" }, "time", "DRAM", "L2", "SM", "tensor", "occupancy",
                                "registers", "spill bytes", { "bound", align = "left" }, { "top stalls (warps per issue)", align = "left" } }, rows)
   table.insert(lines, 1, string.format("profile at %s (ncu, clocks as they run, caches flushed before each kernel):", key))
   lines[#lines + 1] = string.format("%d kernel%s, busy %s of the plan's %s (gaps %s): %s-bound, %s", p.count,
-                                    p.count == 1 and "" or "s", report.time(p.busy), report.time(p.plan_seconds),
-                                    report.time(p.gaps), p.class, p.why)
+                                    p.count == 1 and "" or "s", figures.time(p.busy), figures.time(p.plan_seconds),
+                                    figures.time(p.gaps), p.class, p.why)
   return lines
 end
 

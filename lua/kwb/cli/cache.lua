@@ -1,7 +1,8 @@
 -- kwb/cli/cache.lua: `kwb cache ...`, what the cache knows, from the shell.
+local ids = require "kwb.base.ids"
 local cache_mod = require "kwb.cache"
 local linediff = require "kwb.base.linediff"
-local report = require "kwb.figures"
+local figures = require "kwb.figures"
 
 local M = {}
 
@@ -17,7 +18,7 @@ local function run_error(msg)
   return 1
 end
 
-local function short(id) return id and id:sub(1, 12) or "-" end
+local function short(id) return ids.short(id) or "-" end
 
 local function when(t)
   return t and os.date("!%Y-%m-%d %H:%M:%S", math.floor(t)) or "-"
@@ -29,7 +30,7 @@ local function origin(c)
 end
 
 local function fmt_time(s)
-  return s and report.time(s) or "-"
+  return s and figures.time(s) or "-"
 end
 
 local parse = require("kwb.base.args").parse
@@ -55,7 +56,7 @@ function commands.ls(c, pos)
     print(pos[1] and ("no candidates for " .. pos[1]) or "no candidates")
     return 0
   end
-  report.print_table({ { "id", align = "left" }, { "problem", align = "left" }, { "parent", align = "left" },
+  figures.print_table({ { "id", align = "left" }, { "problem", align = "left" }, { "parent", align = "left" },
                        { "origin", align = "left" }, { "outcome", align = "left" },
                        { "created", align = "left" } }, rows)
   return 0
@@ -96,7 +97,7 @@ function commands.show(c, pos)
     for _, b in ipairs(builds) do
       rows[#rows + 1] = { b.arch, b.toolchain, b.ok and "ok" or "failed", cache_mod.json(b.resources) }
     end
-    for _, l in ipairs(report.table({ { "arch", align = "left" }, { "toolchain", align = "left" },
+    for _, l in ipairs(figures.table({ { "arch", align = "left" }, { "toolchain", align = "left" },
                                       { "status", align = "left" }, { "resources", align = "left" } }, rows)) do
       print("  " .. l)
     end
@@ -109,7 +110,7 @@ function commands.show(c, pos)
       rows[#rows + 1] = { r.device, r.shape, r.outcome, fmt_time(r.timing.median),
                           r.timing.n and tostring(r.timing.n) or "-" }
     end
-    for _, l in ipairs(report.table({ { "device", align = "left" }, { "shape", align = "left" },
+    for _, l in ipairs(figures.table({ { "device", align = "left" }, { "shape", align = "left" },
                                       { "outcome", align = "left" }, "median", "n" }, rows)) do
       print("  " .. l)
     end
@@ -121,7 +122,7 @@ function commands.show(c, pos)
     for _, m in ipairs(ms) do
       rows[#rows + 1] = { when(m.created), m.device, m.shape, m.outcome, fmt_time(m.median), short(m.run) }
     end
-    for _, l in ipairs(report.table({ { "when", align = "left" }, { "device", align = "left" },
+    for _, l in ipairs(figures.table({ { "when", align = "left" }, { "device", align = "left" },
                                       { "shape", align = "left" }, { "outcome", align = "left" }, "median",
                                       { "run", align = "left" } }, rows)) do
       print("  " .. l)
@@ -165,7 +166,7 @@ function commands.transcripts(c, pos)
   end
   if M.json then return 0 end
   if #rows == 0 then print("no transcripts" .. (run and (" in run " .. short(run)) or "")); return 0 end
-  report.print_table({ "seq", { "id", align = "left" }, { "run", align = "left" }, { "model", align = "left" },
+  figures.print_table({ "seq", { "id", align = "left" }, { "run", align = "left" }, { "model", align = "left" },
                        { "purpose", align = "left" }, "in", "out", "cost", "tries", "time", { "result", align = "left" } }, rows)
   return 0
 end
@@ -195,7 +196,7 @@ function commands.best(c, words)
     rows[#rows + 1] = { r.device, r.shape, short(r.candidate), fmt_time(r.median), r.outcome,
                         r.imported and ("bundle " .. r.imported) or "here" }
   end
-  report.print_table({ { "device", align = "left" }, { "shape", align = "left" }, { "candidate", align = "left" },
+  figures.print_table({ { "device", align = "left" }, { "shape", align = "left" }, { "candidate", align = "left" },
                        "median", { "outcome", align = "left" }, { "measured", align = "left" } }, rows)
   return 0
 end
@@ -227,7 +228,7 @@ local function param_diff(a, b)
     print("parameters the same: " .. table.concat(same, " "))
     return
   end
-  report.print_table({ { "parameter", align = "left" }, { short(a.id), align = "left" }, { short(b.id), align = "left" } },
+  figures.print_table({ { "parameter", align = "left" }, { short(a.id), align = "left" }, { short(b.id), align = "left" } },
                      rows)
   if #same > 0 then print("the same: " .. table.concat(same, " ")) end
 end

@@ -1,6 +1,7 @@
 -- kwb/cli/init.lua: what the command line runs: subcommands, script files, stdin.
 local M = {}
 
+local ids = require "kwb.base.ids"
 local strategy = require "kwb.strategies"
 local help = require "kwb.help"
 
@@ -171,7 +172,7 @@ function M.retime(recipe, id)
     local res = recipe:try { source = got.source, defines = got.params, params = got.params, name = "retimed " .. id }
     if res.id ~= got.id then
       error(string.format("candidate %s was built with other flags than this recipe's, so it measured %s instead",
-                          got.id:sub(1, 12), res.short), 0)
+                          ids.short(got.id), res.short), 0)
     end
   end)
   if not ok then

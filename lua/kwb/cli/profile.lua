@@ -1,6 +1,7 @@
 -- kwb/cli/profile.lua: `kwb profile ID [--shape S] [--recipe FILE] [--csv FILE]
 -- [--json]`: a cached CUDA candidate's profile (kwb.checks.profile) through its
 -- recipe's session.
+local ids = require "kwb.base.ids"
 local profile = require "kwb.checks.profile"
 
 local M = {}
@@ -16,13 +17,13 @@ function M.recipe_of(cache, id)
       local bundle = r.id == got.run and require("kwb.cache").imported_from(r.settings)
       if bundle then
         return nil, string.format("candidate %s came in bundle %s, whose run names a recipe file of another "
-                                  .. "machine's: name it with --recipe FILE", got.id:sub(1, 12), bundle)
+                                  .. "machine's: name it with --recipe FILE", ids.short(got.id), bundle)
       end
       if r.id == got.run then return r.recipe end
     end
   end
   return nil, string.format("the cache does not say which recipe made candidate %s: name it with --recipe FILE",
-                            got.id:sub(1, 12))
+                            ids.short(got.id))
 end
 
 function M.main(...)

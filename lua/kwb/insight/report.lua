@@ -4,8 +4,9 @@
 -- and over time, the outcome funnel, the best's speedup over the start
 -- kernel and its share of the physical floor at each shape, the best's
 -- lineage, and the best's bottleneck where kwb profile looked at it.
+local ids = require "kwb.base.ids"
 local outcomes = require "kwb.base.outcomes"
-local report = require "kwb.figures"
+local figures = require "kwb.figures"
 local store = require "kwb.loop.store"
 
 local M = {}
@@ -137,11 +138,11 @@ local function shape_rows(d)
   local rows = {}
   local bl = d.baseline and d.baseline.shapes
   for i, s in ipairs(d.shapes) do
-    rows[i] = { s.key, report.time(s.start), report.time(s.median), s.speedup and string.format("%.2fx", s.speedup) or "-",
+    rows[i] = { s.key, figures.time(s.start), figures.time(s.median), s.speedup and string.format("%.2fx", s.speedup) or "-",
                 s.floor and string.format("%.0f%%", 100 * s.floor) or "-" }
     if bl then
       local b = bl[s.key] and bl[s.key].median
-      rows[i][6] = b and report.time(b) or "-"
+      rows[i][6] = b and figures.time(b) or "-"
       rows[i][7] = b and s.median and string.format("%.2fx", b / s.median) or "-"
     end
   end
@@ -154,11 +155,11 @@ local function baseline_line(d)
   if not b then return nil end
   if b.error then
     return string.format("Baseline %s: not measured in run %s (an error of the recipe: %s).", b.name,
-                         b.run:sub(1, 12), b.error)
+                         ids.short(b.run), b.error)
   end
   return string.format("Baseline %s%s: measured in run %s, timed like the candidates; \"vs baseline\" is its median "
                        .. "over the best's.", b.name, b.description and (" (" .. b.description .. ")") or "",
-                       b.run:sub(1, 12))
+                       ids.short(b.run))
 end
 
 -- The best's profiles (kwb profile), one sentence each: shape, class, why.
@@ -167,8 +168,8 @@ local function profile_lines(d)
   for _, row in ipairs(d.profiles or {}) do
     local p = row.data
     out[#out + 1] = string.format("At %s: %s-bound (%s); %d kernel%s, busy %s of the plan's %s.", row.shape, row.class,
-                                  p.why or "", p.count or 0, p.count == 1 and "" or "s", report.time(p.busy),
-                                  report.time(p.plan_seconds))
+                                  p.why or "", p.count or 0, p.count == 1 and "" or "s", figures.time(p.busy),
+                                  figures.time(p.plan_seconds))
   end
   return out
 end

@@ -15,6 +15,7 @@
 -- its id is computed from, what the cache keeps and all a worker could ever
 -- see of it. The session records it as `compile-error` with c.too_big as the
 -- reason, without building it.
+local ids = require "kwb.base.ids"
 local cache = require "kwb.cache"
 local core = require "kwb.core"
 local host = require "kwb.host"
@@ -100,7 +101,7 @@ function M.make(from, prop, origin)
     c.id = cache.candidate_id(recipe.problem:key(), c.source, c.defines, recipe.flags)
     if memo then memo[key] = c.id end
   end
-  c.short = c.id:sub(1, 8)
+  c.short = ids.short(c.id)
   return c
 end
 

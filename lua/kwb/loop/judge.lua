@@ -6,7 +6,7 @@
 -- itself ends in "start". The default rule also wants the gain beyond the
 -- noise of both measurements (honest()).
 local ceilings = require "kwb.measure.ceilings"
-local report = require "kwb.figures"
+local figures = require "kwb.figures"
 
 local M = {}
 
@@ -40,7 +40,7 @@ local function floors(recipe, c, res, start)
     if r.median < floor then
       res.outcome = "impossible"
       res.reason = string.format("median %s at %s is under the physical floor %s (%.3g GB/s, %.3g GFLOP/s at most)",
-                                 report.time(r.median), sh.key, report.time(floor), c.bandwidth / 1e9, c.flops / 1e9)
+                                 figures.time(r.median), sh.key, figures.time(floor), c.bandwidth / 1e9, c.flops / 1e9)
       return
     end
   end

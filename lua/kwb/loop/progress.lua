@@ -3,9 +3,10 @@
 --   plain  one line per candidate (logs, pipes)
 --   json   one JSON object per line on stdout; the last is {"event":"summary", ...}
 --   quiet  the summary only
+local ids = require "kwb.base.ids"
 local core = require "kwb.core"
 local outcomes = require "kwb.base.outcomes"
-local report = require "kwb.figures"
+local figures = require "kwb.figures"
 local summary = require "kwb.loop.summary"
 local text = require "kwb.base.text"
 
@@ -163,13 +164,13 @@ function Reporter:table(s, res, bl)
     local r, st = res.shapes[sh.key], s.start.shapes[sh.key]
     if r then
       local vs = with and require("kwb.measure.baseline").vs(bl, sh.key, r.median)
-      rows[#rows + 1] = { sh.key, report.time(st.median), report.time(r.median),
+      rows[#rows + 1] = { sh.key, figures.time(st.median), figures.time(r.median),
         r.speedup and string.format("%.2fx", r.speedup) or "-",
         r.gbs and string.format("%.1f", r.gbs) or "-", r.gflops and string.format("%.1f", r.gflops) or "-",
         r.floor_frac and string.format("%.0f%%", 100 * r.floor_frac) or "-",
         string.format("%.1f%%", 100 * r.spread), r.partial and "partial" or r.noisy and "noisy" or "full" }
       if with then   -- beside the speed-up: the baseline's time and its median over this one's
-        table.insert(rows[#rows], 5, bl.median[sh.key] and report.time(bl.median[sh.key]) or "-")
+        table.insert(rows[#rows], 5, bl.median[sh.key] and figures.time(bl.median[sh.key]) or "-")
         table.insert(rows[#rows], 6, vs and string.format("%.2fx", vs) or "-")
       end
     end
@@ -180,7 +181,7 @@ function Reporter:table(s, res, bl)
   if #rows > 0 then
     local head = { { "shape", align = "left" }, "start", "this", "speedup", "GB/s", "GFLOP/s", "% floor", "spread", "timed" }
     if with then table.insert(head, 5, "baseline"); table.insert(head, 6, "vs baseline") end
-    report.print_table(head, rows)
+    figures.print_table(head, rows)
   end
 end
 
@@ -191,14 +192,14 @@ function Reporter:elsewhere(sm)
   local rows, with = {}, sm.baseline and sm.baseline.median ~= nil
   for _, e in ipairs(sm.elsewhere) do
     local what = e.start and "the start kernel" or (e.params and text.params_text(e.params)) or e.name or ""
-    rows[#rows + 1] = { e.shape, report.time(e.pick), report.time(e.median), string.format("%.2fx", e.pick / e.median),
+    rows[#rows + 1] = { e.shape, figures.time(e.pick), figures.time(e.median), string.format("%.2fx", e.pick / e.median),
                         e.short, what }
     if with then table.insert(rows[#rows], 5, e.vs_baseline and string.format("%.2fx", e.vs_baseline) or "-") end
   end
   local head = { { "shape", align = "left" }, "pick", "there", "gain", { "kernel", align = "left" },
                  { "what", align = "left" } }
   if with then table.insert(head, 5, "vs baseline") end
-  report.print_table(head, rows)
+  figures.print_table(head, rows)
   -- the layer's choice: these winners where they win, the pick elsewhere
   print("a layer dispatching per shape takes these there, the pick elsewhere: `kwb export RECIPE.lua DIR` writes it")
 end
@@ -216,10 +217,10 @@ function Reporter:model(sm)
   local rows = {}
   for _, p in ipairs(sm.proposals) do
     rows[#rows + 1] = { p.short, p.outcome, p.score and string.format("%.2fx", p.score) or "-",
-                        p.parent and p.parent:sub(1, 8) or "-", u.priced and string.format("$%.4f", p.cost or 0) or "-",
+                        ids.short(p.parent) or "-", u.priced and string.format("$%.4f", p.cost or 0) or "-",
                         p.what and #p.what > 72 and (p.what:sub(1, 69) .. "...") or p.what or "" }
   end
-  report.print_table({ { "proposal", align = "left" }, { "outcome", align = "left" }, "score",
+  figures.print_table({ { "proposal", align = "left" }, { "outcome", align = "left" }, "score",
                        { "parent", align = "left" }, "cost", { "what", align = "left" } }, rows)
 end
 

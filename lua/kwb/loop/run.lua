@@ -81,7 +81,7 @@ function Run:evaluate_now(prop)
   local cand = s:candidate(prop, self.strategy_name)
   local res = s:known(cand)
   if res then return res end
-  self.report:evaluating(self, cand)
+  self.progress:evaluating(self, cand)
   res = s:complete(s:submit(cand))
   self:count(res, true)
   return res
@@ -108,7 +108,7 @@ function Run:count(res, by_tool)
   self.funnel[res.outcome] = self.funnel[res.outcome] + 1
   self.feedback[#self.feedback + 1] = res
   self.misses = 0
-  self.report:candidate(self, res)
+  self.progress:candidate(self, res)
   self.best = self.session.best
   if self.strategy.observe and not by_tool then self.strategy:observe(self, res, true) end
 end
@@ -129,7 +129,7 @@ end
 -- is done: the first of those proposed ahead (look_ahead), else a new one.
 function Run:next_candidate(in_flight)
   -- (the cost budget stops the asking, in the strategies: a reply paid for is still evaluated)
-  if self.evaluated + self.repeats + in_flight >= self.budget.candidates or core.now() >= self.deadline then return nil end
+  if self.evaluated + self.repeats + in_flight >= self.budget.candidates or core.now() >= self.ends_at then return nil end
   self.in_flight = in_flight
   local cand
   if self.ahead and #self.ahead > 0 then cand = table.remove(self.ahead, 1)
@@ -174,7 +174,7 @@ function Run:settle()
       self.funnel[c.was] = self.funnel[c.was] - 1
       self.funnel[c.res.outcome] = self.funnel[c.res.outcome] + 1
     end
-    self.report:revised(self, c.res, c.was)
+    self.progress:revised(self, c.res, c.was)
   end
   s:settle(revised)
   local by_id = {}
@@ -214,7 +214,7 @@ function Run:loop()
         self.best = s.best
         if self.strategy.observe then self.strategy:observe(self, res, false) end
       else
-        self.report:evaluating(self, cand)
+        self.progress:evaluating(self, cand)
         flight[#flight + 1] = s:submit(cand)
         flying[cand.id] = true
         self:look_ahead(#flight)
@@ -223,7 +223,7 @@ function Run:loop()
     if #flight == 0 then break end
     complete_oldest()
   end
-  -- builds ahead that the budget's end or the deadline left unused finish before the run
+  -- builds ahead that the budget's end or the run's end left unused finish before the run
   -- returns, so none is still compiling when the process ends
   if self.prebuilt then s:prebuilds_settle(30) end
 end
@@ -262,16 +262,16 @@ function M.run(recipe, opts)
                              funnel = outcomes.counts(), results = {}, feedback = {}, repeats = 0,
                              evaluated = 0, partial = 0, timing_s = 0,
                              skipped = 0, misses = 0, started = core.now(), ahead_n = opts.ahead,
-                             report = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
+                             progress = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
                            Run)
-  run.deadline = run.started + budget.minutes * 60
-  s.deadline = run.deadline
+  run.ends_at = run.started + budget.minutes * 60
+  s.ends_at = run.ends_at
   run.record = s.store:begin_run {
     recipe = recipe.file or recipe.name, source = not recipe.file and recipe.name or nil,
     settings = { strategy = sname, seed = seed, budget = budget, device = s.ctx.device, shapes = s.ctx.shapes },
   }
   s.run_record = run.record
-  run.report:begin(run)
+  run.progress:begin(run)
   -- (the summary's stages: the start kernel's seconds, its workers' start
   -- among them, apart from the ceilings measured and the sanitizer run
   -- meanwhile: an earlier best's, kwb.loop.sanitizer's clear_best)
@@ -279,18 +279,18 @@ function M.run(recipe, opts)
   run.ceilings_base, run.sanitize_base = c_before, s_before
   local ok_start, start, fresh = pcall(s.ensure_start, s)
   run.start_s = core.now() - t_start - ((s.ceilings_s or 0) - c_before) - ((s.sanitize_s or 0) - s_before)
-  s.deadline = nil
+  s.ends_at = nil
   if not ok_start then error(start, 0) end
-  if fresh ~= nil then run.report:start_kernel(s, start, fresh) end
-  for _, c in ipairs(s.start_changes or {}) do run.report:revised(run, c.res, c.was) end   -- (not this run's)
+  if fresh ~= nil then run.progress:start_kernel(s, start, fresh) end
+  for _, c in ipairs(s.start_changes or {}) do run.progress:revised(run, c.res, c.was) end   -- (not this run's)
   s.start_changes = nil
   -- the recipe's baseline, once a run, right after the start kernel; never a
   -- candidate; kept with the run's record for kwb report (kwb.measure.baseline)
-  s.deadline = run.deadline
+  s.ends_at = run.ends_at
   run.baseline = require("kwb.measure.baseline").run(s)
-  s.deadline = nil
+  s.ends_at = nil
   if run.baseline then
-    run.report:baseline(run, run.baseline)
+    run.progress:baseline(run, run.baseline)
     s.store:note_baseline(run.record, run.baseline, recipe)
   end
   run.best = s.best
@@ -313,7 +313,7 @@ function M.run(recipe, opts)
   local sm = summary.summary(run)
   s.store:end_run(run.record, sm)
   if not ok then error(err, 0) end
-  run.report:summary(run, sm)
+  run.progress:summary(run, sm)
   return sm, run
 end
 

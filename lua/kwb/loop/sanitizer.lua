@@ -27,7 +27,7 @@ end
 -- too, also those made before an error stops the settling (then raised).
 -- A result with a shape raced out (against the unsafe best's time, maybe)
 -- is not made the best on that first look: it stays slower.
-function M:settle(report)
+function M:settle(on_change)
   local d = self.deferred
   if not d then return {} end
   local first, order = {}, {}   -- result -> its outcome before settling; the results in the order they changed
@@ -37,7 +37,7 @@ function M:settle(report)
   for _, r in ipairs(order) do
     if r.outcome ~= first[r] then out[#out + 1] = { res = r, was = first[r] } end
   end
-  for _, c in ipairs(report and out or {}) do report(c) end
+  for _, c in ipairs(on_change and out or {}) do on_change(c) end
   if not ok then error(err, 0) end
   -- (bests put off and superseded: without the mark no reader names them, so they need not stay due)
   for _, it in ipairs(d.list) do
@@ -152,7 +152,7 @@ end
 -- and superseded, one from before the mark): clean, marked; unsafe, the
 -- next fastest there in turn. by_id maps this run's results (kept in step,
 -- counted in its funnel: mine); report(change) has each change as it comes.
-function M:sanitize_winners(by_id, report)
+function M:sanitize_winners(by_id, on_change)
   if not self:sanitizing() then return {} end
   local out, results, any, tried = {}, self.store:results(self.ctx), false, {}
   local function winner(r)
@@ -177,7 +177,7 @@ function M:sanitize_winners(by_id, report)
       results[at] = now or { outcome = "gone", shapes = {} }
       if change then
         out[#out + 1] = change
-        if report then report(change) end
+        if on_change then on_change(change) end
       end
     end
   end

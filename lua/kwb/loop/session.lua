@@ -9,6 +9,7 @@
 --   local p = s:submit(c)                       -- to a worker (or measured here)
 --   local res = s:complete(p)                   -- judged, recorded, noted
 --   s:evaluate(c)                               -- submit and complete
+local ids = require "kwb.base.ids"
 local core = require "kwb.core"
 local candidate = require "kwb.loop.candidate"
 local judge = require "kwb.loop.judge"
@@ -124,7 +125,7 @@ function Session:workers()
   -- every worker loads the recipe and builds the reference now, side by side
   local file = absolute(self.recipe.returned_by)
   for _ = 1, self.pool.n do
-    self.pool:submit("kwb.worker.task.prepare", { file }, { deadline = measure.build_limit, what = "loading the recipe" })
+    self.pool:submit("kwb.worker.task.prepare", { file }, { limit = measure.build_limit, what = "loading the recipe" })
   end
   return self.pool
 end
@@ -150,7 +151,7 @@ local function merge(res, answer)
     res.outcome, res.reason, res.signal = "crashed", answer.reason, answer.signal
   elseif answer.code == "timeout" then
     res.outcome, res.reason = "timeout", answer.reason
-  elseif answer.code == "too-large" then   -- its task, too large to send (kwb.worker.frame): no worker saw it
+  elseif answer.code == "too-large" then   -- its task, too large to send (kwb.base.channel.frame): no worker saw it
     res.outcome, res.reason = "compile-error", answer.reason
   else
     error(string.format("evaluating %s: %s", res.short or "?", tostring(answer.reason)), 0)
@@ -191,7 +192,7 @@ function Session:submit(cand, opts)
     local h = self.harness
     h.best_time, h.run_seed = self.best_time, self.run_seed
     h.timing, h.race, h.timeout = recipe.timing, recipe.race, recipe.budget.timeout
-    h.deadline = opts.start and self.deadline or nil   -- the start kernel's checks count against the run's minutes
+    h.ends_at = opts.start and self.ends_at or nil   -- the start kernel's checks count against the run's minutes
     h:measure(cand, res, opts)
     return pending
   end
@@ -206,8 +207,8 @@ function Session:submit(cand, opts)
   pending.send = function()
     -- the run's end as seconds left, not this host's monotonic time: a
     -- fleet's worker reads it on another clock (kwb.worker.task)
-    args[1].time_left = opts.start and self.deadline and math.max(0, self.deadline - core.now()) or nil
-    return pool:submit("kwb.worker.task.measure", args, { deadline = measure.build_limit, what = "the worker's start" })
+    args[1].time_left = opts.start and self.ends_at and math.max(0, self.ends_at - core.now()) or nil
+    return pool:submit("kwb.worker.task.measure", args, { limit = measure.build_limit, what = "the worker's start" })
   end
   pending.task = pending.send()
   return pending
@@ -245,7 +246,7 @@ function Session:build(cand)
   local answer = pool:wait(pool:submit("kwb.worker.task.build", { {
     recipe = absolute(self.recipe.returned_by),
     cand = for_worker(cand),
-  } }, { deadline = measure.build_limit, what = "building a draft" }))
+  } }, { limit = measure.build_limit, what = "building a draft" }))
   if answer.ok then return answer.value end
   local outcome = ({ timeout = "timeout", ["too-large"] = "compile-error" })[answer.code] or "crashed"
   return { outcome = outcome, reason = answer.reason }
@@ -344,7 +345,7 @@ function Session:sanitize(cand, res)
     end
     local function ask()
       return pool:wait(pool:submit("kwb.worker.task.sanitize", { args },
-                                   { deadline = measure.build_limit, what = "compute-sanitizer's start" }))
+                                   { limit = measure.build_limit, what = "compute-sanitizer's start" }))
     end
     -- the candidate's code runs in the tools' own processes, never in this
     -- worker: the worker lost (killed from outside, the device lost) is not
@@ -392,7 +393,7 @@ function Session:profile(prefix, key, csv)
   local got, msg = cache:get(prefix)
   if not got then error(msg, 0) end
   if got.problem ~= recipe.problem:key() then
-    error(string.format("candidate %s is of problem %s, not this recipe's %s", got.id:sub(1, 12), got.problem,
+    error(string.format("candidate %s is of problem %s, not this recipe's %s", ids.short(got.id), got.problem,
                         recipe.problem:key()), 0)
   end
   local medians = {}
@@ -418,10 +419,10 @@ function Session:profile(prefix, key, csv)
     end
     key = key or recipe.shapes[#recipe.shapes].key
   end
-  local cand = self:candidate({ source = got.source, defines = got.params, params = got.params, name = "profiled " .. got.id:sub(1, 12) })
+  local cand = self:candidate({ source = got.source, defines = got.params, params = got.params, name = "profiled " .. ids.short(got.id) })
   if cand.id ~= got.id then
-    error(string.format("candidate %s was built with other flags than this recipe's (here it is %s)", got.id:sub(1, 12),
-                        cand.id:sub(1, 12)), 0)
+    error(string.format("candidate %s was built with other flags than this recipe's (here it is %s)", ids.short(got.id),
+                        ids.short(cand.id)), 0)
   end
   local file = recipe.returned_by
   if not file then error("recipe " .. recipe.name .. ": a profile runs the recipe from its file, and this one has none", 0) end
@@ -430,7 +431,7 @@ function Session:profile(prefix, key, csv)
   local pool = self:workers()
   if pool then
     local a = pool:wait(pool:submit("kwb.worker.task.profile", { args },
-                                    { deadline = measure.build_limit, what = "ncu's start" }))
+                                    { limit = measure.build_limit, what = "ncu's start" }))
     if not a.ok then error("ncu did not finish in the worker: " .. tostring(a.reason), 0) end
     answer = a.value
   else

@@ -18,6 +18,7 @@
 -- measurement of this machine's, so no reader races against it, judges
 -- relative to it, names it a best or ships it, and a run that proposes it
 -- measures it here (its rows then replaced by this machine's).
+local ids = require "kwb.base.ids"
 local cache = require "kwb.cache"
 local host = require "kwb.host"
 
@@ -79,7 +80,7 @@ function Store:known(ctx, id)
   -- a verified result from before these unannounced shapes is evaluated again
   -- (a failure stands: more shapes would not make it right)
   if (v.outcome == "accepted" or v.outcome == "slower" or v.outcome == "start") and not covers(v, ctx) then return nil end
-  local res = { id = id, short = id:sub(1, 8), outcome = v.outcome or first.outcome, reason = v.reason,
+  local res = { id = id, short = ids.short(id), outcome = v.outcome or first.outcome, reason = v.reason,
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
                 model = v.model, cost = v.cost, transcript = v.transcript, created = first.created,
@@ -198,7 +199,7 @@ end
 -- begin_run { recipe = path or name, source = text, settings = {} } -> run
 function Store:begin_run(info)
   local id = self.cache:begin_run { recipe = info.recipe, source = info.source, settings = info.settings }
-  return { id = id, short = id:sub(1, 12) }
+  return { id = id, short = ids.short(id) }
 end
 
 -- end_run(run, summary): the funnel and the model's usage go into the run record.

@@ -119,7 +119,7 @@ function M.measure(h, args)
   h.timing, h.race, h.best_time = args.timing or h.recipe.timing, false, {}
   h.timeout = args.timeout or h.recipe.budget.timeout
   h.run_seed = math.tointeger(tonumber(args.run_seed))
-  h.deadline = args.time_left and core.now() + args.time_left or nil
+  h.ends_at = args.time_left and core.now() + args.time_left or nil
   local out = { shapes = {}, check = {} }
   if args.cand then
     local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
@@ -135,10 +135,10 @@ function M.measure(h, args)
     local bl = (h.problem.baselines or {})[args.name]
     if not bl or not bl.plan then error("problem " .. h.problem.name .. " has no baseline plan " .. tostring(args.name), 0) end
     local channel = require "kwb.base.channel"
-    channel.deadline(nil, "waiting for the device")
+    channel.limit(nil, "waiting for the device")
     local locked = channel.serving() and core.worker_lock(true)
     local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
-    channel.deadline(require("kwb.measure").harness_limit, "the baseline " .. args.name)
+    channel.limit(require("kwb.measure").harness_limit, "the baseline " .. args.name)
     out.error = measure_plan(h, bl, out)
     if out.error then out.shapes = {} end
   end
@@ -161,7 +161,7 @@ function M.run(s)
   local run_seed = s.run_seed or s.recipe.seed or 0
   local args = { name = bl.name, run_seed = tostring(run_seed), timing = s.recipe.timing,
                  timeout = s.recipe.budget.timeout,
-                 time_left = s.deadline and math.max(0, s.deadline - core.now()) or nil }
+                 time_left = s.ends_at and math.max(0, s.ends_at - core.now()) or nil }
   local out = { name = bl.label, description = bl.description }
   if bl.spec then
     local cand = s:candidate(bl.spec, "baseline")
@@ -177,7 +177,7 @@ function M.run(s)
     local file = require("kwb.base.files").resolve(s.recipe.returned_by)
     args.recipe = file
     local answer = pool:wait(pool:submit("kwb.worker.task.baseline", { args },
-                                         { deadline = require("kwb.measure").build_limit, what = "the baseline's build" }))
+                                         { limit = require("kwb.measure").build_limit, what = "the baseline's build" }))
     got = answer.ok and answer.value or { error = string.format("%s: %s", answer.code, tostring(answer.reason)) }
   else
     local ok, r = pcall(M.measure, s.harness, args)

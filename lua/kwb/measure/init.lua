@@ -128,7 +128,7 @@ function Harness:time_shape(fn, b, full)
       return st
     end
     -- a first look that passes is timed in full: a timing of its own, under the phase's limit from now
-    if self.phase_limit then channel.deadline(self.phase_limit[1], self.phase_limit[2]) end
+    if self.phase_limit then channel.limit(self.phase_limit[1], self.phase_limit[2]) end
     if self.backend.fresh_timing then   -- and on, while its median's interval says it is that much slower
       local raced = setmetatable({ race_above = best * (1 + self.race) }, { __index = t })
       return time(fn, b, raced, outs)
@@ -145,10 +145,10 @@ local function timing_limit(t, call_s)
 end
 
 -- phase(seconds, what): the candidate's step now under way and its limit
--- (the worker's deadline), kept so that off_the_clock can give it back.
+-- (the worker's limit), kept so that off_the_clock can give it back.
 function Harness:phase(seconds, what)
   self.phase_limit = { seconds, what }
-  channel.deadline(seconds, what)
+  channel.limit(seconds, what)
 end
 
 -- off_the_clock(what, fn, ...): the harness's own work inside a candidate's
@@ -156,18 +156,18 @@ end
 -- meets the set and kept): under the harness's limit, not the candidate's,
 -- then the phase's limit again, from now.
 function Harness:off_the_clock(what, fn, ...)
-  channel.deadline(M.harness_limit, what)
+  channel.limit(M.harness_limit, what)
   local t0 = core.now()
   fn(...)
   self.reference_s = (self.reference_s or 0) + (core.now() - t0)   -- (res.seconds.reference)
-  if self.phase_limit then channel.deadline(self.phase_limit[1], self.phase_limit[2]) end
+  if self.phase_limit then channel.limit(self.phase_limit[1], self.phase_limit[2]) end
 end
 
 -- The start kernel's checks count against the run's budget.minutes
--- (h.deadline, on the machine's monotonic clock): past it, the next shape is
+-- (h.ends_at, on the machine's monotonic clock): past it, the next shape is
 -- not begun.
-local function past_deadline(h, sh)
-  if h.deadline and core.now() > h.deadline then
+local function past_end(h, sh)
+  if h.ends_at and core.now() > h.ends_at then
     return "timeout", string.format("the run's budget.minutes ran out before %s (%d timed and %d unannounced shapes "
                                     .. "to check): give fewer or smaller shapes, or more minutes", sh.key,
                                     #h.recipe.shapes, #(h.recipe.verify_shapes or {}))
@@ -191,7 +191,7 @@ local function verify_all(h, fn, res)
     local b = h:bench(sh)
     for round = 1, note and 1 or 2 do
       local what = string.format("%s at %s", round == 1 and "the first run" or "the second run", sh.key)
-      channel.deadline(M.harness_limit, "the harness's inputs for " .. what)
+      channel.limit(M.harness_limit, "the harness's inputs for " .. what)
       b.on_call = function() h:phase(h.timeout, what) end   -- (off_the_clock gives it back after a reference)
       local t0 = core.now()
       local out, why = h:round(fn, b, res.seed, round, h.timeout, note, note ~= nil or round == 2)
@@ -201,14 +201,14 @@ local function verify_all(h, fn, res)
     end
   end
   for _, sh in ipairs(h.recipe.shapes) do
-    local out, why = past_deadline(h, sh)
+    local out, why = past_end(h, sh)
     if not out then out, why = verify(sh) end
     if out then return out, why, call_s end
   end
   -- (the unannounced shapes are the checks' own work: their time kept apart, res.seconds.unannounced)
   local tu, out, why = core.now(), nil, nil
   for _, sh in ipairs(h.recipe.verify_shapes or {}) do
-    out, why = past_deadline(h, sh)
+    out, why = past_end(h, sh)
     if not out then out, why = verify(sh, "; a shape verified but not timed") end
     if out then break end
   end
@@ -233,7 +233,7 @@ function Harness:evaluate(fn, res, opts)
   self.calls_s = 0   -- (kwb.measure.timed adds its calls' wall time: res.seconds.calls)
   self.reference_s = 0   -- (and off_the_clock the harness's own work: res.seconds.reference)
   for _, sh in ipairs(self.recipe.shapes) do
-    out, why = past_deadline(self, sh)
+    out, why = past_end(self, sh)
     if out then res.outcome, res.reason = out, why; break end
     local b = self:bench(sh)
     self:phase(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
@@ -250,7 +250,7 @@ function Harness:evaluate(fn, res, opts)
     if not st then res.outcome, res.reason = "crashed", string.format("timing failed at %s: %s", sh.key, tostring(terr)); break end
     -- (kwb.measure.timed has checked its own runs: each on inputs of its own)
     if not self.backend.fresh_timing then
-      channel.deadline(M.harness_limit, "checking the timed outputs at " .. sh.key)
+      channel.limit(M.harness_limit, "checking the timed outputs at " .. sh.key)
       out, why = self:check(b, "after the timed runs", true)
       if out then res.outcome, res.reason = out, why; break end
     end
@@ -280,20 +280,20 @@ end
 -- clean when each candidate meets them.
 function Harness:measure(cand, res, opts)
   opts = opts or {}
-  channel.deadline(M.build_limit, "the build")
+  channel.limit(M.build_limit, "the build")
   local fn = self:build(cand, res)
   if not fn then return res end
   self.seed = res.seed
   -- the candidate runs on the device only while no other worker does: the
   -- next candidates build meanwhile, and no run disturbs another's timing
-  channel.deadline(nil, "waiting for the device")
+  channel.limit(nil, "waiting for the device")
   local locked = channel.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
-  channel.deadline(M.harness_limit, "checking the harness's buffers before the candidate")
+  channel.limit(M.harness_limit, "checking the harness's buffers before the candidate")
   local _, before = verify.sweep(self, "found before the next candidate's first call", "an earlier task")
   if before then self.repaired = before end
   self:evaluate(fn, res, opts)
-  channel.deadline(M.harness_limit, "checking the harness's buffers after the candidate")
+  channel.limit(M.harness_limit, "checking the harness's buffers after the candidate")
   local out, why = verify.sweep(self, "found after its last call")
   if out and not res.outcome then res.outcome, res.reason = out, why end
   return res

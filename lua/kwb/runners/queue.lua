@@ -15,7 +15,7 @@
 --
 --   kwb:NAME:tasks:KK      a stream per device kind (KK: a hash of the backend
 --                          and the kind), consumer group "workers"; an entry is
---                          { task = JSON { tid, fn, args, deadline, what },
+--                          { task = JSON { tid, fn, args, limit, what },
 --                            reply = the run's result stream }
 --   kwb:NAME:results:RUN   a run's results: { tid, entry, worker, result = JSON,
 --                          mac } (and one first entry with no tid: the run is on)

@@ -71,7 +71,7 @@ function Pool:send(task)
   task.entry, task.resend_at = self.link:call("XADD", self.tasks_key, "*", "task", task.body, "reply", self.results_key), nil
 end
 
--- submit(fn, args [, { deadline =, what = }]) -> task. A task's recipe file
+-- submit(fn, args [, { limit =, what = }]) -> task. A task's recipe file
 -- travels as its identity (kwb.runners.queue.identity); the worker loads its own copy.
 function Pool:submit(fn, args, opts)
   opts = opts or {}
@@ -81,7 +81,7 @@ function Pool:submit(fn, args, opts)
   if type(a.recipe) == "string" then a.recipe = queue.identity(a.recipe) end
   self.next_tid = self.next_tid + 1
   local tid = self.results_key:match("[^:]+$") .. "-" .. self.next_tid
-  local body, why = channel.frame { tid = tid, fn = fn, args = { a }, deadline = opts.deadline or 600,
+  local body, why = channel.frame { tid = tid, fn = fn, args = { a }, limit = opts.limit or 600,
                                    what = opts.what or "its task" }
   local task = { id = self.next_tid, tid = tid, fn = fn, started = core.now(), declined = {}, lost = 0,
                  label = queue.describe { fn = fn, args = { a } }, body = body }
@@ -304,7 +304,7 @@ function Pool:call(fn, args, opts) return self:wait(self:submit(fn, args, opts))
 -- ceilings(file, given) -> the device's ceilings, measured by a worker.
 function Pool:ceilings(file)
   local r = self:call("kwb.worker.task.ceilings", { { recipe = file } },
-                      { deadline = 600, what = "measuring the device's ceilings" })
+                      { limit = 600, what = "measuring the device's ceilings" })
   if not r.ok then error("a worker could not measure its device's ceilings: " .. tostring(r.reason), 0) end
   return r.value
 end

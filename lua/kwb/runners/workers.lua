@@ -3,7 +3,7 @@
 --
 --   local pool = kwb.runners.workers.pool { n = 2 }               -- host: n workers
 --   local pool = kwb.runners.workers.pool { backend = "cuda", devices = 2 } -- one per GPU
---   local t = pool:submit("kwb.worker.task.measure", { ... }, { deadline = 60 })
+--   local t = pool:submit("kwb.worker.task.measure", { ... }, { limit = 60 })
 --   local r = pool:wait(t)   -- { ok = true, value = ... } or
 --                            -- { ok = false, code = "crashed" | "timeout" | "error", reason =, signal = }
 --   pool:close()
@@ -15,7 +15,7 @@
 -- (RLIMIT_NPROC counts a uid's processes, so a fork bomb in one worker would
 -- otherwise starve the others) in private mount
 -- and network namespaces (kwb.core's worker_start does that part). A worker
--- that dies is restarted at its next task; one that overruns its deadline is
+-- that dies is restarted at its next task; one that overruns its limit is
 -- killed. Tasks are dispatched to idle workers as they free up; wait()
 -- returns a given task's result, so callers record results in their own
 -- (submission) order.
@@ -258,17 +258,17 @@ function Pool:start_worker(slot)
   return w
 end
 
--- submit(fn, args [, { deadline = seconds, what = }]) -> task. The task runs
--- on the first idle worker; `deadline` bounds it until the worker itself says
+-- submit(fn, args [, { limit = seconds, what = }]) -> task. The task runs
+-- on the first idle worker; `limit` (seconds) bounds it until the worker itself says
 -- how long its next step may take.
 --
--- A task too large for a worker's frame (kwb.worker.frame) is never sent: its
+-- A task too large for a worker's frame (kwb.base.channel.frame) is never sent: its
 -- result is { ok = false, code = "too-large", reason = } at once, and no
 -- worker is touched.
 function Pool:submit(fn, args, opts)
   opts = opts or {}
   self.next_id = self.next_id + 1
-  local task = { id = self.next_id, fn = fn, args = args or {}, deadline = opts.deadline or 600,
+  local task = { id = self.next_id, fn = fn, args = args or {}, limit = opts.limit or 600,
                  what = opts.what or "its task", started = core.now() }
   local why
   task.frame, why = channel.frame { id = task.id, fn = task.fn, args = task.args, nargs = #task.args }
@@ -307,7 +307,7 @@ function Pool:dispatch()
       end
       slot.task, task.slot = task, slot
       task.started = core.now()
-      slot.since, slot.due, slot.limit = core.now(), core.now() + task.deadline * self.slack + self.grace, task.deadline
+      slot.since, slot.due, slot.limit = core.now(), core.now() + task.limit * self.slack + self.grace, task.limit
       slot.what = task.what
       if not ok then self:finish(slot, { ok = false, code = "crashed", reason = "the worker was gone before the task: " .. msg }) end
     end
@@ -364,7 +364,7 @@ function Pool:step(timeout)
       if not ok or type(msg) ~= "table" or msg.id ~= slot.task.id then
         slot.worker:kill()
         self:finish(slot, { ok = false, code = "crashed", reason = "its worker broke the protocol: " .. tostring(ok and text:sub(1, 80) or msg) })
-      elseif msg.event == "deadline" then
+      elseif msg.event == "limit" then
         slot.since = core.now()
         slot.due = msg.seconds >= 0 and slot.since + msg.seconds * self.slack + self.grace or nil
         slot.what, slot.limit = msg.what or slot.what, msg.seconds >= 0 and msg.seconds or nil
@@ -389,7 +389,7 @@ function Pool:step(timeout)
                           during = slot.what, reason = describe_death(st) .. " during " .. slot.what })
     end
   end
-  -- overrun deadlines
+  -- overrun limits
   now = core.now()
   for _, slot in ipairs(self.slots) do
     if slot.task and slot.due and now >= slot.due then

@@ -19,7 +19,7 @@
 local core = require "kwb.core"
 local llm = require "kwb.strategies.llm"
 local prompt = require "kwb.strategies.prompt"
-local report = require "kwb.figures"
+local figures = require "kwb.figures"
 
 local S = setmetatable({ name = "agent", mode = "agent", turns = 6 }, { __index = llm })
 
@@ -56,7 +56,7 @@ local function result_text(run, res, shape)
   for _, sh in ipairs(run.recipe.shapes) do
     local r = res.shapes[sh.key]
     if r and (not shape or shape == sh.key) then
-      lines[#lines + 1] = string.format("%s: %s (%.2fx)", sh.key, report.time(r.median), r.speedup or 1)
+      lines[#lines + 1] = string.format("%s: %s (%.2fx)", sh.key, figures.time(r.median), r.speedup or 1)
     end
   end
   return table.concat(lines, "\n")
@@ -100,13 +100,13 @@ end
 S.calls_per_turn = 8
 
 function S:propose(run)
-  if run:spent() or run:budget_left() < 1 or core.now() >= run.deadline then return nil end
+  if run:spent() or run:budget_left() < 1 or core.now() >= run.ends_at then return nil end
   local convo = prompt.build(run, { mode = "agent" })
   convo.tools = S.tools
   local parent = run.best and run.best.id
   for turn = 1, self.turns + 1 do
     -- the last turn, or the run's time is up: an answer, no more tool calls
-    local final = turn > self.turns or core.now() >= run.deadline
+    local final = turn > self.turns or core.now() >= run.ends_at
     if final then
       convo.tool_choice = "none"
       if turn == 1 then convo.tools = nil end   -- (no tool call in the conversation yet)
@@ -126,7 +126,7 @@ function S:propose(run)
     convo.messages[#convo.messages + 1] = { role = "assistant", content = r.text, tool_calls = r.tool_calls }
     for i, c in ipairs(r.tool_calls) do
       local ok, out = true, string.format("error: at most %d tool calls a turn", S.calls_per_turn)
-      if i <= S.calls_per_turn and core.now() < run.deadline then ok, out = pcall(self.call, self, run, c, parent)
+      if i <= S.calls_per_turn and core.now() < run.ends_at then ok, out = pcall(self.call, self, run, c, parent)
       elseif i <= S.calls_per_turn then out = "error: the run's time is up; give your answer" end
       if not ok then out = "error: " .. tostring(out) end
       convo.messages[#convo.messages + 1] = { role = "tool", tool_call_id = c.id, name = c.name, content = out }

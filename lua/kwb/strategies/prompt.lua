@@ -20,7 +20,7 @@
 -- { system =, user = }; info holds the raw material (recipe, best, failures).
 local ktext = require "kwb.base.text"
 local ceilings = require "kwb.measure.ceilings"
-local report = require "kwb.figures"
+local figures = require "kwb.figures"
 
 local M = {}
 
@@ -61,8 +61,8 @@ local function problem_part(info)
     local floor = c and ceilings.floor(c, bytes, flops)
     local st = info.start and info.start.shapes[sh.key]
     rows[#rows + 1] = string.format("| %s | %s | %s | %s | %s |", sh.key, bytes and string.format("%.3g", bytes) or "-",
-      flops and string.format("%.3g", flops) or "-", floor and report.time(floor) or "-",
-      st and report.time(st.median) or "-")
+      flops and string.format("%.3g", flops) or "-", floor and figures.time(floor) or "-",
+      st and figures.time(st.median) or "-")
   end
   lines[#lines + 1] = "\n| shape | bytes | flops | physical floor | start kernel |\n|---|---|---|---|---|\n"
                       .. table.concat(rows, "\n")
@@ -160,7 +160,7 @@ local function shape_table(recipe, res)
   for _, sh in ipairs(recipe.shapes) do
     local r = res.shapes[sh.key]
     if r then
-      rows[#rows + 1] = string.format("| %s | %s | %.2fx | %s |", sh.key, report.time(r.median), r.speedup or 1,
+      rows[#rows + 1] = string.format("| %s | %s | %.2fx | %s |", sh.key, figures.time(r.median), r.speedup or 1,
                                       r.floor_frac and string.format("%.0f%%", 100 * r.floor_frac) or "-")
     end
   end
@@ -194,14 +194,14 @@ local function profile_part(info)
     local st = stalls(k)
     lines[#lines + 1] = string.format("- %s: %s, DRAM %s, L2 %s, L1/shared %s, SM %s, tensor pipes %s, occupancy %s, "
                                       .. "%s registers%s; %s-bound; top stalls (warps per issued instruction): %s",
-                                      k.name, report.time(k.seconds), pct(k.dram), pct(k.l2), pct(k.l1), pct(k.sm),
+                                      k.name, figures.time(k.seconds), pct(k.dram), pct(k.l2), pct(k.l1), pct(k.sm),
                                       pct(k.tensor), pct(k.occupancy), tostring(k.registers or "?"),
                                       (k.spills or 0) > 0 and string.format(", %d bytes spilled", k.spills) or "",
                                       k.class or "?", st ~= "" and st or "none")
   end
   if p.count and p.count > 1 and p.gaps then
-    lines[#lines + 1] = string.format("The plan's %d kernels are busy %s of its %s.", p.count, report.time(p.busy),
-                                      report.time(p.plan_seconds))
+    lines[#lines + 1] = string.format("The plan's %d kernels are busy %s of its %s.", p.count, figures.time(p.busy),
+                                      figures.time(p.plan_seconds))
   end
   return table.concat(lines, "\n")
 end

@@ -151,7 +151,7 @@ function M.serve(q, opts)
   local link = queue.connect(q, { on_reconnect = function(l) if kind then announce(l) end end })
   local pool = workers.pool { backend = opts.backend, n = 1, first_device = opts.gpu }
   local answer = pool:call("kwb.worker.task.device", { { backend = opts.backend } },
-                           { deadline = 120, what = "reading the device" })
+                           { limit = 120, what = "reading the device" })
   if not answer.ok then error("cannot read the device: " .. tostring(answer.reason), 0) end
   kind = answer.value
   wkey, tasks = queue.key(q, "worker", id), queue.tasks_key(q, opts.backend, kind)
@@ -189,7 +189,7 @@ function M.serve(q, opts)
       else
         next_beat = 0
         beat()
-        result = pool:wait(pool:submit(task.fn, args, { deadline = tonumber(task.deadline) or 600,
+        result = pool:wait(pool:submit(task.fn, args, { limit = tonumber(task.limit) or 600,
                                                          what = tostring(task.what or "its task") }))
       end
       -- the answer, signed; the entry stays pending in this worker's hands

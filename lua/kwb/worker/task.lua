@@ -29,7 +29,7 @@ end
 -- candidate, so every worker of a fresh pool gets ready at once.
 function M.prepare(file)
   local h = harness(file)
-  channel.deadline(measure.build_limit, "building the reference")
+  channel.limit(measure.build_limit, "building the reference")
   h:reference()
   return true
 end
@@ -47,7 +47,7 @@ function M.measure(args)
   h.timeout = args.timeout or h.recipe.budget.timeout
   h.best_time = args.best_time or {}
   h.run_seed = math.tointeger(tonumber(args.run_seed))
-  h.deadline = args.time_left and core.now() + args.time_left or nil   -- the start kernel's: the run's end
+  h.ends_at = args.time_left and core.now() + args.time_left or nil   -- the start kernel's: the run's end
   local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
                 seed = math.tointeger(tonumber(args.seed)) }
   h:measure(args.cand, res, { start = args.start })
@@ -70,11 +70,11 @@ end
 -- device to itself as a measurement has it.
 function M.sanitize(args)
   local sanitize = require "kwb.checks.sanitize"
-  channel.deadline(nil, "waiting for the device")
+  channel.limit(nil, "waiting for the device")
   local locked = channel.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
     -- (each tool's run once, and again alone: a run killed from outside, or one that could not run, twice more at most)
-  channel.deadline(3 * #sanitize.tools * (sanitize.limit + 10) + measure.build_limit, "compute-sanitizer")
+  channel.limit(3 * #sanitize.tools * (sanitize.limit + 10) + measure.build_limit, "compute-sanitizer")
   local h = harness(args.recipe)
   -- the tools share the card with this worker's buffers: as many at once as
   -- its free memory holds, and this worker's own freed for a run that could not get its share
@@ -86,10 +86,10 @@ end
 -- args.shape, with the device to itself as a measurement has it.
 function M.profile(args)
   local profile = require "kwb.checks.profile"
-  channel.deadline(nil, "waiting for the device")
+  channel.limit(nil, "waiting for the device")
   local locked = channel.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
-  channel.deadline(profile.limit + 10, "ncu")
+  channel.limit(profile.limit + 10, "ncu")
   return profile.task(harness(args.recipe), args)
 end
 
@@ -159,10 +159,10 @@ end
 -- are on other hosts has none of its own to measure.
 function M.ceilings(args)
   local h = harness(args.recipe)
-  channel.deadline(nil, "waiting for the device")
+  channel.limit(nil, "waiting for the device")
   local locked = channel.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
-  channel.deadline(600, "measuring the device's ceilings")
+  channel.limit(600, "measuring the device's ceilings")
   return h.backend.ceilings(h.recipe.ceilings, require("kwb.measure.ceilings").work(h.recipe))
 end
 
@@ -171,7 +171,7 @@ end
 function M.build(args)
   local h = harness(args.recipe)
   local res = { seconds = {}, shapes = {} }
-  channel.deadline(measure.build_limit, "building a draft")
+  channel.limit(measure.build_limit, "building a draft")
   h:build(args.cand, res)
   return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line, log = res.log }
 end

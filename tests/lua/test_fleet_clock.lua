@@ -11,11 +11,12 @@ local recipe = core.cwd() .. "/recipes/host_matmul.lua"
 local r = kwb.load(recipe)
 local s = r:session()
 local start = s:candidate(r.start, "start")
-local function args(extra)
-  local a = { recipe = recipe, start = true, seed = "1", run_seed = "1", best_time = {},
+-- a task's arguments, its request's fields set from `req`
+local function args(req)
+  local a = { recipe = recipe, seed = "1", req = require("kwb.measure").request(r, { run_seed = 1, start = true }),
               cand = { source = start.source, name = start.name, defines = start.defines,
                        define_list = start.define_list, params = start.params, id = start.id, short = start.short } }
-  for k, v in pairs(extra) do a[k] = v end
+  for k, v in pairs(req) do a.req[k] = v end
   return a
 end
 local n = #r.shapes
@@ -46,9 +47,9 @@ t.test("fleet_clock_a_session_sends_seconds_left", function()
   s.ends_at = core.now() + 100
   s:submit(start, { start = true })
   t.eq(sent.fn, "kwb.worker.task.measure")
-  t.eq(sent.args.deadline, nil, "no absolute time")
-  t.eq(sent.args.ends_at, nil, "no absolute time")
-  t.truthy(sent.args.time_left > 99 and sent.args.time_left <= 100, tostring(sent.args.time_left))
+  t.eq(sent.args.req.deadline, nil, "no absolute time")
+  t.eq(sent.args.req.ends_at, nil, "no absolute time")
+  t.truthy(sent.args.req.time_left > 99 and sent.args.req.time_left <= 100, tostring(sent.args.req.time_left))
 end)
 
 t.done()

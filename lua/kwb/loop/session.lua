@@ -14,6 +14,7 @@ local core = require "kwb.core"
 local candidate = require "kwb.loop.candidate"
 local judge = require "kwb.loop.judge"
 local measure = require "kwb.measure"
+local result = require "kwb.loop.result"
 local rng = require "kwb.base.rng"
 local outcomes = require "kwb.base.outcomes"
 local store = require "kwb.loop.store"
@@ -135,31 +136,6 @@ function Session:close_workers()
   self.pool = nil
 end
 
--- Fold a pool's answer into the result: the measured fields, or `crashed` /
--- `timeout` with the signal and what the candidate was doing. A failure of
--- kwb's own code in the worker raises here, as it would have in-process.
-local function merge(res, answer)
-  res.output, res.output_bytes = answer.output ~= "" and answer.output or nil, answer.output_bytes
-  if answer.ok then
-    local v = answer.value
-    for _, k in ipairs { "outcome", "reason", "rule", "line", "log", "signal" } do res[k] = v[k] end
-    res.shapes = v.shapes or {}
-    for k, x in pairs(v.seconds or {}) do res.seconds[k] = x end
-    return res
-  end
-  if answer.code == "crashed" then
-    res.outcome, res.reason, res.signal = "crashed", answer.reason, answer.signal
-  elseif answer.code == "timeout" then
-    res.outcome, res.reason = "timeout", answer.reason
-  elseif answer.code == "too-large" then   -- its task, too large to send (kwb.base.channel.frame): no worker saw it
-    res.outcome, res.reason = "compile-error", answer.reason
-  else
-    error(string.format("evaluating %s: %s", res.short or "?", tostring(answer.reason)), 0)
-  end
-  res.shapes = {}
-  return res
-end
-
 -- ---- evaluation ---------------------------------------------------------
 
 -- What of a candidate a worker's task needs (plain data).
@@ -174,10 +150,7 @@ function Session:submit(cand, opts)
   opts = opts or {}
   local recipe = self.recipe
   self.seq = self.seq + 1
-  local res = { id = cand.id, short = cand.short, origin = cand.origin, params = cand.params,
-                parent = cand.parent, rationale = cand.rationale, name = cand.name, seq = self.seq, seconds = {}, shapes = {},
-                model = cand.model, transcript = cand.transcript, cost = cand.cost, note = cand.note }
-  res.seed = rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq)
+  local res = result.new(cand, self.seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq))
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
   if cand.no_code then   -- a model's reply with no kernel: nothing to build
     res.outcome, res.reason = "no-code", cand.no_code
@@ -187,27 +160,24 @@ function Session:submit(cand, opts)
     res.outcome, res.reason = "compile-error", cand.too_big
     return pending
   end
+  -- the recipe's settings as they are now (the REPL may change them); the
+  -- start kernel's checks count against the run's minutes
+  local function request()
+    return measure.request(recipe, { run_seed = self.run_seed, best_time = self.best_time, start = opts.start,
+                                     ends_at = opts.start and self.ends_at or nil })
+  end
   local pool = self:workers()
-  if not pool then   -- the recipe's settings as they are now (the REPL may change them)
-    local h = self.harness
-    h.best_time, h.run_seed = self.best_time, self.run_seed
-    h.timing, h.race, h.timeout = recipe.timing, recipe.race, recipe.budget.timeout
-    h.ends_at = opts.start and self.ends_at or nil   -- the start kernel's checks count against the run's minutes
-    h:measure(cand, res, opts)
+  if not pool then
+    self.harness:take(request())
+    self.harness:measure(cand, res, opts)
     return pending
   end
-  local best_time = {}
-  for k, v in pairs(self.best_time) do best_time[k] = v end
-  local args = { {
-    recipe = absolute(recipe.returned_by),
-    cand = for_worker(cand),
-    seed = tostring(res.seed), run_seed = tostring(self.run_seed or recipe.seed or 0), best_time = best_time,
-    start = opts.start or false, timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout,
-  } }
+  local args = { { recipe = absolute(recipe.returned_by), cand = for_worker(cand), seed = tostring(res.seed) } }
   pending.send = function()
-    -- the run's end as seconds left, not this host's monotonic time: a
-    -- fleet's worker reads it on another clock (kwb.worker.task)
-    args[1].time_left = opts.start and self.ends_at and math.max(0, self.ends_at - core.now()) or nil
+    -- (the request made again on each sending: the run's end as the seconds
+    -- left then, not this host's monotonic time, which a fleet's worker would
+    -- read on another clock: kwb.worker.task)
+    args[1].req = request()
     return pool:submit("kwb.worker.task.measure", args, { limit = measure.build_limit, what = "the worker's start" })
   end
   pending.task = pending.send()
@@ -284,7 +254,7 @@ function Session:complete(pending)
       res.again = answer.reason
       answer = self.pool:wait(pending.send())
     end
-    merge(res, answer)
+    result.take(res, answer)
   end
   local start = pending.opts.start
   -- a candidate measured again (try, --retime) that is the best is judged against the start kernel

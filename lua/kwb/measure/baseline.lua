@@ -110,20 +110,15 @@ end
 
 -- measure(h, args) -> { shapes = { [key] = figures }, check = { [key] = { rel_l2, max_abs } }
 -- (a plan's), error = reason, seconds = }. args: { name = (a problem's
--- baseline), cand = (a source's candidate, with fn), seed, run_seed, timing,
--- timeout, time_left (seconds to the run's end: a duration, the worker's
--- clock may be another host's) }.
+-- baseline), cand = (a source's candidate, with fn), seed, req = a request
+-- (kwb.measure.request: never raced, the run's minutes its limit) }.
 function M.measure(h, args)
   local core = require "kwb.core"
   local t0 = core.now()
-  h.timing, h.race, h.best_time = args.timing or h.recipe.timing, false, {}
-  h.timeout = args.timeout or h.recipe.budget.timeout
-  h.run_seed = math.tointeger(tonumber(args.run_seed))
-  h.ends_at = args.time_left and core.now() + args.time_left or nil
+  h:take(args.req)
   local out = { shapes = {}, check = {} }
   if args.cand then
-    local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
-                  seed = math.tointeger(tonumber(args.seed)) }
+    local res = require("kwb.measure").blank(args.cand, math.tointeger(tonumber(args.seed)))
     h:measure(args.cand, res, { start = true })
     if res.outcome then
       out.error = string.format("%s: %s", res.outcome, res.reason or "?")
@@ -159,9 +154,8 @@ function M.run(s)
   if not bl then return nil end
   local core, rng = require "kwb.core", require "kwb.base.rng"
   local run_seed = s.run_seed or s.recipe.seed or 0
-  local args = { name = bl.name, run_seed = tostring(run_seed), timing = s.recipe.timing,
-                 timeout = s.recipe.budget.timeout,
-                 time_left = s.ends_at and math.max(0, s.ends_at - core.now()) or nil }
+  local args = { name = bl.name,
+                 req = require("kwb.measure").request(s.recipe, { run_seed = run_seed, race = false, ends_at = s.ends_at }) }
   local out = { name = bl.label, description = bl.description }
   if bl.spec then
     local cand = s:candidate(bl.spec, "baseline")

@@ -45,6 +45,55 @@ function M.harness(recipe)
                         timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout }, Harness)
 end
 
+-- ---- a measurement's request and its result --------------------------------
+
+-- request(recipe [, o]) -> what besides the candidate decides how it is
+-- measured, as plain data (it crosses to a worker as it is): { timing, race,
+-- timeout, best_time = { [shape] = seconds } (racing reads them), run_seed =
+-- "decimal", start = bool, time_left = seconds to the run's end }. The start
+-- kernel's and a baseline's checks count against the run's minutes:
+-- time_left is a duration, since a worker's clock may be another host's.
+-- o: { run_seed =, best_time =, start =, ends_at = (this process's
+-- monotonic time), race = false (a baseline: never raced) }.
+function M.request(recipe, o)
+  o = o or {}
+  local best = {}
+  for k, v in pairs(o.best_time or {}) do best[k] = v end
+  local race = recipe.race
+  if o.race == false then race = false end
+  return { timing = recipe.timing, race = race, timeout = recipe.budget.timeout, best_time = best,
+           run_seed = tostring(o.run_seed or recipe.seed or 0), start = o.start or false,
+           time_left = o.ends_at and math.max(0, o.ends_at - core.now()) or nil }
+end
+
+-- take(req): the harness's settings for its next measurements, from a
+-- request (kwb.loop.session's in-process measurements, a worker's tasks and
+-- the baseline all set them here).
+function Harness:take(req)
+  self.timing = req.timing or self.recipe.timing
+  self.race = req.race
+  self.timeout = req.timeout or self.recipe.budget.timeout
+  self.best_time = req.best_time or {}
+  self.run_seed = math.tointeger(tonumber(req.run_seed))
+  self.ends_at = req.time_left and core.now() + req.time_left or nil
+end
+
+-- What a harness writes into a result (the measured part); the rest of the
+-- record, the verdict and the sanitizer's marks, is the loop's (kwb.loop.result).
+M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds" }
+
+-- blank(cand, seed) -> a result for a harness to fill
+function M.blank(cand, seed)
+  return { id = cand.id, short = cand.short, seed = seed, seconds = {}, shapes = {} }
+end
+
+-- measured(res) -> its measured part as plain data (what a worker answers)
+function M.measured(res)
+  local out = {}
+  for _, k in ipairs(M.measured_fields) do out[k] = res[k] end
+  return out
+end
+
 -- The seed of the inputs that do not come from a candidate's own seed: fixed
 -- inputs, and every input of a problem with draw = "run".
 function Harness:base_seed()

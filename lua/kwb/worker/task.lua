@@ -34,27 +34,18 @@ function M.prepare(file)
   return true
 end
 
--- measure(args) -> the measured part of a result. args = { recipe = absolute
--- file, cand = { source, name, defines, define_list, params (the launch plan
--- reads them), id, short }, seed = "decimal", run_seed = "decimal",
--- best_time = { [shape] = seconds }, start = bool, timing =, race =, timeout =,
--- time_left = (the start kernel's: seconds to the run's end, as the loop saw
--- them when it sent the task; a duration, since this may be another host's
--- clock) }.
+-- measure(args) -> the measured part of a result (kwb.measure.measured).
+-- args = { recipe = absolute file, cand = { source, name, defines,
+-- define_list, params (the launch plan reads them), id, short }, seed =
+-- "decimal", req = kwb.measure.request's table }.
 function M.measure(args)
   local h = harness(args.recipe)
-  h.timing, h.race = args.timing or h.recipe.timing, args.race
-  h.timeout = args.timeout or h.recipe.budget.timeout
-  h.best_time = args.best_time or {}
-  h.run_seed = math.tointeger(tonumber(args.run_seed))
-  h.ends_at = args.time_left and core.now() + args.time_left or nil   -- the start kernel's: the run's end
-  local res = { id = args.cand.id, short = args.cand.short, seconds = {}, shapes = {},
-                seed = math.tointeger(tonumber(args.seed)) }
-  h:measure(args.cand, res, { start = args.start })
+  h:take(args.req)
+  local res = measure.blank(args.cand, math.tointeger(tonumber(args.seed)))
+  h:measure(args.cand, res, { start = args.req.start })
   -- a failed call or timing (a CUDA error) may leave the process spoiled
   if res.outcome == "crashed" then channel.retire() end
-  return { outcome = res.outcome, reason = res.reason, rule = res.rule, line = res.line, log = res.log,
-           shapes = res.shapes, seconds = res.seconds, signal = res.signal }
+  return measure.measured(res)
 end
 
 -- baseline(args) -> the recipe's baseline measured (kwb.measure.baseline.measure).

@@ -164,21 +164,35 @@ end)
 
 -- docs/architecture.md's lists are the code's: the funnel's outcomes in
 -- their order, the subcommands, the cache's schema version.
-t.test("architecture_md_names_the_outcomes_subcommands_and_schema_the_code_has", function()
-  local f = assert(io.open("docs/architecture.md", "rb"))
+local function read_doc(path)
+  local f = assert(io.open(path, "rb"))
   local doc = f:read("a")
   f:close()
-  local funnel = doc:match("Every candidate ends in one outcome of the funnel %(outcomes%.lua%):%s*(.-), in the order")
+  return doc
+end
+
+t.test("architecture_md_names_the_outcomes_subcommands_and_schema_the_code_has", function()
+  local doc = read_doc("docs/architecture.md")
+  local funnel = doc:match("Every candidate ends in one outcome of the funnel %(base/outcomes%.lua%):%s*(.-), in the order")
   local words = {}
   for w in (funnel or ""):gmatch("`([%w-]+)`") do words[#words + 1] = w end
   t.eq(table.concat(words, " "), table.concat(require("kwb.base.outcomes").funnel, " "), "the funnel")
-  local subs = doc:match("`kwb%.cli%.main` then decides: a subcommand %((.-)%)")
-  words = {}
-  for w in (subs or ""):gmatch("`([%w-]+)`") do words[#words + 1] = w end
   local names = {}
   for _, c in ipairs(help.commands) do names[#names + 1] = c.name end
-  t.eq(table.concat(words, " "), table.concat(names, " "), "the subcommands")
-  t.eq(tonumber(doc:match("### Schema %(version (%d+);")), require("kwb.core").cache_schema_version, "the schema")
+  for _, where in ipairs { { "docs/architecture.md", doc }, { "docs/reference/cli.md", read_doc("docs/reference/cli.md") } } do
+    local subs = where[2]:match("`kwb%.cli%.main` then decides: a subcommand %((.-)%)")
+    words = {}
+    for w in (subs or ""):gmatch("`([%w-]+)`") do words[#words + 1] = w end
+    t.eq(table.concat(words, " "), table.concat(names, " "), "the subcommands in " .. where[1])
+  end
+  local glossary = doc:match("%*%*subcommands%*%*: (.-)%(")
+  words = {}
+  for w in (glossary or ""):gmatch("`([%w-]+)`") do words[#words + 1] = w end
+  t.eq(table.concat(words, " "), table.concat(names, " "), "the subcommands in the glossary")
+  local version = require("kwb.core").cache_schema_version
+  t.eq(tonumber(doc:match("%*%*schema version%*%*: the cache's schema is version (%d+)")), version, "the schema")
+  t.eq(tonumber(read_doc("docs/reference/cache.md"):match("## Schema %(version (%d+);")), version,
+       "the schema in docs/reference/cache.md")
   -- the layout names every folder of lua/kwb and every module in it (a
   -- folder's under its own line or the lines after it)
   local layout = doc:match("\n    lua/kwb/ (.-)\n    luajit/") or ""
@@ -193,6 +207,44 @@ t.test("architecture_md_names_the_outcomes_subcommands_and_schema_the_code_has",
   end
   p:close()
   t.eq(table.concat(missing, " "), "", "modules the layout does not name")
+end)
+
+-- docs/architecture.md is a map: short, with the detail in docs/reference/.
+t.test("architecture_md_is_a_map_of_at_most_520_lines", function()
+  local n = select(2, read_doc("docs/architecture.md"):gsub("\n", "\n"))
+  t.truthy(n <= 520, "docs/architecture.md has " .. n .. " lines (a map: at most 520; the detail goes to docs/reference/)")
+end)
+
+-- Every page architecture.md links under reference/ exists, every page of
+-- docs/reference/ is linked from it, and every link between the pages
+-- (docs/reference/X.md to Y.md or ../architecture.md) names a file there.
+t.test("architecture_md_links_every_reference_page_and_only_pages_that_exist", function()
+  local function exists(path)
+    local f = io.open(path, "rb")
+    if f then f:close() end
+    return f ~= nil
+  end
+  local pages = {}
+  local p = assert(io.popen("ls docs/reference"))
+  for file in p:lines() do
+    if file:match("%.md$") then pages[#pages + 1] = file end
+  end
+  p:close()
+  t.truthy(#pages > 0, "docs/reference/ has pages")
+  local doc = read_doc("docs/architecture.md")
+  local linked, broken, unlinked = {}, {}, {}
+  for target in doc:gmatch("%]%(reference/([^)#]+)[^)]*%)") do
+    linked[target] = true
+    if not exists("docs/reference/" .. target) then broken[#broken + 1] = "architecture.md -> reference/" .. target end
+  end
+  for _, page in ipairs(pages) do
+    if not linked[page] then unlinked[#unlinked + 1] = page end
+    for target in read_doc("docs/reference/" .. page):gmatch("%]%(([^)#:]+%.md)[^)]*%)") do
+      if not exists("docs/reference/" .. target) then broken[#broken + 1] = page .. " -> " .. target end
+    end
+  end
+  t.eq(table.concat(broken, ", "), "", "links to pages that do not exist")
+  t.eq(table.concat(unlinked, ", "), "", "pages of docs/reference/ that architecture.md does not link")
 end)
 
 objects.cache:close()

@@ -67,7 +67,7 @@ function M.play(s, list, opts)
                   shapes = shapes, name = cand.name }
     by[name] = s:complete { cand = cand, res = res, opts = { start = name == "start" }, t0 = core.now() }
     by[name].cand = cand
-    if name == "start" then s.start, s.best = by.start, by.start; if opts.defer then s:defer_sanitizer() end end
+    if name == "start" then s.start, s.best = by.start, by.start; if opts.defer then s:put_off() end end
   end
   return by
 end

@@ -1,5 +1,5 @@
 -- tests/lua/test_deferred_sanitize.lua: compute-sanitizer put off to a run's
--- end where the strategy reads no results (kwb.loop.session's defer_sanitizer and
+-- end where the strategy reads no results (kwb.loop.session's put_off, a PutOff's
 -- settle): the best alone is sanitized; a best found unsafe there leaves the
 -- outcomes, the best and the cache as sanitizing each new best at once
 -- would have. Results are judged from planted medians (no timing), and the
@@ -56,7 +56,7 @@ local function run(path, defer, unsafe, raced)
   end
   s.start = complete("start", { start = true })
   s.best = s.start
-  if defer then s:defer_sanitizer() end
+  if defer then s:put_off() end
   for _, name in ipairs(order) do complete(name) end
   return s, by, sanitized
 end
@@ -77,7 +77,8 @@ t.test("deferred_sanitize_only_the_best_at_the_end_and_judged_as_if_at_once", fu
   t.eq(table.concat(sanitized, " "), "", "put off: nothing sanitized during the run")
   t.eq(outcomes(by), "A=accepted U=accepted C=slower D=slower", "judged against U, the best for now")
   t.eq(by.U.sanitize_due, true)
-  local changed = s:settle()
+  local p = s.putoff
+  local changed = p:settle()
   t.eq(table.concat(sanitized, " "), "U C", "at the end: U, found unsafe, then the best without it")
   t.eq(outcomes(by), outcomes(e_by), "the outcomes sanitizing at once gave")
   t.eq(s.best, by.C)
@@ -85,8 +86,8 @@ t.test("deferred_sanitize_only_the_best_at_the_end_and_judged_as_if_at_once", fu
   for i, c in ipairs(changed) do seen[i] = c.res.short == by.U.short and "U:" .. c.was or c.res.short == by.C.short
                                                 and "C:" .. c.was or "?" end
   t.eq(table.concat(seen, " "), "U:accepted C:slower", "the revised results, with what they were")
-  t.eq(s.deferred, nil, "settled once")
-  t.eq(#s:settle(), 0)
+  t.eq(s.putoff, nil, "settled once")
+  t.eq(#p:settle(), 0)
   -- the cache: outcomes revised, one measurement each still; A, a best never sanitized, is never taken as one
   local ctx = s.ctx
   t.eq(s.store:known(ctx, by.U.id).outcome, "unsafe")
@@ -108,7 +109,7 @@ t.test("deferred_sanitize_a_clean_best_is_sanitized_once", function()
   medians.U = 0.9e-3   -- U now slower than A: A stays the best, and is clean
   local s, by, sanitized = run(dir .. "/clean.db", true)
   t.eq(outcomes(by), "A=accepted U=slower C=accepted D=slower")
-  local changed = s:settle()
+  local changed = s.putoff:settle()
   t.eq(#changed, 0)
   t.eq(table.concat(sanitized, " "), "C", "the final best alone")
   t.eq(by.C.seconds.sanitize, 0.25)
@@ -126,7 +127,7 @@ t.test("deferred_sanitize_two_unsafe_bests_in_a_row", function()
   t.eq(outcomes(e_by), "A=accepted U=unsafe C=unsafe D=accepted")
   t.eq(table.concat(e_sanitized, " "), "A U C D")
   local s, by, sanitized = run(dir .. "/deferred2.db", true, { U = true, C = true })
-  local changed = s:settle()
+  local changed = s.putoff:settle()
   t.eq(outcomes(by), outcomes(e_by))
   t.eq(table.concat(sanitized, " "), "U C D", "each best in turn, down to a clean one")
   local seen = {}
@@ -142,7 +143,7 @@ end)
 t.test("deferred_sanitize_a_raced_result_is_not_made_the_best", function()
   medians.U = 0.5e-3
   local s, by = run(dir .. "/raced.db", true, nil, { C = true })
-  s:settle()
+  s.putoff:settle()
   t.eq(outcomes(by), "A=accepted U=unsafe C=slower D=accepted", "C raced: slower; D, timed in full, the best")
   t.eq(by.C.reason, "a shape's timing was raced out: a first look does not make the best")
   t.eq(s.best, by.D)
@@ -157,7 +158,7 @@ t.test("deferred_sanitize_a_newer_result_stands", function()
                   outcome = "wrong", reason = "planted: a later evaluation", shapes = {} }
   local other = s.store:begin_run { recipe = "deferred", source = "-- another process", settings = {} }
   s.store:record(s.ctx, { id = by.C.id, source = "x", defines = {}, origin = "try" }, newer, other)
-  s:settle()
+  s.putoff:settle()
   t.eq(by.C.outcome, "accepted", "judged again here")
   t.eq(s.store:known(s.ctx, by.C.id).outcome, "wrong", "the cache keeps the newer result")
   t.eq(s.store.cache:get(by.C.id).outcome, "wrong")
@@ -172,10 +173,11 @@ t.test("deferred_sanitize_an_error_while_settling_leaves_the_best_before_the_run
   local s, by = run(dir .. "/settle_error.db", true)
   local revise = s.store.revise
   s.store.revise = function() error("interrupted!", 0) end
-  t.eq(pcall(s.settle, s), false)
+  local p = s.putoff
+  t.eq(pcall(p.settle, p), false)
   s.store.revise = revise
   t.eq(by.U.outcome, "unsafe")
-  s:abandon_deferred()
+  p:abandon()
   t.eq(s.best, s.start, "not U")
   -- nor the time later candidates race against (C's, not U's or A's, due too), nor a shape's
   -- winner: the start's (C and D, slower, were never sanitized)
@@ -232,7 +234,7 @@ t.test("deferred_sanitize_an_interrupted_run_leaves_no_unsanitized_best", functi
   t.eq(err, "interrupted!")
   t.eq(asked, 0, "nothing sanitized")
   t.eq(s.best, s.start, "the first candidate, a new best never sanitized, is not the session's best")
-  t.eq(s.deferred, nil)
+  t.eq(s.putoff, nil)
   stop, strat.i = false, 1
   local ok2, sm = pcall(ri.run, ri, { mode = "quiet", seed = 4 })
   package.loaded["kwb.checks.sanitize"] = real
@@ -286,7 +288,7 @@ t.test("deferred_sanitize_a_run_of_a_list_sanitizes_at_its_end", function()
   for i, id in ipairs(asked) do if id == sm.best.id then best_at = i end end
   t.truthy(sm.best.id == run.session.start.id or best_at, "the best was sanitized")
   t.truthy(#asked <= (best_at or 1) + 1, "at most the shape's winner after it: " .. #asked)
-  t.eq(run.session.deferred, nil)
+  t.eq(run.session.putoff, nil)
 end)
 
 -- A candidate evaluated again (a best still due, try, --retime) keeps one

@@ -143,19 +143,19 @@ t.test("sanitize_marks_a_superseded_put_off_best_is_not_evaluated_again", functi
   local s = session_of(r, store)
   s.run_record = store:begin_run { recipe = "winners", source = "-- a test's", settings = {} }
   local by = play(s, { START }, {})
-  s:defer_sanitizer()
+  s:put_off()
   local by2 = play(s, { { "A", { 0.5, 1.5 } }, { "B", { 0.3, 1.0 } } })
   t.eq(by2.A.outcome, "accepted"); t.eq(by2.B.outcome, "accepted")
-  t.eq(#s:settle(), 0)
+  t.eq(#s.putoff:settle(), 0)
   t.eq(#s:sanitize_winners {}, 0)
   local later = session_of(r, store)
   later:ensure_start()
   t.truthy(later:known(by2.A.cand), "A (superseded; won no shape) is known to the next run, not evaluated again")
 end)
 
--- a retimed result that keeps its mark skips d.list; when the
--- put-off best that beat it is found unsafe, settle re-judges d.list from d.base
--- alone and forgets it: a worse result becomes the best and is called accepted.
+-- a retimed result that keeps its mark is not held; when the put-off best
+-- that beat it is found unsafe, settle re-judges the held results from the
+-- best before the run alone and forgets it: a worse result becomes the best and is called accepted.
 t.test("sanitize_marks_a_kept_mark_is_judged_again_by_settle", function()
   local store = fresh_store(dir .. "/m31.db")
   local s = session_of(r, store)
@@ -166,11 +166,11 @@ t.test("sanitize_marks_a_kept_mark_is_judged_again_by_settle", function()
   local s2 = session_of(r, store)
   s2:ensure_start()
   t.eq(s2.best.id, by.A.id)
-  s2:defer_sanitizer()   -- a grid/list run, --retime
+  s2:put_off()   -- a grid/list run, --retime
   local by2 = play(s2, { { "S", { 0.4, 1.2 } }, { "B", { 0.2, 0.5 } }, { "C", { 0.45, 1.3 } } }, { unsafe = { B = true } })
   t.eq(by2.S.outcome, "accepted"); t.eq(by2.S.sanitized, true, "S keeps its mark")
   t.eq(by2.B.outcome, "accepted"); t.eq(by2.C.outcome, "slower")
-  s2:settle()
+  s2.putoff:settle()
   t.eq(by2.B.outcome, "unsafe")
   local bad = {}
   if s2.best.id ~= by2.S.id then bad[#bad+1] = "session best after settle is " .. tostring(s2.best.name) .. " (score " .. tostring(s2.best.score) .. "), not S (score " .. tostring(by2.S.score) .. ")" end
@@ -185,7 +185,7 @@ t.test("sanitize_marks_settling_keeps_another_recipes_unsafe_row", function()
   local store = fresh_store(dir .. "/m32.db")
   local s = session_of(r, store)
   play(s, { START })
-  s:defer_sanitizer()
+  s:put_off()
   local by = play(s, { { "A", { 0.5, 1.5 } }, { "B", { 0.3, 1.0 } } })
   t.eq(by.A.sanitize_due, true)
   -- meanwhile another recipe over n=2000,4000 finds A unsafe
@@ -194,7 +194,7 @@ t.test("sanitize_marks_settling_keeps_another_recipes_unsafe_row", function()
   t.eq(by3.A.id, by.A.id)
   t.eq(store:known(s.ctx, by.A.id).outcome, "unsafe", "before settle: r reads A unsafe (row n=2000)")
   clean(s)
-  s:settle()
+  s.putoff:settle()
   local row
   for _, x in ipairs(store.cache:results(by.A.id)) do if x.shape == "n=2000" then row = x end end
   local bad = {}
@@ -211,13 +211,13 @@ t.test("sanitize_marks_a_put_off_best_found_unsafe_elsewhere_stays_unsafe", func
   local store = fresh_store(dir .. "/m33.db")
   local s = session_of(r, store)
   play(s, { START })
-  s:defer_sanitizer()
+  s:put_off()
   local by = play(s, { { "B", { 0.3, 1.0 } } })
   local r3 = make_recipe { name = "winners_big", shapes = { n = { 2000, 4000 } } }
   play(session_of(r3, store), { { "start", { 2.0, 4.0 } }, { "B", { 1.0, 2.8 } } }, { unsafe = { B = true } })
   t.eq(store:known(s.ctx, by.B.id).outcome, "unsafe", "before settle: r reads B unsafe")
   clean(s)
-  s:settle()
+  s.putoff:settle()
   local plan = require("kwb.insight.export").plan(r, store:results(s.ctx))
   t.truthy(not (plan[2].kernel and plan[2].kernel.id == by.B.id),
            "kwb export dispatches B at n=2000 though r3's tools found it unsafe there (outcome now " .. store:known(s.ctx, by.B.id).outcome .. ")")

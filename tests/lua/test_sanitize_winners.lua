@@ -51,7 +51,7 @@ local function run(path, unsafe, defer)
     local res = { id = cand.id, short = cand.short, origin = "grid", seq = i, seed = 1, seconds = {}, shapes = shapes,
                   name = cand.name }
     by[name] = s:complete { cand = cand, res = res, opts = { start = name == "start" }, t0 = core.now() }
-    if name == "start" then s.start, s.best = by.start, by.start; if defer then s:defer_sanitizer() end end
+    if name == "start" then s.start, s.best = by.start, by.start; if defer then s:put_off() end end
   end
   return s, by, sanitized
 end
@@ -129,7 +129,7 @@ end)
 t.test("sanitize_winners_after_a_put_off_best", function()
   local s, by, sanitized = run(dir .. "/w4.db", {}, true)
   t.eq(by.A.sanitize_due, true)
-  t.eq(#s:settle(), 0)
+  t.eq(#s.putoff:settle(), 0)
   t.eq(#s:sanitize_winners { [by.S.id] = by.S }, 0)
   t.eq(table.concat(sanitized, " "), "A S")
 end)
@@ -253,7 +253,7 @@ end)
 t.test("sanitize_winners_the_summarys_winners_after_a_clean_pass", function()
   local s = session_of(r, fresh_store(dir .. "/h4.db"))
   local by = play(s, { START, { "A", { 0.5, 1.0 } }, { "S", { 0.9, 1.2 } }, { "B", { 0.3, 1.3 } } }, { defer = true })
-  t.eq(#s:settle(), 0)
+  t.eq(#s.putoff:settle(), 0)
   t.eq(s.best.id, by.B.id)
   t.eq(#s:sanitize_winners { [by.A.id] = by.A, [by.S.id] = by.S, [by.B.id] = by.B }, 0)
   t.eq(table.concat(s.sanitized, " "), "B A", "B settled, A as n=2000's winner")

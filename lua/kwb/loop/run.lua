@@ -163,8 +163,8 @@ function Run:look_ahead(in_flight)
   end
 end
 
--- The best's put-off sanitizer run (Session:settle), then the shapes'
--- winners sanitized where they never were (Session:sanitize_winners), and
+-- The best's put-off sanitizer run (the run's PutOff settles), then the
+-- shapes' winners sanitized where they never were (Session:sanitize_winners), and
 -- the outcomes they changed into the counts and the report as they come
 -- (M.run takes the session's best after).
 function Run:settle()
@@ -176,7 +176,7 @@ function Run:settle()
     end
     self.progress:revised(self, c.res, c.was)
   end
-  s:settle(revised)
+  if self.putoff then self.putoff:settle(revised) end
   local by_id = {}
   for _, r in ipairs(self.results) do by_id[r.id] = r end
   s:sanitize_winners(by_id, revised)
@@ -274,7 +274,7 @@ function M.run(recipe, opts)
   run.progress:begin(run)
   -- (the summary's stages: the start kernel's seconds, its workers' start
   -- among them, apart from the ceilings measured and the sanitizer run
-  -- meanwhile: an earlier best's, kwb.loop.sanitizer's clear_best)
+  -- meanwhile: an earlier best's, kwb.loop.sanitizer's known_best)
   local t_start, c_before, s_before = core.now(), s.ceilings_s or 0, s.sanitize_s or 0
   run.ceilings_base, run.sanitize_base = c_before, s_before
   local ok_start, start, fresh = pcall(s.ensure_start, s)
@@ -299,14 +299,14 @@ function M.run(recipe, opts)
   if s.pool then s.pool.idle = function() if run.model then run.model:poll(0) end end end
   -- a failure of the strategy or the loop still closes the run's record
   -- with what it counted (the model's usage too), then goes on up
-  -- a strategy that reads no results has compute-sanitizer put off to the end (Session:defer_sanitizer)
-  if strat.ahead == true and recipe.sanitize == "best" then s:defer_sanitizer() end
+  -- a strategy that reads no results has compute-sanitizer put off to the end (Session:put_off)
+  if strat.ahead == true and recipe.sanitize == "best" then run.putoff = s:put_off() end
   local ok, err = pcall(function()
     if strat.init then strat:init(run) end
     run:loop()
     run:settle()
   end)
-  s:abandon_deferred()   -- (an error before the settling: the run's unsanitized best is not the session's)
+  if run.putoff then run.putoff:abandon() end   -- (an error before the settling: the run's unsanitized best is not the session's)
   run.best = s.best
   s:close_workers()
   if run.model then run.model:close() end

@@ -16,6 +16,7 @@ local judge = require "kwb.loop.judge"
 local measure = require "kwb.measure"
 local result = require "kwb.loop.result"
 local rng = require "kwb.base.rng"
+local sanitizer = require "kwb.loop.sanitizer"
 local outcomes = require "kwb.base.outcomes"
 local store = require "kwb.loop.store"
 
@@ -69,7 +70,7 @@ end
 -- Is res a best still due its put-off sanitizer run (kwb.loop.sanitizer), outside
 -- that run while it is unsettled? Then it counts nowhere: not known, not noted.
 local function due_elsewhere(self, res)
-  return res.sanitize_due and not (self.deferred and self.deferred.by_id[res.id])
+  return res.sanitize_due and not (self.putoff and self.putoff:holds(res.id))
 end
 
 -- The stored result of a candidate under this session's context, or nil
@@ -263,15 +264,12 @@ function Session:complete(pending)
   judge.judge(self.recipe, res, { ceilings = not res.outcome and self:ceilings() or nil, start = self.start,
                                   best = best, is_start = start })
   local san = self:sanitizing()
-  local d = self.deferred
+  local p = self.putoff
   -- (the same code cleared by the tools here before: measured again by try or --retime, the mark stays)
   local prior = san and (res.outcome == "accepted" or res.outcome == "slower") and self.store:known(self.ctx, res.id)
   if prior and prior.outcome ~= "start" and outcomes.may_be_best(prior, true) then res.sanitized = true end
-  if d and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then
-    -- (put off to the run's end: Session:settle sanitizes the best, or judges these again)
-    d.list[#d.list + 1] = { cand = pending.cand, res = res }
-    d.by_id[res.id] = d.list[#d.list]
-    res.sanitize_due = res.outcome == "accepted" and not res.sanitized or nil
+  if p and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then
+    p:hold(pending.cand, res)   -- (put off to the run's end: its settle sanitizes the best, or judges these again)
   elseif res.sanitized then   -- (kept: nothing to run)
   elseif res.outcome == "accepted" and san or res.outcome == "slower" and san == "all" then
     self:sanitize(pending.cand, res)
@@ -292,10 +290,28 @@ function Session:complete(pending)
   return res
 end
 
--- The put-off sanitizer run of grid and list runs and the shapes' winners:
--- defer_sanitizer, settle, sanitize_winners,
--- abandon_deferred, renote (kwb.loop.sanitizer).
-for name, fn in pairs(require("kwb.loop.sanitizer")) do Session[name] = fn end
+-- put_off() -> a PutOff (kwb.loop.sanitizer): compute-sanitizer ("best")
+-- put off to the run's end for a strategy that reads no results (grid,
+-- list), so the best alone has it. The run that asks owns it: it settles it
+-- at its end, or abandons it after an error.
+function Session:put_off()
+  self.putoff = sanitizer.put_off(self)
+  return self.putoff
+end
+
+-- sanitize_winners(by_id [, on_change]) -> changes: each shape's winner
+-- sanitized where it never was (kwb.loop.sanitizer's winners).
+function Session:sanitize_winners(by_id, on_change)
+  return sanitizer.winners(self, by_id, on_change)
+end
+
+-- recount(): the per-shape best times (racing) and winners again from the
+-- cache, without an unsafe result or a best still due its sanitizer run.
+function Session:recount()
+  self.best_time, self.shape_best = {}, {}
+  self:note_times(self.start)
+  for _, r in ipairs(self.store:results(self.ctx)) do self:note_times(r) end
+end
 
 -- sanitizing() -> the recipe's sanitize: "best", "all" or false (kwb.loop.store.sanitizing).
 function Session:sanitizing() return store.sanitizing(self.recipe) end
@@ -449,11 +465,11 @@ function Session:ensure_start()
   end
   self.start = res
   self.best = res
-  -- what earlier runs found; the best of them one the tools cleared where
-  -- the recipe sanitizes (kwb.loop.sanitizer's clear_best)
+  -- what earlier runs found; the best of them one that may be named a best
+  -- where the recipe sanitizes (kwb.loop.sanitizer's known_best)
   local results = self.store:results(self.ctx)
   for _, r in ipairs(results) do self:note_times(r) end
-  self.start_changes = self:clear_best(results)
+  self.start_changes = sanitizer.known_best(self, results)
   return res, fresh
 end
 

@@ -33,19 +33,19 @@ local report
 
 -- doctor [--no-measure] [--own-gemm] [--json]
 function M.main(...)
-  local measure, own, json = true, false, false
-  for _, a in ipairs { ... } do
-    if a == "--help" or a == "-h" then
-      io.write(require("kwb.help").command_help("doctor"))
-      return 0
-    elseif a == "--no-measure" then measure = false
-    elseif a == "--own-gemm" then own = true
-    elseif a == "--json" then json = true
-    else
-      io.stderr:write("kwb doctor: unknown option '", a, "' (known: --no-measure, --own-gemm, --json)\n")
-      return 2
-    end
+  local pos, o = require("kwb.base.args").parse({ ... }, { help = "flag", ["no-measure"] = "flag", ["own-gemm"] = "flag",
+                                                         json = "flag" },
+                                                { aliases = { h = "help" }, known = { "--no-measure", "--own-gemm", "--json" } })
+  if pos and #pos > 0 then pos, o = nil, string.format("unknown option '%s' (known: --no-measure, --own-gemm, --json)", pos[1]) end
+  if not pos then
+    io.stderr:write("kwb doctor: ", o, "\n")
+    return 2
   end
+  if o.help then
+    io.write(require("kwb.help").command_help("doctor"))
+    return 0
+  end
+  local measure, own, json = not o.no_measure, o.own_gemm or false, o.json or false
   found = json and {} or nil
   local status = report(measure, own)
   if json then print(require("cjson").encode(found)) end

@@ -14,31 +14,17 @@ local function usage(msg)
 end
 
 function M.main(...)
-  local url, json, password_file, key_file, worker_name
-  local words, i = table.pack(...), 1
-  while i <= words.n do
-    local a = tostring(words[i])
-    local name, v = a:match("^(%-%-[%w-]+)=(.*)$")
-    if name then a = name else v = words[i + 1] end
-    local takes = { ["--queue-password-file"] = true, ["--fleet-key-file"] = true, ["--worker-key"] = true }
-    if takes[a] then
-      if v == nil then return usage(string.format("'%s' needs a value", a)) end
-      if not name then i = i + 1 end
-    end
-    if a == "--help" or a == "-h" then
-      io.write(require("kwb.help").command_help("fleet"))
-      return 0
-    elseif a == "--json" then json = true
-    elseif a == "--queue-password-file" then password_file = v
-    elseif a == "--fleet-key-file" then key_file = v
-    elseif a == "--worker-key" then worker_name = v
-    elseif a:sub(1, 2) == "--" then
-      return usage(string.format("unknown option '%s' (known: --json, --queue-password-file, --worker-key, "
-                                 .. "--fleet-key-file)", a))
-    elseif url then return usage("one queue URL at a time")
-    else url = a end
-    i = i + 1
+  local pos, o = require("kwb.base.args").parse({ ... }, { help = "flag", json = "flag", ["queue-password-file"] = "value",
+                                                         ["fleet-key-file"] = "value", ["worker-key"] = "value" },
+    { aliases = { h = "help" }, known = { "--json", "--queue-password-file", "--worker-key", "--fleet-key-file" } })
+  if not pos then return usage(o) end
+  if o.help then
+    io.write(require("kwb.help").command_help("fleet"))
+    return 0
   end
+  if #pos > 1 then return usage("one queue URL at a time") end
+  local url, json, password_file, key_file, worker_name = pos[1], o.json, o.queue_password_file, o.fleet_key_file,
+                                                          o.worker_key
   if worker_name then
     if url then return usage("--worker-key NAME needs no queue URL") end
     if not worker_name:match("^[%w_.%-]+$") or #worker_name > 64 then

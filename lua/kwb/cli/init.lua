@@ -3,6 +3,7 @@ local M = {}
 
 local ids = require "kwb.base.ids"
 local strategy = require "kwb.strategies"
+local args = require "kwb.base.args"
 local help = require "kwb.help"
 
 -- Subcommands (words in the first position) and the run options (the words
@@ -28,25 +29,12 @@ end
 -- take_cache(words) -> the words without --cache PATH (or --cache=PATH),
 -- that cache set | nil, message. Its directory must exist (core.cache_place).
 function M.take_cache(words)
-  local rest, i = {}, 1
-  while i <= #words do
-    local w = words[i]
-    if w == "--" then table.move(words, i, #words, #rest + 1, rest); break end
-    local v = w:match("^%-%-cache=(.*)$")
-    if w == "--cache" then
-      v = words[i + 1]
-      if not v then return nil, "'--cache' needs a path" end
-      i = i + 1
-    end
-    if v then
-      if v == "" then return nil, "'--cache' needs a path, got an empty one" end
-      local ok, msg = require("kwb.core").cache_place(v, true)
-      if not ok then return nil, "--cache " .. v .. ": " .. msg end
-      M.set_cache(v)
-    else
-      rest[#rest + 1] = w
-    end
-    i = i + 1
+  local rest, o = args.parse(words, { cache = { "value", conv = args.nonempty, what = "a path" } }, { pass = true })
+  if not rest then return nil, o end
+  if o.cache then
+    local ok, msg = require("kwb.core").cache_place(o.cache, true)
+    if not ok then return nil, "--cache " .. o.cache .. ": " .. msg end
+    M.set_cache(o.cache)
   end
   return rest
 end
@@ -93,54 +81,47 @@ function M.with_model(old, model)
   return out
 end
 
+-- A recipe's run options (kwb.base.args's spec; their text: kwb.help's run_options).
+local positive = { conv = args.positive_integer, what = "a positive integer" }
+-- value(t [, more]) -> a "value" option's spec: t's conv and what, more's as
+local function value(t, more)
+  local o = { "value" }
+  for k, v in pairs(t) do o[k] = v end
+  for k, v in pairs(more or {}) do o[k] = v end
+  return o
+end
+local run_spec = {
+  help = "flag",
+  json = { "flag", as = "mode", set = "json" },
+  plain = { "flag", as = "mode", set = "plain" },
+  quiet = { "flag", as = "mode", set = "quiet" },
+  budget = value(positive, { as = "candidates" }),
+  minutes = value { conv = function(v) local n = tonumber(v); return n and n > 0 and n or nil end, what = "a positive number" },
+  workers = value(positive),
+  ahead = value { conv = function(v) local n = math.tointeger(tonumber(v)); return n and n >= 0 and n or nil end,
+                  what = "an integer >= 0" },
+  seed = value { conv = function(v) return math.tointeger(tonumber(v)) end, what = "an integer" },
+  queue = value { what = "a redis:// URL" },
+  ["queue-password-file"] = value { conv = args.nonempty, what = "a file" },
+  ["fleet-key-file"] = value { conv = args.nonempty, what = "a file" },
+  device = value { conv = args.nonempty, what = "a device kind" },
+  retime = value { conv = function(v) return v:match("^%x+$") and v end, what = "a candidate id" },
+  model = value { what = "PROVIDER:NAME" },
+  strategy = value { what = "a strategy name" },
+}
+
 -- parse_run_options(words...) -> opts for kwb.loop.run.run | nil, message.
 function M.parse_run_options(...)
-  local words, opts, i = {}, {}, 1
-  for _, w in ipairs(table.pack(...)) do   -- --budget=5 is --budget 5
-    local name, v = tostring(w):match("^(%-%-[%w-]+)=(.*)$")
-    if name then words[#words + 1], words[#words + 2] = name, v else words[#words + 1] = w end
+  local how = { noun = "run option", known = help.words("run"), aliases = { h = "help" } }
+  local pos, opts = args.parse(table.pack(...), run_spec, how)
+  if not pos then return nil, opts end
+  if #pos > 0 then
+    return nil, string.format("unknown run option '%s' (known: %s)", pos[1], table.concat(how.known, ", "))
   end
-  words.n = #words
-  local function value(name, conv, what)
-    local v = words[i + 1]
-    local x = v and conv(v)
-    if not x then return nil, string.format("'%s' needs %s, got %s", name, what, v and ("'" .. v .. "'") or "nothing") end
-    i = i + 1
-    return x
-  end
-  local pos_int = function(v) local n = math.tointeger(tonumber(v)); return n and n > 0 and n or nil end
-  local pos_num = function(v) local n = tonumber(v); return n and n > 0 and n or nil end
-  while i <= words.n do
-    local w, err = words[i], nil
-    if w == "--help" or w == "-h" then opts.help = true
-    elseif w == "--json" then opts.mode = "json"
-    elseif w == "--plain" then opts.mode = "plain"
-    elseif w == "--quiet" then opts.mode = "quiet"
-    elseif w == "--budget" then opts.candidates, err = value(w, pos_int, "a positive integer")
-    elseif w == "--minutes" then opts.minutes, err = value(w, pos_num, "a positive number")
-    elseif w == "--workers" then opts.workers, err = value(w, pos_int, "a positive integer")
-    elseif w == "--ahead" then
-      opts.ahead, err = value(w, function(v) local n = math.tointeger(tonumber(v)); return n and n >= 0 and n or nil end,
-                              "an integer >= 0")
-    elseif w == "--seed" then opts.seed, err = value(w, function(v) return math.tointeger(tonumber(v)) end, "an integer")
-    elseif w == "--queue" then
-      opts.queue, err = value(w, function(v) return v end, "a redis:// URL")
-    elseif w == "--queue-password-file" then
-      opts.queue_password_file, err = value(w, function(v) return v ~= "" and v end, "a file")
-    elseif w == "--fleet-key-file" then
-      opts.fleet_key_file, err = value(w, function(v) return v ~= "" and v end, "a file")
-    elseif w == "--device" then opts.device, err = value(w, function(v) return v ~= "" and v end, "a device kind")
-    elseif w == "--retime" then opts.retime, err = value(w, function(v) return v:match("^%x+$") and v end, "a candidate id")
-    elseif w == "--model" then
-      opts.model, err = value(w, function(v) return v end, "PROVIDER:NAME")
-      if opts.model then opts.model, err = M.parse_model(opts.model) end
-    elseif w == "--strategy" then
-      opts.strategy, err = value(w, function(v) return v end, "a strategy name")
-      if opts.strategy and not strategy.known(opts.strategy) then err = strategy.unknown_message(opts.strategy) end
-    else err = string.format("unknown run option '%s' (known: %s)", w, table.concat(help.words("run"), ", ")) end
-    if err then return nil, err end
-    i = i + 1
-  end
+  local err
+  if opts.model then opts.model, err = M.parse_model(opts.model) end
+  if err then return nil, err end
+  if opts.strategy and not strategy.known(opts.strategy) then return nil, strategy.unknown_message(opts.strategy) end
   if opts.queue and opts.workers then return nil, "'--workers' is for workers on this machine; a queue's are its fleet" end
   if opts.device and not opts.queue then return nil, "'--device' picks among a queue's device kinds: it needs --queue" end
   for _, w in ipairs { "queue_password_file", "fleet_key_file" } do

@@ -88,26 +88,16 @@ end
 function M.main(...)
   local first = ...
   if first == nil or first == "--help" or first == "-h" then return worker.main(...) end   -- a local pool's worker
-  local opts = { recipes = core.cwd() }
-  local words, i = table.pack(...), 1
-  while i <= words.n do
-    local w, v = tostring(words[i]):match("^(%-%-[%w-]+)=(.*)$")
-    if w then i = i + 1 else w, v, i = words[i], words[i + 1], i + 2 end
-    local known = { ["--queue"] = 1, ["--queue-password-file"] = 1, ["--worker-key-file"] = 1, ["--backend"] = 1,
-                    ["--gpu"] = 1, ["--recipes"] = 1, ["--tasks"] = 1 }
-    if not known[w] then
-      return usage(string.format("unknown option '%s' (known: --queue, --queue-password-file, --worker-key-file, "
-                                 .. "--backend, --gpu, --recipes, --tasks)", w))
-    end
-    if v == nil then return usage(string.format("'%s' needs a value", w)) end
-    if w == "--queue" then opts.url = v
-    elseif w == "--queue-password-file" then opts.password_file = v
-    elseif w == "--worker-key-file" then opts.key_file = v
-    elseif w == "--backend" then opts.backend = v
-    elseif w == "--gpu" then opts.gpu = math.tointeger(tonumber(v)) or -1
-    elseif w == "--recipes" then opts.recipes = v
-    else opts.tasks = math.tointeger(tonumber(v)) or 0 end
-  end
+  local known = { "--queue", "--queue-password-file", "--worker-key-file", "--backend", "--gpu", "--recipes", "--tasks" }
+  local pos, opts = require("kwb.base.args").parse({ ... }, {
+    queue = { "value", as = "url" }, ["queue-password-file"] = { "value", as = "password_file" },
+    ["worker-key-file"] = { "value", as = "key_file" }, backend = "value", recipes = "value",
+    gpu = { "value", conv = function(v) return math.tointeger(tonumber(v)) or -1 end },
+    tasks = { "value", conv = function(v) return math.tointeger(tonumber(v)) or 0 end },
+  }, { known = known })
+  if pos and #pos > 0 then pos, opts = nil, string.format("unknown option '%s' (known: %s)", pos[1], table.concat(known, ", ")) end
+  if not pos then return usage(opts) end
+  opts.recipes = opts.recipes or core.cwd()
   if not opts.url then return usage("a fleet's worker needs --queue URL") end
   local q, perr = queue.parse(opts.url, { password_file = opts.password_file })
   if not q then return usage(perr) end

@@ -35,4 +35,12 @@ function M.read_file(path)
   return s
 end
 
+-- absolute(path) -> resolve(path), raising where it cannot be absolute (no
+-- working directory): what a worker, in a directory of its own, is sent
+function M.absolute(path)
+  local abs = M.resolve(path)
+  if abs:sub(1, 1) ~= "/" then error("cannot make " .. path .. " absolute: no working directory", 0) end
+  return abs
+end
+
 return M

@@ -105,4 +105,10 @@ function M.make(from, prop, origin)
   return c
 end
 
+-- for_worker(cand) -> what of a candidate a worker's task needs (plain data)
+function M.for_worker(cand)
+  return { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
+           params = cand.params, id = cand.id, short = cand.short }
+end
+
 return M

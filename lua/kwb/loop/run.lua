@@ -39,7 +39,7 @@ function Run:valid(params)
 end
 
 -- The stored results of this recipe's context, oldest first.
-function Run:history() return self.session.store:results(self.session.ctx) end
+function Run:history() return self.session:history() end
 
 -- ---- what model-driven strategies use ---------------------------------
 
@@ -51,10 +51,8 @@ function Run:agent()
     error(string.format("the %s strategy needs the recipe's 'model' (recipe %s has none)", self.strategy_name,
                         self.recipe.name), 0)
   end
-  local store, record = self.session.store, self.record
-  self.model = require("kwb.model").new(self.recipe.model, {
-    record = function(t) return store:transcript(t, record) end,
-  })
+  local s = self.session
+  self.model = require("kwb.model").new(self.recipe.model, { record = function(t) return s:keep_transcript(t) end })
   return self.model
 end
 
@@ -146,7 +144,7 @@ end
 M.AHEAD = 4
 function Run:look_ahead(in_flight)
   local n = self.ahead_n or M.AHEAD
-  if not (n > 0 and self.strategy.ahead and self.session.backend.prebuild) then return end
+  if not (n > 0 and self.strategy.ahead and self.session:builds_ahead()) then return end
   self.ahead = self.ahead or {}
   local fresh = {}
   while not self.ahead_done and #self.ahead < n
@@ -241,15 +239,10 @@ end
 function M.run(recipe, opts)
   opts = opts or {}
   local s = recipe:session(opts)
-  if opts.queue and not s.fleet_opts then   -- (its results are keyed by this machine's device already)
+  if opts.queue and not s:on_queue() then   -- (its results are keyed by this machine's device already)
     error("this recipe's session measures on this machine; load the recipe again (kwb.load) to run it on a queue", 0)
   end
-  if opts.workers then
-    s:close_workers()
-    s.n_workers = opts.workers
-  end
   local seed = opts.seed or recipe.seed or os.time()
-  s.run_seed = seed
   local budget = {
     candidates = opts.candidates or recipe.budget.candidates,
     minutes = opts.minutes or recipe.budget.minutes,
@@ -265,38 +258,33 @@ function M.run(recipe, opts)
                              progress = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
                            Run)
   run.ends_at = run.started + budget.minutes * 60
-  s.ends_at = run.ends_at
-  run.record = s.store:begin_run {
-    recipe = recipe.file or recipe.name, source = not recipe.file and recipe.name or nil,
-    settings = { strategy = sname, seed = seed, budget = budget, device = s.ctx.device, shapes = s.ctx.shapes },
-  }
-  s.run_record = run.record
+  run.record = s:begin_run { seed = seed, workers = opts.workers, recipe_file = recipe.file or recipe.name,
+                             source = not recipe.file and recipe.name or nil,
+                             settings = { strategy = sname, seed = seed, budget = budget } }
   run.progress:begin(run)
   -- (the summary's stages: the start kernel's seconds, its workers' start
   -- among them, apart from the ceilings measured and the sanitizer run
   -- meanwhile: an earlier best's, kwb.loop.sanitizer's known_best)
-  local t_start, c_before, s_before = core.now(), s.ceilings_s or 0, s.sanitize_s or 0
-  run.ceilings_base, run.sanitize_base = c_before, s_before
-  local ok_start, start, fresh = pcall(s.ensure_start, s)
-  run.start_s = core.now() - t_start - ((s.ceilings_s or 0) - c_before) - ((s.sanitize_s or 0) - s_before)
-  s.ends_at = nil
+  local t_start, before = core.now(), s:stage_seconds()
+  run.ceilings_base, run.sanitize_base = before.ceilings, before.sanitize
+  local ok_start, start, fresh = pcall(s.within, s, run.ends_at, s.ensure_start, s)
+  local after = s:stage_seconds()
+  run.start_s = core.now() - t_start - (after.ceilings - before.ceilings) - (after.sanitize - before.sanitize)
   if not ok_start then error(start, 0) end
   if fresh ~= nil then run.progress:start_kernel(s, start, fresh) end
-  for _, c in ipairs(s.start_changes or {}) do run.progress:revised(run, c.res, c.was) end   -- (not this run's)
-  s.start_changes = nil
+  for _, c in ipairs(s:take_start_changes()) do run.progress:revised(run, c.res, c.was) end   -- (not this run's)
   -- the recipe's baseline, once a run, right after the start kernel; never a
   -- candidate; kept with the run's record for kwb report (kwb.measure.baseline)
-  s.ends_at = run.ends_at
-  run.baseline = require("kwb.measure.baseline").run(s)
-  s.ends_at = nil
+  run.baseline = s:within(run.ends_at, require("kwb.measure.baseline").run, s)
   if run.baseline then
     run.progress:baseline(run, run.baseline)
-    s.store:note_baseline(run.record, run.baseline, recipe)
+    s:note_baseline(run.baseline)
   end
   run.best = s.best
-  run.workers = s:workers() and s.pool.n or 0
+  local pool = s:workers()
+  run.workers = pool and pool.n or 0
   -- the model's requests move on while the workers measure
-  if s.pool then s.pool.idle = function() if run.model then run.model:poll(0) end end end
+  s:on_idle(function() if run.model then run.model:poll(0) end end)
   -- a failure of the strategy or the loop still closes the run's record
   -- with what it counted (the model's usage too), then goes on up
   -- a strategy that reads no results has compute-sanitizer put off to the end (Session:put_off)
@@ -311,7 +299,7 @@ function M.run(recipe, opts)
   s:close_workers()
   if run.model then run.model:close() end
   local sm = summary.summary(run)
-  s.store:end_run(run.record, sm)
+  s:end_run(sm)
   if not ok then error(err, 0) end
   run.progress:summary(run, sm)
   return sm, run

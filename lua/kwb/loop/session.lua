@@ -9,8 +9,8 @@
 --   local p = s:submit(c)                       -- to a worker (or measured here)
 --   local res = s:complete(p)                   -- judged, recorded, noted
 --   s:evaluate(c)                               -- submit and complete
-local ids = require "kwb.base.ids"
 local core = require "kwb.core"
+local files = require "kwb.base.files"
 local candidate = require "kwb.loop.candidate"
 local judge = require "kwb.loop.judge"
 local measure = require "kwb.measure"
@@ -19,17 +19,12 @@ local rng = require "kwb.base.rng"
 local sanitizer = require "kwb.loop.sanitizer"
 local outcomes = require "kwb.base.outcomes"
 local store = require "kwb.loop.store"
+local tools = require "kwb.loop.tools"
 
 local M = {}
 
 local Session = {}
 Session.__index = Session
-
-local function absolute(path)
-  local abs = require("kwb.base.files").resolve(path)
-  if abs:sub(1, 1) ~= "/" then error("cannot make " .. path .. " absolute: no working directory", 0) end
-  return abs
-end
 
 -- new(recipe [, { store =, queue = URL, device = KIND, queue_password_file =,
 -- fleet_key_file = }]) -> the loop's state for one recipe; with a queue, its
@@ -88,7 +83,7 @@ end
 
 function Session:ceilings()
   if not self._ceilings and self:fleet() then   -- the fleet's device, measured by one of its workers
-    self._ceilings = self.pool:ceilings(absolute(self.recipe.returned_by))
+    self._ceilings = self.pool:ceilings(files.absolute(self.recipe.returned_by))
   elseif not self._ceilings then
     local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
     local t0 = core.now()
@@ -125,7 +120,7 @@ function Session:workers()
   self.pool = require("kwb.runners.workers").pool { backend = self.recipe.backend, n = n or 1, devices = devices,
                                             deny = self.recipe.model and require("kwb.model").key_names(self.recipe.model) }
   -- every worker loads the recipe and builds the reference now, side by side
-  local file = absolute(self.recipe.returned_by)
+  local file = files.absolute(self.recipe.returned_by)
   for _ = 1, self.pool.n do
     self.pool:submit("kwb.worker.task.prepare", { file }, { limit = measure.build_limit, what = "loading the recipe" })
   end
@@ -138,12 +133,6 @@ function Session:close_workers()
 end
 
 -- ---- evaluation ---------------------------------------------------------
-
--- What of a candidate a worker's task needs (plain data).
-local function for_worker(cand)
-  return { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
-           params = cand.params, id = cand.id, short = cand.short }
-end
 
 -- submit(cand [, { start = true }]) -> pending: the candidate handed to a
 -- worker, or measured here when the session has no pool.
@@ -173,7 +162,7 @@ function Session:submit(cand, opts)
     self.harness:measure(cand, res, opts)
     return pending
   end
-  local args = { { recipe = absolute(recipe.returned_by), cand = for_worker(cand), seed = tostring(res.seed) } }
+  local args = { { recipe = files.absolute(recipe.returned_by), cand = candidate.for_worker(cand), seed = tostring(res.seed) } }
   pending.send = function()
     -- (the request made again on each sending: the run's end as the seconds
     -- left then, not this host's monotonic time, which a fleet's worker would
@@ -215,8 +204,8 @@ function Session:build(cand)
     return res
   end
   local answer = pool:wait(pool:submit("kwb.worker.task.build", { {
-    recipe = absolute(self.recipe.returned_by),
-    cand = for_worker(cand),
+    recipe = files.absolute(self.recipe.returned_by),
+    cand = candidate.for_worker(cand),
   } }, { limit = measure.build_limit, what = "building a draft" }))
   if answer.ok then return answer.value end
   local outcome = ({ timeout = "timeout", ["too-large"] = "compile-error" })[answer.code] or "crashed"
@@ -316,135 +305,85 @@ end
 -- sanitizing() -> the recipe's sanitize: "best", "all" or false (kwb.loop.store.sanitizing).
 function Session:sanitizing() return store.sanitizing(self.recipe) end
 
--- sanitize(cand, res): compute-sanitizer on the candidate (kwb.checks.sanitize), in
--- a worker when the session has a pool; a finding makes it "unsafe".
-function Session:sanitize(cand, res)
-  local t0 = core.now()
-  local file = self.recipe.returned_by
-  local args = { recipe = file and absolute(file), cand = for_worker(cand), seed = tostring(res.seed) }
-  local finding
-  local pool = self:workers()
-  if pool then
-    if not pool.remote and not require("kwb.checks.sanitize").path() then   -- (a fleet's worker says so itself)
-      error("compute-sanitizer is not installed (looked in CUDA_HOME/bin and on PATH); a recipe runs without it "
-            .. "with sanitize = false", 0)
-    end
-    local function ask()
-      return pool:wait(pool:submit("kwb.worker.task.sanitize", { args },
-                                   { limit = measure.build_limit, what = "compute-sanitizer's start" }))
-    end
-    -- the candidate's code runs in the tools' own processes, never in this
-    -- worker: the worker lost (killed from outside, the device lost) is not
-    -- its doing, so once more; a second loss, or the task's own error, stops
-    -- the run and is never the candidate's outcome (INTEGRITY.md property 9)
-    local answer = ask()
-    if not answer.ok and answer.code == "crashed" then answer = ask() end
-    if not answer.ok then
-      error(string.format("compute-sanitizer on candidate %s did not finish in its worker (%s): not the candidate's "
-                          .. "doing, so the run stops without an outcome for it", res.short or res.id,
-                          tostring(answer.reason)), 0)
-    end
-    finding = answer.value
-  else
-    finding = require("kwb.checks.sanitize").check(self.recipe, args)
-  end
-  -- (a tool's run killed from outside twice, or one that could not run: the run stops without an outcome for it)
-  local not_its = finding.outside or finding.harness
-  if not_its then error(not_its .. "; candidate " .. tostring(res.short or res.id), 0) end
-  res.seconds.sanitize = core.now() - t0
-  self.sanitize_s = (self.sanitize_s or 0) + res.seconds.sanitize   -- (a run's summary: stages.sanitize)
-  for tool, x in pairs(finding.seconds or {}) do res.seconds["sanitize_" .. tool] = x end
-  res.sanitize_stages = finding.stages   -- (each tool's run split by the job: load, build, bench, inputs, call)
-  res.sanitize_skipped = finding.skipped   -- (a tool left out, and why: kwb.checks.sanitize.tools_for)
-  res.sanitized = not finding.tool or nil
-  if finding.tool then
-    res.outcome = "unsafe"
-    res.reason = string.format("compute-sanitizer %s at %s: %s", finding.tool, finding.shape, finding.report)
-    res.sanitizer_log = finding.log   -- (the tool's output, for the caller: the reason keeps its first report)
-  end
-end
+-- sanitize(cand, res): compute-sanitizer on the candidate (kwb.loop.tools),
+-- in a worker when the session has a pool; a finding makes it "unsafe".
+function Session:sanitize(cand, res) return tools.sanitize(self, cand, res) end
 
--- profile(id [, shape [, csv]]) -> the profile (kwb.checks.profile.summarise),
--- stored in the cache: ncu on a cached candidate of this recipe's problem at
--- a timed shape (default: the one where its median is longest), in a worker
--- when the session has a pool; ncu's output written to the file csv. Raises
--- naming what is wrong.
-function Session:profile(prefix, key, csv)
-  local recipe, cache = self.recipe, self.store.cache
-  if recipe.backend ~= "cuda" then error("recipe " .. recipe.name .. ": a profile is ncu's, for the cuda backend", 0) end
-  if csv then   -- (where ncu's output goes, before ncu runs: a regular file in a directory that exists)
-    local fine, why = core.output_file(csv)
-    if not fine then error(why, 0) end
-  end
-  local got, msg = cache:get(prefix)
-  if not got then error(msg, 0) end
-  if got.problem ~= recipe.problem:key() then
-    error(string.format("candidate %s is of problem %s, not this recipe's %s", ids.short(got.id), got.problem,
-                        recipe.problem:key()), 0)
-  end
-  local medians = {}
-  for _, r in ipairs(cache:results(got.id) or {}) do   -- (times measured here: kwb.loop.store's known)
-    if r.device == self.ctx.device and require("kwb.cache").as_measured(r.verify, self.ctx.trust_imported) then
-      medians[r.shape] = r.timing.median
-    end
-  end
-  if key then   -- (the variables in any order)
-    local shape_set = require("kwb.problem").shape_set
-    local want, known = shape_set(key), false
-    for _, sh in ipairs(recipe.shapes) do
-      if shape_set(sh.key) == want then key, known = sh.key, true end
-    end
-    if not known then
-      local keys = {}
-      for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
-      error(string.format("recipe %s has no timed shape %s (its shapes: %s)", recipe.name, key, table.concat(keys, ", ")), 0)
-    end
-  else
-    for _, sh in ipairs(recipe.shapes) do
-      if medians[sh.key] and (not key or medians[sh.key] > medians[key]) then key = sh.key end
-    end
-    key = key or recipe.shapes[#recipe.shapes].key
-  end
-  local cand = self:candidate({ source = got.source, defines = got.params, params = got.params, name = "profiled " .. ids.short(got.id) })
-  if cand.id ~= got.id then
-    error(string.format("candidate %s was built with other flags than this recipe's (here it is %s)", ids.short(got.id),
-                        ids.short(cand.id)), 0)
-  end
-  local file = recipe.returned_by
-  if not file then error("recipe " .. recipe.name .. ": a profile runs the recipe from its file, and this one has none", 0) end
-  local args = { recipe = absolute(file), cand = for_worker(cand), seed = "1", shape = key }
-  local answer
-  local pool = self:workers()
-  if pool then
-    local a = pool:wait(pool:submit("kwb.worker.task.profile", { args },
-                                    { limit = measure.build_limit, what = "ncu's start" }))
-    if not a.ok then error("ncu did not finish in the worker: " .. tostring(a.reason), 0) end
-    answer = a.value
-  else
-    answer = require("kwb.checks.profile").task(self.harness, args)
-  end
-  if csv then   -- ncu's own output, as it came
-    local f, ferr = io.open(csv, "w")
-    if not f then error("cannot write " .. csv .. ": " .. tostring(ferr), 0) end
-    f:write(answer.log or "")
-    f:close()
-  end
-  if not answer.parsed then
-    error(tostring(answer.reason) .. (answer.log and ("\n" .. answer.log:sub(-2000)) or ""), 0)
-  end
-  for _, k in ipairs(answer.parsed.kernels) do   -- spills as the build reports them
-    local r = (answer.resources or {})[k.name]
-    if r then k.spills = (r.spill_stores or 0) + (r.spill_loads or 0) end
-  end
-  local p = require("kwb.checks.profile").summarise(answer.parsed, medians[key])
-  p.shape, p.device, p.candidate = key, self.ctx.device, got.id
-  cache:add_profile { candidate = got.id, device = self.ctx.device, shape = key, class = p.class, data = p }
-  return p
-end
+-- profile(id [, shape [, csv]]) -> ncu's profile of a cached candidate (kwb.loop.tools)
+function Session:profile(prefix, key, csv) return tools.profile(self, prefix, key, csv) end
 
 -- evaluate(cand [, { start = true }]) -> the recorded result.
 function Session:evaluate(cand, opts)
   return self:complete(self:submit(cand, opts))
+end
+
+-- ---- a run's calls (kwb.loop.run) ------------------------------------------
+
+-- begin_run { seed =, workers =, settings =, recipe_file =, source = } ->
+-- the run's record: its seed (the inputs' seeds derive from it), the number
+-- of workers (a pool of another size closes), the record begun in the
+-- cache, which the results it records name.
+function Session:begin_run(o)
+  if o.workers then
+    self:close_workers()
+    self.n_workers = o.workers
+  end
+  self.run_seed = o.seed
+  local settings = o.settings
+  settings.device, settings.shapes = self.ctx.device, self.ctx.shapes
+  self.run_record = self.store:begin_run { recipe = o.recipe_file, source = o.source, settings = settings }
+  return self.run_record
+end
+
+-- note_baseline(baseline): the run's baseline kept with its record (kwb report reads it)
+function Session:note_baseline(bl)
+  self.store:note_baseline(self.run_record, bl, self.recipe)
+end
+
+-- end_run(summary): the run's record closed with what it counted
+function Session:end_run(sm)
+  self.store:end_run(self.run_record, sm)
+end
+
+-- history() -> the stored results of this session's context, oldest first
+function Session:history() return self.store:results(self.ctx) end
+
+-- keep_transcript(t) -> id: a model's request and reply kept in the cache
+-- with the run's record (kwb.loop.store's transcript)
+function Session:keep_transcript(t) return self.store:transcript(t, self.run_record) end
+
+-- builds_ahead() -> whether the backend can build candidates ahead (prebuild)
+function Session:builds_ahead() return self.backend.prebuild ~= nil end
+
+-- on_queue() -> whether this session's candidates are measured by a fleet
+function Session:on_queue() return self.fleet_opts ~= nil end
+
+-- on_idle(fn): fn() while the session waits on its workers (the model's requests move on)
+function Session:on_idle(fn)
+  if self.pool then self.pool.idle = fn end
+end
+
+-- stage_seconds() -> { ceilings =, sanitize = }: the seconds this session
+-- spent measuring the device's ceilings and in compute-sanitizer so far
+function Session:stage_seconds()
+  return { ceilings = self.ceilings_s or 0, sanitize = self.sanitize_s or 0 }
+end
+
+-- take_start_changes() -> the earlier results whose outcomes finding the
+-- session's best changed (kwb.loop.sanitizer's known_best), once
+function Session:take_start_changes()
+  local c = self.start_changes or {}
+  self.start_changes = nil
+  return c
+end
+
+-- within(ends_at, fn, ...) -> fn(...) with the run's end at ends_at for the
+-- measurements it makes (the start kernel's checks and the baseline count
+-- against the run's minutes), and no end after, whatever fn does
+function Session:within(ends_at, fn, ...)
+  self.ends_at = ends_at
+  local _ <close> = setmetatable({}, { __close = function() self.ends_at = nil end })
+  return fn(...)
 end
 
 -- The start kernel: known from the cache, or evaluated now. Raises when it

@@ -77,12 +77,13 @@ local function stage_sums(run, elapsed)
       if type(v) == "number" then sums[k] = sums[k] + v; counted = counted + v end
     end
   end
-  sums.sanitize = math.max(0, (run.session.sanitize_s or 0) - (run.sanitize_base or 0))
+  local spent = run.session:stage_seconds()
+  sums.sanitize = math.max(0, spent.sanitize - (run.sanitize_base or 0))
   counted = counted + sums.sanitize
   -- (the baseline's measurement, right after the start kernel, is part of `start`; `baseline` says how much)
   sums.baseline = run.baseline and run.baseline.seconds or nil
   sums.start = math.max(0, run.start_s or 0) + (sums.baseline or 0)
-  sums.ceilings = math.max(0, (run.session.ceilings_s or 0) - (run.ceilings_base or 0))
+  sums.ceilings = math.max(0, spent.ceilings - (run.ceilings_base or 0))
   sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings)
   return sums
 end

@@ -29,11 +29,11 @@ CORE_SRC := $(filter-out core/main.c,$(wildcard core/*.c))
 # libkwb.so: the core without the CLI (no Lua, no REPL), for C programs and
 # LuaJIT's FFI; its objects built position-independent apart.
 LIB_SRC  := $(filter-out core/main.c core/lua_%.c core/luastate.c core/repl.c,$(wildcard core/*.c))
-LIB_OBJ  := $(LIB_SRC:core/%.c=build/pic/%.o)
+LIB_OBJ  := $(LIB_SRC:core/%.c=build/pic/%.o) build/pic/cuda_sources.o
 LIB_LIBS := $(shell pkg-config --libs libzstd sqlite3 libffi libcrypto libseccomp 2>/dev/null) -ldl -lm -lpthread
 PREFIX   ?= /usr/local
 VERSION  := $(shell sed -n 's/.*kwb_version(void) { return "\(.*\)"; }/\1/p' core/error.c)
-CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o
+CORE_OBJ := $(CORE_SRC:core/%.c=build/obj/%.o) build/obj/bundle.o build/obj/cuda_sources.o
 # (LuaJIT's module for libkwb.so, luajit/kwb/ffi.lua, is installed, never bundled)
 LUA_SRC  := $(shell find lua -name '*.lua' | LC_ALL=C sort)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -108,6 +108,22 @@ build/bundle.c: build/embed $(LUA_SRC)
 	@printf '  EMBED %d Lua modules\n' $(words $(LUA_SRC))
 	$(Q)build/embed $@ lua $(LUA_SRC)
 
+# kwb's own CUDA sources (cuda_builtin.c compiles them with NVRTC), each
+# file's exact bytes as a C string: SYMBOL=FILE
+CUDA_EMBED := kwb_cuda_builtin_source=core/cuda/kwb_builtin.cu kwb_cuda_wmma_source=core/cuda/kwb_wmma.cu
+
+build/cuda_sources.c: build/embed $(foreach e,$(CUDA_EMBED),$(lastword $(subst =, ,$(e))))
+	@printf '  EMBED %d CUDA sources\n' $(words $(CUDA_EMBED))
+	$(Q)build/embed -s $@ $(CUDA_EMBED)
+
+build/obj/cuda_sources.o: build/cuda_sources.c | build/obj
+	@printf '  CC    %s\n' $<
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+build/pic/cuda_sources.o: build/cuda_sources.c | build/pic
+	@printf '  CC    %s (pic)\n' $<
+	$(Q)$(CC) $(CFLAGS) -fPIC -c -o $@ $<
+
 build/embed: tools/embed.c | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) -O2 -Wall -Wextra -o $@ $<
@@ -124,9 +140,9 @@ build/unit/%: tests/unit/%.c tests/unit/unit.h $(CORE_OBJ) | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(CORE_OBJ) $(LDLIBS)
 
-build/asan/%: tests/unit/%.c tests/unit/unit.h $(CORE_SRC) build/bundle.c | build/obj
+build/asan/%: tests/unit/%.c tests/unit/unit.h $(CORE_SRC) build/bundle.c build/cuda_sources.c | build/obj
 	@printf '  CC    %s (asan+ubsan)\n' $<
-	$(Q)$(CC) $(CFLAGS) -O1 $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) build/bundle.c $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -O1 $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) build/bundle.c build/cuda_sources.c $(LDLIBS)
 
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/unit/%) $(UNIT_SRC:tests/unit/%.c=build/asan/%)
 unit: $(UNIT_BIN) build/ttydrive build/httpd

@@ -11,298 +11,48 @@
 #include "error.h"
 #include "kwb.h"
 
-/* The counter-based generator is rng.c's, bit for bit; the conversions are
- * dtype.c's rounding (to nearest even); FMA contraction is off (--fmad=false)
- * so lo + (hi - lo) * u rounds as on the host. */
-const char kwb_cuda_builtin_source[] =
-    "typedef unsigned long long u64; typedef unsigned int u32; typedef unsigned short u16;\n"
-    "typedef unsigned char u8; typedef long long i64;\n"
-    "enum { F32, F64, F16, BF16, I8, I32, I64, U8, U32, U64, E4M3 = 64, E2M1 = 65 };\n"
-    "__device__ __forceinline__ u64 mix(u64 z) {\n"
-    "  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;\n"
-    "  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;\n"
-    "  return z ^ (z >> 31);\n"
-    "}\n"
-    "__device__ u64 rng_bits(u64 s, u64 i) {\n"
-    "  return mix(mix(s + 0x9e3779b97f4a7c15ull) ^ (i * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull));\n"
-    "}\n"
-    "__device__ double rng_u01(u64 s, u64 i) { return (double)(rng_bits(s, i) >> 11) * 0x1.0p-53; }\n"
-    "__device__ double rng_normal(u64 s, u64 i) {\n"
-    "  double u1 = ((double)(rng_bits(s ^ 0x5851f42d4c957f2dull, 2 * i) >> 11) + 1.0) * 0x1.0p-53;\n"
-    "  double u2 = rng_u01(s ^ 0x5851f42d4c957f2dull, 2 * i + 1);\n"
-    "  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);\n"
-    "}\n"
-    /* the stream the timed runs draw from: the same distribution from one
-     * hash an element and single-precision math, at the memory's pace */
-    "__device__ float rng_normal_f(u64 s, u64 i) {\n"
-    "  u64 r = rng_bits(s ^ 0x2545f4914f6cdd1dull, i);\n"
-    "  float u1 = ((float)(u32)(r >> 40) + 1.0f) * 0x1.0p-24f, u2 = (float)(u32)((r >> 16) & 0xffffffu) * 0x1.0p-24f;\n"
-    "  return sqrtf(-2.0f * __logf(u1)) * __cosf(6.2831853f * u2);\n"
-    "}\n"
-    "__device__ u16 to_bf16(float x) {\n"
-    "  u32 u = __float_as_uint(x);\n"
-    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x0040u);\n"
-    "  u += 0x7fffu + ((u >> 16) & 1u);\n"
-    "  return (u16)(u >> 16);\n"
-    "}\n"
-    "__device__ u16 to_f16(float x) {\n"
-    "  u32 u = __float_as_uint(x); u16 sign = (u16)((u >> 16) & 0x8000u); u32 a = u & 0x7fffffffu;\n"
-    "  if (a > 0x7f800000u) return sign | 0x7e00u;\n"
-    "  if (a >= 0x477ff000u) return sign | 0x7c00u;\n"
-    "  if (a < 0x38800000u) {\n"
-    "    if (a < 0x33000000u) return sign;\n"
-    "    u32 e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126 - e, q = m >> shift;\n"
-    "    u32 rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);\n"
-    "    if (rem > half || (rem == half && (q & 1u))) q++;\n"
-    "    return sign | (u16)q;\n"
-    "  }\n"
-    "  u32 r = a + 0xfffu + ((a >> 13) & 1u);\n"
-    "  return sign | (u16)(((r >> 13) - (112u << 10)) & 0x7fffu);\n"
-    "}\n"
-    "__device__ float from_f16(u16 h) {\n"
-    "  u32 sign = (u32)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
-    "  if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m << 13));\n"
-    "  if (e == 0) { float v = (float)m * (1.0f / 16777216.0f); return sign ? -v : v; }\n"
-    "  return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));\n"
-    "}\n"
-    /* e4m3 (OCP FP8): bias 7, no infinities, S.1111.111 is NaN, saturating at 448 */
-    "__device__ u8 to_e4m3(float x) {\n"
-    "  u8 sign = signbit(x) ? 0x80 : 0; float a = fabsf(x);\n"
-    "  if (isnan(x)) return 0x7f;\n"
-    "  if (a >= 448.0f) return sign | 0x7e;\n"
-    "  if (a < 0.015625f) return sign | (u8)rintf(a * 512.0f);\n"
-    "  int e; frexpf(a, &e); e -= 1;\n"
-    "  float q = rintf(ldexpf(a, 3 - e));\n"
-    "  if (q >= 16.0f) { q = 8.0f; e++; }\n"
-    "  int code = ((e + 7) << 3) | ((int)q - 8);\n"
-    "  return sign | (u8)(code > 0x7e ? 0x7e : code);\n"
-    "}\n"
-    "__device__ float from_e4m3(u8 v) {\n"
-    "  int e = (v >> 3) & 15, m = v & 7; float r;\n"
-    "  if (e == 15 && m == 7) return __uint_as_float(0x7fc00000u);\n"
-    "  r = e == 0 ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), e - 10);\n"
-    "  return (v & 0x80) ? -r : r;\n"
-    "}\n"
-    /* e2m1 (OCP FP4): 0, 0.5, 1, 1.5, 2, 3, 4, 6; ties to the even code */
-    "__device__ float from_e2m1(u8 v) {\n"
-    "  const float mag[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};\n"
-    "  float r = mag[v & 7]; return (v & 8) ? -r : r;\n"
-    "}\n"
-    "__device__ u8 to_e2m1(float x) {\n"
-    "  u8 sign = signbit(x) ? 8 : 0; float a = fabsf(x); int best = 0; float bd = 1e30f;\n"
-    "  if (isnan(x)) return 0;\n"
-    "  for (int c = 0; c < 8; c++) {\n"
-    "    float d = fabsf(a - from_e2m1((u8)c));\n"
-    "    if (d < bd || (d == bd && (c & 1) == 0)) { bd = d; best = c; }\n"
-    "  }\n"
-    "  return sign | (u8)best;\n"
-    "}\n"
-    "__device__ double clampd(double v, double lo, double hi) { if (isnan(v)) return 0; return v < lo ? lo : v > hi ? hi : v; }\n"
-    "__device__ void store(void *p, int dt, u64 i, double v) {\n"
-    "  switch (dt) {\n"
-    "  case F32: ((float *)p)[i] = (float)v; break;\n"
-    "  case F64: ((double *)p)[i] = v; break;\n"
-    "  case F16: ((u16 *)p)[i] = to_f16((float)v); break;\n"
-    "  case BF16: ((u16 *)p)[i] = to_bf16((float)v); break;\n"
-    "  case I8: ((signed char *)p)[i] = (signed char)clampd(v, -128, 127); break;\n"
-    "  case I32: ((int *)p)[i] = (int)clampd(v, -2147483648.0, 2147483647.0); break;\n"
-    "  case I64: ((i64 *)p)[i] = (i64)clampd(v, -9223372036854775808.0, 9223372036854774784.0); break;\n"
-    "  case U8: ((u8 *)p)[i] = (u8)clampd(v, 0, 255); break;\n"
-    "  case U32: ((u32 *)p)[i] = (u32)clampd(v, 0, 4294967295.0); break;\n"
-    "  case U64: ((u64 *)p)[i] = (u64)clampd(v, 0, 18446744073709549568.0); break;\n"
-    "  case E4M3: ((u8 *)p)[i] = to_e4m3((float)v); break;\n"
-    "  }\n"
-    "}\n"
-    "__device__ double load(const void *p, int dt, u64 i) {\n"
-    "  switch (dt) {\n"
-    "  case F32: return ((const float *)p)[i];\n"
-    "  case F64: return ((const double *)p)[i];\n"
-    "  case F16: return from_f16(((const u16 *)p)[i]);\n"
-    "  case BF16: return __uint_as_float((u32)((const u16 *)p)[i] << 16);\n"
-    "  case I8: return ((const signed char *)p)[i];\n"
-    "  case I32: return ((const int *)p)[i];\n"
-    "  case I64: return (double)((const i64 *)p)[i];\n"
-    "  case U8: return ((const u8 *)p)[i];\n"
-    "  case U32: return ((const u32 *)p)[i];\n"
-    "  case U64: return (double)((const u64 *)p)[i];\n"
-    "  case E4M3: return from_e4m3(((const u8 *)p)[i]);\n"
-    "  case E2M1: { u8 b = ((const u8 *)p)[i >> 1]; return from_e2m1((i & 1) ? b >> 4 : b & 15); }\n"
-    "  }\n"
-    "  return 0;\n"
-    "}\n"
-    "__device__ int is_float(int dt) { return dt == F32 || dt == F64 || dt == F16 || dt == BF16 || dt == E4M3; }\n"
-    "__device__ int is_poison(const void *p, int dt, u64 i) {\n"
-    "  switch (dt) {\n"
-    "  case F32: return ((const u32 *)p)[i] == 0x7fa5a5a5u;\n"
-    "  case F64: return ((const u64 *)p)[i] == 0x7ff4a5a5a5a5a5a5ull;\n"
-    "  case F16: return ((const u16 *)p)[i] == 0x7d5a;\n"
-    "  case BF16: return ((const u16 *)p)[i] == 0x7fa5;\n"
-    "  case E4M3: return ((const u8 *)p)[i] == 0x7f;\n"
-    "  case E2M1: return 0;\n"
-    "  case I8: case U8: return ((const u8 *)p)[i] == 0xa5;\n"
-    "  case I32: case U32: return ((const u32 *)p)[i] == 0xa5a5a5a5u;\n"
-    "  default: return ((const u64 *)p)[i] == 0xa5a5a5a5a5a5a5a5ull;\n"
-    "  }\n"
-    "}\n"
-    "__device__ double gen(int mode, int flt, u64 seed, u64 i, double a, double b, double ilo, double span) {\n"
-    "  if (mode == 0) { double u = rng_u01(seed, i); return flt ? a + (b - a) * u : ilo + floor(u * span); }\n"
-    "  if (mode == 1) return a + b * rng_normal(seed, i);\n"
-    "  if (mode == 3) return a + b * (double)rng_normal_f(seed, i);\n"
-    "  return a;\n"
-    "}\n"
-    /* mode 0 uniform in [a, b), 1 normal (mean a, stdev b), 2 the value a, 3 normal from the fast stream */
-    "extern \"C\" __global__ void kwb_fill(void *p, int dt, u64 n, u64 seed, double a, double b, int mode) {\n"
-    "  u64 stride = (u64)gridDim.x * blockDim.x, t = (u64)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  int flt = is_float(dt) || dt == E2M1;\n"
-    "  double ilo = ceil(a), span = floor(b) - ceil(a) + 1;\n"
-    "  if (dt == E2M1) {\n"
-    "    for (u64 j = t; j < (n + 1) / 2; j += stride) {\n"
-    "      u8 lo = to_e2m1((float)gen(mode, 1, seed, 2 * j, a, b, ilo, span));\n"
-    "      u8 hi = 2 * j + 1 < n ? to_e2m1((float)gen(mode, 1, seed, 2 * j + 1, a, b, ilo, span)) : 0;\n"
-    "      ((u8 *)p)[j] = lo | (u8)(hi << 4);\n"
-    "    }\n"
-    "    return;\n"
-    "  }\n"
-    "  for (u64 i = t; i < n; i += stride) store(p, dt, i, gen(mode, flt, seed, i, a, b, ilo, span));\n"
-    "}\n"
-    "extern \"C\" __global__ void kwb_fill64(u64 *p, u64 n, u64 bits) {\n"
-    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) p[i] = bits;\n"
-    "}\n"
-    "__device__ double wsum(double v) { for (int o = 16; o; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o); return v; }\n"
-    "__device__ u64 wsumu(u64 v) { for (int o = 16; o; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o); return v; }\n"
-    "__device__ double wmax(double v) { for (int o = 16; o; o >>= 1) v = fmax(v, __shfl_down_sync(0xffffffffu, v, o)); return v; }\n"
-    "__device__ u64 wminu(u64 v) { for (int o = 16; o; o >>= 1) { u64 w = __shfl_down_sync(0xffffffffu, v, o); v = w < v ? w : v; } return v; }\n"
-    /* r: max_abs, max_rel (as bits), sum d^2, sum ref^2, nan, inf, poison, bad, first_bad, ref_nonfinite, sum ref */
-    "extern \"C\" __global__ void kwb_compare(const void *out, int dto, const void *ref, int dtr, u64 n,\n"
-    "                                        double atol, double rtol, u64 *r) {\n"
-    "  double mabs = 0, mrel = 0, d2 = 0, r2 = 0, rs = 0; u64 nan_ = 0, inf_ = 0, poi = 0, bad = 0, rnf = 0, fb = ~0ull;\n"
-    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {\n"
-    "    double rv = load(ref, dtr, i); int b = 0, po = is_poison(out, dto, i);\n"
-    "    if (!isfinite(rv)) rnf++; else rs += rv;\n"
-    "    if (po && is_float(dto)) { poi++; b = 1; }\n"
-    "    else {\n"
-    "      if (po) poi++;\n"
-    "      double o = load(out, dto, i);\n"
-    "      if (isnan(o)) { nan_++; b = 1; }\n"
-    "      else if (isinf(o)) { inf_++; b = 1; }\n"
-    "      else if (isfinite(rv)) {\n"
-    "        double e = fabs(o - rv);\n"
-    "        mabs = fmax(mabs, e);\n"
-    "        if (rv != 0) mrel = fmax(mrel, e / fabs(rv));\n"
-    "        d2 += e * e; r2 += rv * rv;\n"
-    "        if (!(e <= atol + rtol * fabs(rv))) b = 1;\n"
-    "      }\n"
-    "    }\n"
-    "    if (b) { bad++; if (i < fb) fb = i; }\n"
-    "  }\n"
-    "  mabs = wmax(mabs); mrel = wmax(mrel); d2 = wsum(d2); r2 = wsum(r2); rs = wsum(rs);\n"
-    "  nan_ = wsumu(nan_); inf_ = wsumu(inf_); poi = wsumu(poi); bad = wsumu(bad); rnf = wsumu(rnf); fb = wminu(fb);\n"
-    "  if ((threadIdx.x & 31) == 0) {\n"
-    "    atomicMax(&r[0], (u64)__double_as_longlong(mabs)); atomicMax(&r[1], (u64)__double_as_longlong(mrel));\n"
-    "    atomicAdd((double *)&r[2], d2); atomicAdd((double *)&r[3], r2);\n"
-    "    atomicAdd(&r[4], nan_); atomicAdd(&r[5], inf_); atomicAdd(&r[6], poi); atomicAdd(&r[7], bad);\n"
-    "    atomicMin(&r[8], fb); atomicAdd(&r[9], rnf); atomicAdd((double *)&r[10], rs);\n"
-    "  }\n"
-    "}\n"
-    "extern \"C\" __global__ void kwb_checksum(const u8 *p, u64 bytes, u64 key, u64 *out) {\n"
-    "  u64 nw = (bytes + 7) / 8, h = 0;\n"
-    "  for (u64 w = (u64)blockIdx.x * blockDim.x + threadIdx.x; w < nw; w += (u64)gridDim.x * blockDim.x) {\n"
-    "    u64 v = 0;\n"
-    "    if (w * 8 + 8 <= bytes) v = ((const u64 *)p)[w];\n"
-    "    else for (u64 k = 0; w * 8 + k < bytes; k++) v |= (u64)p[w * 8 + k] << (8 * k);\n"
-    "    h += mix(v ^ (w * 0x9e3779b97f4a7c15ull + key));\n"
-    "  }\n"
-    "  h = wsumu(h);\n"
-    "  if ((threadIdx.x & 31) == 0) atomicAdd(out, h);\n"
-    "}\n"
-    /* elements still poison: r[0] their count, r[1] the first */
-    "extern \"C\" __global__ void kwb_poisoned(const void *p, int dt, u64 n, u64 *r) {\n"
-    "  u64 c = 0, fb = ~0ull;\n"
-    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)\n"
-    "    if (is_poison(p, dt, i)) { c++; if (i < fb) fb = i; }\n"
-    "  c = wsumu(c); fb = wminu(fb);\n"
-    "  if ((threadIdx.x & 31) == 0) { atomicAdd(&r[0], c); atomicMin(&r[1], fb); }\n"
-    "}\n"
-    /* a buffer's guard bands, nb bytes before it and na after, as one zone
-     * (index i: before, then after) of bytes drawn from the pattern: filled,
-     * or checked (r[0] the first index that differs, r[1] the last) */
-    "__device__ u8 zone_byte(u64 pattern, u64 i) { return (u8)(mix(pattern + (i >> 3)) >> (8 * (i & 7))); }\n"
-    "extern \"C\" __global__ void kwb_guard(u8 *before, u64 nb, u8 *after, u64 na, u64 pattern, int fill, u64 *r) {\n"
-    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < nb + na; i += (u64)gridDim.x * blockDim.x) {\n"
-    "    u8 *q = i < nb ? before + i : after + (i - nb); u8 want = zone_byte(pattern, i);\n"
-    "    if (fill) *q = want;\n"
-    "    else if (*q != want) { atomicMin(&r[0], i); atomicMax(&r[1], i); }\n"
-    "  }\n"
-    "}\n"
-    /* many buffers' guard bands at once: block row y checks buffer y, its
-     * zones given as z[5y..5y+4] = before, nb, after, na, pattern */
-    "extern \"C\" __global__ void kwb_guards(const u64 *z, u64 *r) {\n"
-    "  const u64 *d = z + 5 * blockIdx.y; u8 *before = (u8 *)d[0], *after = (u8 *)d[2]; u64 nb = d[1], na = d[3];\n"
-    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < nb + na; i += (u64)gridDim.x * blockDim.x) {\n"
-    "    const u8 *q = i < nb ? before + i : after + (i - nb);\n"
-    "    if (*q != zone_byte(d[4], i)) { atomicMin(&r[2 * blockIdx.y], i); atomicMax(&r[2 * blockIdx.y + 1], i); }\n"
-    "  }\n"
-    "}\n"
-    /* after a call, in one launch: block rows y < ng check buffer y's guard
-     * bands (z[5y..5y+4] as kwb_guards takes them); the rows after count the
-     * elements of output y - ng still poison (z[5y..5y+2] = data, dtype, n;
-     * r[2y] the count, r[2y+1] the first) */
-    "extern \"C\" __global__ void kwb_zones(const u64 *z, u64 ng, u64 *r) {\n"
-    "  const u64 *d = z + 5 * blockIdx.y; u64 y = blockIdx.y;\n"
-    "  u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;\n"
-    "  if (y < ng) {\n"
-    "    u8 *before = (u8 *)d[0], *after = (u8 *)d[2]; u64 nb = d[1], na = d[3];\n"
-    "    for (u64 i = t; i < nb + na; i += stride) {\n"
-    "      const u8 *q = i < nb ? before + i : after + (i - nb);\n"
-    "      if (*q != zone_byte(d[4], i)) { atomicMin(&r[2 * y], i); atomicMax(&r[2 * y + 1], i); }\n"
-    "    }\n"
-    "    return;\n"
-    "  }\n"
-    "  const void *p = (const void *)d[0]; int dt = (int)d[1]; u64 n = d[2], c = 0, fb = ~0ull;\n"
-    "  for (u64 i = t; i < n; i += stride) if (is_poison(p, dt, i)) { c++; if (i < fb) fb = i; }\n"
-    "  c = wsumu(c); fb = wminu(fb);\n"
-    "  if ((threadIdx.x & 31) == 0 && c) { atomicAdd(&r[2 * y], c); atomicMin(&r[2 * y + 1], fb); }\n"
-    "}\n"
-    /* reads the L2 flush buffer: leaves L2 full of clean lines of it, so the
-     * timed kernel pays no write-back of a flush */
-    "extern \"C\" __global__ void kwb_flush_read(const u64 *p, u64 n, u64 *sink) {\n"
-    "  u64 s = 0;\n"
-    "  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) s ^= p[i];\n"
-    "  if (s == 0x0123456789abcdefull) *sink = s;\n"
-    "}\n"
-    /* 8 independent FMA chains a thread; the result is kept alive by a store
-     * that never happens for real inputs */
-    "extern \"C\" __global__ void kwb_fma(float *out, int iters, float seed) {\n"
-    "  float a[8];\n"
-    "  for (int k = 0; k < 8; k++) a[k] = seed + threadIdx.x + k;\n"
-    "  for (int i = 0; i < iters; i++) {\n"
-    "#pragma unroll\n"
-    "    for (int k = 0; k < 8; k++) a[k] = fmaf(a[k], 0.999999f, 1e-7f);\n"
-    "  }\n"
-    "  float s = 0;\n"
-    "  for (int k = 0; k < 8; k++) s += a[k];\n"
-    "  if (s == -1.0f) out[threadIdx.x] = s;\n"
-    "}\n";
-
-/* The tensor-core probe needs the CUDA headers (mma.h), so it is a module
- * of its own, built only when cuBLAS is missing. */
-const char kwb_cuda_wmma_source[] =
-    "#include <mma.h>\n"
-    "using namespace nvcuda;\n"
-    "extern \"C\" __global__ void kwb_wmma_bf16(float *out, int iters) {\n"
-    "  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;\n"
-    "  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;\n"
-    "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[4];\n"
-    "  wmma::fill_fragment(a, __float2bfloat16(0.001f * (threadIdx.x + 1)));\n"
-    "  wmma::fill_fragment(b, __float2bfloat16(0.002f));\n"
-    /* distinct accumulators, or the compiler merges the four chains into one */
-    "  for (int k = 0; k < 4; k++) wmma::fill_fragment(c[k], (float)(k + 1) * (threadIdx.x + 1));\n"
-    "  for (int i = 0; i < iters; i++) {\n"
-    "#pragma unroll\n"
-    "    for (int k = 0; k < 4; k++) wmma::mma_sync(c[k], a, b, c[k]);\n"
-    "  }\n"
-    "  if (c[0].x[0] + c[1].x[0] + c[2].x[0] + c[3].x[0] == -1.0f) wmma::store_matrix_sync(out, c[0], 16, wmma::mem_row_major);\n"
-    "}\n";
+/* The kernels' sources are core/cuda/kwb_builtin.cu and core/cuda/kwb_wmma.cu,
+ * compiled into the binary as kwb_cuda_builtin_source and kwb_cuda_wmma_source
+ * (tools/embed.c -> build/cuda_sources.c). Their bytes, with the name and the
+ * flags below, are the key of their builds, so the files hold no comments;
+ * what they do is told here.
+ *
+ * kwb_builtin.cu: the counter-based generator is rng.c's, bit for bit
+ * (rng_bits, rng_u01, rng_normal); the conversions are dtype.c's rounding (to
+ * nearest even); FMA contraction is off (--fmad=false) so lo + (hi - lo) * u
+ * rounds as on the host. rng_normal_f is the stream the timed runs draw from:
+ * the same distribution from one hash an element and single-precision math,
+ * at the memory's pace. e4m3 (OCP FP8): bias 7, no infinities, S.1111.111 is
+ * NaN, saturating at 448. e2m1 (OCP FP4): 0, 0.5, 1, 1.5, 2, 3, 4, 6; ties to
+ * the even code.
+ *   kwb_fill(p, dt, n, seed, a, b, mode): mode 0 uniform in [a, b), 1 normal
+ *     (mean a, stdev b), 2 the value a, 3 normal from the fast stream
+ *   kwb_fill64(p, n, bits): every 8-byte word set to bits (f64 poison)
+ *   kwb_compare(out, dto, ref, dtr, n, atol, rtol, r): r = max_abs, max_rel
+ *     (as bits), sum d^2, sum ref^2, nan, inf, poison, bad, first_bad,
+ *     ref_nonfinite, sum ref
+ *   kwb_checksum(p, bytes, key, out): the sum of mixed 8-byte words
+ *   kwb_poisoned(p, dt, n, r): elements still poison, r[0] their count, r[1]
+ *     the first
+ *   kwb_guard(before, nb, after, na, pattern, fill, r): a buffer's guard
+ *     bands, nb bytes before it and na after, as one zone (index i: before,
+ *     then after) of bytes drawn from the pattern: filled, or checked (r[0]
+ *     the first index that differs, r[1] the last)
+ *   kwb_guards(z, r): many buffers' guard bands at once: block row y checks
+ *     buffer y, its zones given as z[5y..5y+4] = before, nb, after, na, pattern
+ *   kwb_zones(z, ng, r): after a call, in one launch: block rows y < ng check
+ *     buffer y's guard bands (z[5y..5y+4] as kwb_guards takes them); the rows
+ *     after count the elements of output y - ng still poison (z[5y..5y+2] =
+ *     data, dtype, n; r[2y] the count, r[2y+1] the first)
+ *   kwb_flush_read(p, n, sink): reads the L2 flush buffer, leaving L2 full of
+ *     clean lines of it, so the timed kernel pays no write-back of a flush
+ *   kwb_fma(out, iters, seed): 8 independent FMA chains a thread; the result
+ *     is kept alive by a store that never happens for real inputs
+ *
+ * kwb_wmma.cu: the tensor-core probe, kwb_wmma_bf16(out, iters), four
+ * accumulators a warp (distinct, or the compiler merges the four chains into
+ * one). It needs the CUDA headers (mma.h), so it is a module of its own,
+ * built only when cuBLAS is missing. */
 
 /* ---- the built-in module ----------------------------------------------- */
 

@@ -36,8 +36,10 @@ void kwb_cuda_module_unload(kwb_cuda_module *m);
 
 /* The built-in kernels (cuda_builtin.c), compiled with NVRTC on first use. */
 CUfunction kwb_cuda_builtin(const char *name);
+/* Their sources: core/cuda/kwb_builtin.cu and kwb_wmma.cu (which needs the
+ * CUDA headers, mma.h), each file's bytes as a C string (build/cuda_sources.c). */
 extern const char kwb_cuda_builtin_source[];
-extern const char kwb_cuda_wmma_source[];   /* needs the CUDA headers (mma.h) */
+extern const char kwb_cuda_wmma_source[];
 /* Where the built-in kernels' cubins are kept (<cache dir>/build/cuda). */
 void kwb_cuda_set_build_dir(const char *dir);
 const char *kwb_cuda_nvcc_path(char *buf, size_t len);

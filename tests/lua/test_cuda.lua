@@ -199,6 +199,25 @@ extern "C" __global__ void heavy(float *x) {
   end)
 end
 
+-- kwb's own kernels are files compiled into the binary: what NVRTC is given
+-- (core.cuda_builtin_source and cuda_wmma_source are the strings
+-- cuda_builtin.c compiles) is each file's bytes, and those bytes are the ones
+-- the builds of them were keyed by when they were C string literals. An
+-- intended change to a kernel changes its hash here; an editor's stray
+-- newline or stripped space changes it too, and is caught.
+t.test("builtin_sources_are_the_cu_files_bytes", function()
+  for _, s in ipairs {
+    { "cuda_builtin_source", "core/cuda/kwb_builtin.cu", "6bcefb993cff27d669faa3e43bdcc5ff7e31d9d30692046446b6e5df7e605b8f" },
+    { "cuda_wmma_source", "core/cuda/kwb_wmma.cu", "84048583984cd79c3aa4a36816de8db47a8d15fa7e201974cfeffd8149377f97" },
+  } do
+    local f = assert(io.open(s[2], "rb"))
+    local bytes = f:read("a")
+    f:close()
+    t.eq(core[s[1]] == bytes, true, s[1] .. " is " .. s[2] .. "'s bytes")
+    t.eq(core.sha256(bytes), s[3], s[2])
+  end
+end)
+
 t.test("compile_rejects_unknown_arch_and_options", function()
   t.raises(function() cuda.compile { source = "x", arch = "sm_9x" } end, "unknown CUDA arch 'sm_9x'")
   t.raises(function() cuda.compile { source = "x", archs = "sm_90" } end, "unknown compile option 'archs'")

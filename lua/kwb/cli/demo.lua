@@ -16,12 +16,12 @@ M.transcripts = { [M.gpu_recipe] = "recipes/transcripts/nvfp4_moe.json",
 -- model_line(recipe, ...) -> where the demo's model replies come from: the
 -- run's --model, KWB_MODEL, or the recipe's transcript, written by hand.
 function M.model_line(recipe, ...)
-  local agent = require "kwb.model"
+  local model = require "kwb.model"
   local opts = cli.parse_run_options(...)   -- (a bad one is the run's usage error, later)
   if opts and opts.model then
-    return string.format("kwb demo: the model is %s (--model)", agent.name(opts.model))
-  elseif agent.from_env() then
-    return string.format("kwb demo: the model is %s (KWB_MODEL)", agent.name(agent.from_env()))
+    return string.format("kwb demo: the model is %s (--model)", model.name(opts.model))
+  elseif model.from_env() then
+    return string.format("kwb demo: the model is %s (KWB_MODEL)", model.name(model.from_env()))
   end
   return string.format("kwb demo: no model is configured (KWB_MODEL is not set), so the model's replies are replayed "
                        .. "from %s, written by hand; README: \"Pointing a recipe at a model\"", M.transcripts[recipe])

@@ -48,11 +48,11 @@ local model_names = { openai = "a model name", anthropic = "a model name", repla
 -- file } (FILE relative to the working directory, read now), command:'PROGRAM
 -- ARGS' { provider, command } (the program on PATH).
 function M.parse_model(v)
-  local agent = require "kwb.model"
-  local known = table.concat(agent.providers, ", ")
+  local model = require "kwb.model"
+  local known = table.concat(model.providers, ", ")
   local p, name = v:match("^([^:]*):(.*)$")
   if not p then return nil, string.format("'--model' needs PROVIDER:NAME (providers: %s), got '%s'", known, v) end
-  if not agent.provider(p) then
+  if not model.provider(p) then
     return nil, string.format("'--model %s': unknown provider '%s' (known: %s)", v, p, known)
   end
   if not name:match("%S") then return nil, string.format("'--model %s': %s:, then %s", v, p, model_names[p]) end

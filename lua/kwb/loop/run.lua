@@ -45,7 +45,7 @@ function Run:history() return self.session:history() end
 
 -- The recipe's model (kwb.model), made on first use; its requests and
 -- replies go into the cache as transcripts of this run.
-function Run:agent()
+function Run:open_model()
   if self.model then return self.model end
   if not self.recipe.model then
     error(string.format("the %s strategy needs the recipe's 'model' (recipe %s has none)", self.strategy_name,

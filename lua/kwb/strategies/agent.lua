@@ -41,12 +41,12 @@ S.tools = {
 }
 
 function S:init(run)
-  local ok, provider = run:agent():tools()
+  local ok, provider = run:open_model():tools()
   if not ok then
     error(string.format("the agent strategy needs a model that takes tool calls; provider '%s' does not "
                         .. "(use llm, or openai / anthropic)", provider), 0)
   end
-  self.agent = run:agent()
+  self.model = run:open_model()
   self.turns = (self.options or {}).turns or self.turns
 end
 
@@ -111,7 +111,7 @@ function S:propose(run)
       convo.tool_choice = "none"
       if turn == 1 then convo.tools = nil end   -- (no tool call in the conversation yet)
     end
-    local r = self.agent:wait(self.agent:ask(convo, "agent"))
+    local r = self.model:wait(self.model:ask(convo, "agent"))
     if r.error then
       if self:gives_up(run, r) then return nil end
       return self:propose(run)

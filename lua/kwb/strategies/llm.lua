@@ -19,7 +19,7 @@ local reply = require "kwb.strategies.reply"
 local S = { name = "llm", mode = "source", sweep = 8, tuner = "random", failures_in_a_row = 3 }
 
 function S:init(run)
-  self.agent = run:agent()
+  self.model = run:open_model()
   self.ahead = math.max(1, run.workers or 1)
   self.queue, self.asked, self.failed = {}, 0, 0
   local o = self.options or {}
@@ -34,7 +34,7 @@ function S:fill(run, reserve)
         and not run:spent() do
     self.asked = self.asked + 1
     local convo = prompt.build(run, { mode = self.mode })
-    self.queue[#self.queue + 1] = { ticket = self.agent:ask(convo, self.mode), parent = run.best }
+    self.queue[#self.queue + 1] = { ticket = self.model:ask(convo, self.mode), parent = run.best }
   end
 end
 
@@ -107,7 +107,7 @@ function S:propose(run)
   self:fill(run)
   local item = table.remove(self.queue, 1)
   if not item then return nil end
-  local r = self.agent:wait(item.ticket)
+  local r = self.model:wait(item.ticket)
   if r.error then
     if self:gives_up(run, r) then return nil end
     return self:propose(run)

@@ -97,7 +97,7 @@ end)
 t.test("baseline_is_never_a_candidate_best_winner_or_result", function()
   local id = sm.baseline.id
   t.truthy(id ~= sm.best.id, "not the pick")
-  for key, w in pairs(r:session().shape_best) do t.truthy(w.id ~= id, "not the winner at " .. key) end
+  for key, w in pairs(r:session().standings.winners) do t.truthy(w.id ~= id, "not the winner at " .. key) end
   t.eq(sm.candidates, 2, "the two proposals only")
   local n = 0
   for _, c in pairs(sm.funnel) do n = n + c end

@@ -104,7 +104,7 @@ t.test("imported_a_later_honest_candidate_is_judged_against_real_times", functio
   t.eq(s.best.id, t1b.outcome == "accepted" and t1b.id or t2.id, "the best is one measured here")
   for _, sh in ipairs(rb.shapes) do
     local real = math.min(s.start.shapes[sh.key].median, t2.shapes[sh.key].median, t1b.shapes[sh.key].median)
-    t.eq(s.best_time[sh.key], real, "the race bar at " .. sh.key .. " is a time measured here")
+    t.eq(s.standings.best_time[sh.key], real, "the race bar at " .. sh.key .. " is a time measured here")
   end
 end)
 
@@ -185,7 +185,7 @@ t.test("imported_a_recipe_that_trusts_imports_takes_them", function()
   t.eq(run_d.session.start.imported, "forged.kwb", "the start kernel's result taken from the bundle")
   t.eq(run_d.session.best.id, t1.id, "the imported T1 is the best")
   t.eq(run_d.results[1].outcome, "slower", "T2 against T1's forged times")
-  t.eq(run_d.session.best_time["n=128"], median["n=128"])
+  t.eq(run_d.session.standings.best_time["n=128"], median["n=128"])
   t.raises(function() recipe({ T2 }, { trust_imported = "yes" }) end,
            "recipe field 'trust_imported': expected true or false, got \"yes\"")
 end)

@@ -28,8 +28,8 @@ t.test("sanitize_marks_summary_winner_is_never_another_recipes_start", function(
   later:sanitize_winners {}
   local plan = require("kwb.insight.export").plan(r, store:results(later.ctx))
   t.eq(plan[2].kernel and plan[2].kernel.id or plan[2].start.id, by.S.id, "export names S at n=2000")
-  t.truthy(later.shape_best["n=2000"].id ~= by2.start.id,
-           "the summary's winner at n=2000 is " .. later.shape_best["n=2000"].short .. ", the other recipe's start kernel")
+  t.truthy(later.standings.winners["n=2000"].id ~= by2.start.id,
+           "the summary's winner at n=2000 is " .. later.standings.winners["n=2000"].short .. ", the other recipe's start kernel")
 end)
 
 t.test("sanitize_marks_report_pick_is_never_another_recipes_start", function()

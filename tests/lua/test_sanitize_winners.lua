@@ -74,7 +74,7 @@ t.test("sanitize_winners_a_slower_shape_winner_is_sanitized_at_the_end", functio
   -- until then no reader takes S at n=2000, though it is the fastest there
   t.eq(require("kwb.insight.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.A.id)
   t.eq(s.store.cache:best(s.ctx.problem, { shape = "n=2000", sanitized = true })[1].candidate, by.A.id)
-  t.eq(s.shape_best["n=2000"].id, by.A.id, "nor the summary's winners")
+  t.eq(s.standings.winners["n=2000"].id, by.A.id, "nor the summary's winners")
   local row = s.store.cache:best(s.ctx.problem, { shape = "n=2000" })[1]
   t.eq(row.candidate, by.S.id, "cache:best without sanitized = true: the fastest")
   t.eq(row.sanitized, nil, "saying it was not sanitized")
@@ -86,7 +86,7 @@ t.test("sanitize_winners_a_slower_shape_winner_is_sanitized_at_the_end", functio
   t.eq(s.store:known(s.ctx, by.S2.id).sanitized, nil, "S2 wins nowhere: not sanitized")
   t.eq(require("kwb.insight.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.S.id)
   t.eq(s.store.cache:best(s.ctx.problem, { shape = "n=2000", sanitized = true })[1].candidate, by.S.id)
-  t.eq(s.shape_best["n=2000"].id, by.S.id, "the summary's winner, noted again")
+  t.eq(s.standings.winners["n=2000"].id, by.S.id, "the summary's winner, noted again")
   t.eq(#s:sanitize_winners {}, 0)
   t.eq(table.concat(sanitized, " "), "A S", "once")
 end)
@@ -101,7 +101,7 @@ t.test("sanitize_winners_an_unsafe_winner_gives_way_to_the_next", function()
   t.eq(s.store:known(s.ctx, by.S.id).outcome, "unsafe")
   t.eq(s.store:known(s.ctx, by.S2.id).sanitized, true)
   t.eq(require("kwb.insight.export").plan(r, s.store:results(s.ctx))[2].kernel.id, by.S2.id)
-  t.eq(s.shape_best["n=2000"].id, by.S2.id, "the per-shape winners noted again")
+  t.eq(s.standings.winners["n=2000"].id, by.S2.id, "the per-shape winners noted again")
 end)
 
 -- An earlier run's winner never sanitized is sanitized by a later run's end;
@@ -257,7 +257,7 @@ t.test("sanitize_winners_the_summarys_winners_after_a_clean_pass", function()
   t.eq(s.best.id, by.B.id)
   t.eq(#s:sanitize_winners { [by.A.id] = by.A, [by.S.id] = by.S, [by.B.id] = by.B }, 0)
   t.eq(table.concat(s.sanitized, " "), "B A", "B settled, A as n=2000's winner")
-  t.eq(s.shape_best["n=2000"].id, by.A.id, "A, not S (never sanitized)")
+  t.eq(s.standings.winners["n=2000"].id, by.A.id, "A, not S (never sanitized)")
 end)
 
 -- An error part-way (the tools' worker lost twice) after a winner was found

@@ -188,7 +188,7 @@ end
 -- Shapes where another result beats the pick (summary.elsewhere).
 function Reporter:elsewhere(sm)
   print(string.format("faster elsewhere: at %d of %d shapes another kernel beats the pick by more than %.0f%%",
-    #sm.elsewhere, sm.shape_count, 100 * summary.elsewhere_margin))
+    #sm.elsewhere, sm.shape_count, 100 * require("kwb.loop.standings").elsewhere_margin))
   local rows, with = {}, sm.baseline and sm.baseline.median ~= nil
   for _, e in ipairs(sm.elsewhere) do
     local what = e.start and "the start kernel" or (e.params and text.params_text(e.params)) or e.name or ""

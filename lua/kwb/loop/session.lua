@@ -18,6 +18,7 @@ local result = require "kwb.loop.result"
 local rng = require "kwb.base.rng"
 local sanitizer = require "kwb.loop.sanitizer"
 local outcomes = require "kwb.base.outcomes"
+local standings = require "kwb.loop.standings"
 local store = require "kwb.loop.store"
 local tools = require "kwb.loop.tools"
 
@@ -34,7 +35,7 @@ function M.new(recipe, opts)
   opts = opts or {}
   local h = measure.harness(recipe)
   local s = setmetatable({ recipe = recipe, problem = recipe.problem, harness = h, backend = h.backend,
-                           best_time = {}, shape_best = {}, ids = {} }, Session)
+                           standings = standings.new(), ids = {} }, Session)
   s.store = opts.store or store.open()
   -- a fleet on other hosts (kwb.runners.queue) measures on its device kind, else this machine's device
   local device
@@ -153,7 +154,7 @@ function Session:submit(cand, opts)
   -- the recipe's settings as they are now (the REPL may change them); the
   -- start kernel's checks count against the run's minutes
   local function request()
-    return measure.request(recipe, { run_seed = self.run_seed, best_time = self.best_time, start = opts.start,
+    return measure.request(recipe, { run_seed = self.run_seed, best_time = self.standings.best_time, start = opts.start,
                                      ends_at = opts.start and self.ends_at or nil })
   end
   local pool = self:workers()
@@ -212,24 +213,17 @@ function Session:build(cand)
   return { outcome = outcome, reason = answer.reason }
 end
 
--- Remember the per-shape best times of a verified, possible result (racing
--- reads them), and which result holds each: the shape's winner, from fully
--- timed shapes only (a raced shape's few samples stand for no median) and,
--- where the recipe sanitizes, results the tools cleared (kwb.base.outcomes.may_be_best).
+-- note_times(res): a verified result into the standings (kwb.loop.standings):
+-- its per-shape times for the race bars, and the shapes it wins where it may
+-- be named a winner (kwb.base.outcomes.may_be_best; a start kernel only this
+-- recipe's own). A best still due its put-off run elsewhere counts nowhere.
 function Session:note_times(res)
   if res.outcome ~= "accepted" and res.outcome ~= "slower" and res.outcome ~= "start" then return end
   if due_elsewhere(self, res) then return end
   -- (a start kernel only where it is this recipe's own: another's was never sanitized)
-  local cleared = outcomes.may_be_best(res, self:sanitizing())
-                  and not (res.outcome == "start" and self.start and res.id ~= self.start.id)
-  for key, r in pairs(res.shapes) do
-    if r.median and (not self.best_time[key] or r.median < self.best_time[key]) then self.best_time[key] = r.median end
-    local w = self.shape_best[key]
-    if cleared and r.median and not r.partial and (not w or r.median < w.median) then
-      self.shape_best[key] = { id = res.id, short = res.short, median = r.median, name = res.name,
-                               params = res.params, origin = res.origin, start = res.outcome == "start" }
-    end
-  end
+  local named = outcomes.may_be_best(res, self:sanitizing())
+                and not (res.outcome == "start" and self.start and res.id ~= self.start.id)
+  self.standings:note(res, named)
 end
 
 -- complete(pending) -> result: its measurement (from the worker), judged,
@@ -297,7 +291,7 @@ end
 -- recount(): the per-shape best times (racing) and winners again from the
 -- cache, without an unsafe result or a best still due its sanitizer run.
 function Session:recount()
-  self.best_time, self.shape_best = {}, {}
+  self.standings:reset()
   self:note_times(self.start)
   for _, r in ipairs(self.store:results(self.ctx)) do self:note_times(r) end
 end

@@ -5,22 +5,14 @@ local core = require "kwb.core"
 
 local M = {}
 
--- A shape is "faster elsewhere" when another verified result's median there
--- beats the pick's by more than this fraction (the pick wins on the score, a
--- mean over shapes; a layer may still dispatch per shape).
-M.elsewhere_margin = 0.02
-
 local vs = require("kwb.measure.baseline").vs
 
+-- The shapes another result wins by a margin (kwb.loop.standings), each
+-- with the baseline's time there.
 local function elsewhere(s, shapes, best, best_times, bl)
-  local out = {}
-  for _, sh in ipairs(shapes) do
-    local w, mine = s.shape_best[sh.key], best_times[sh.key]
-    if w and mine and w.id ~= best.id and w.median * (1 + M.elsewhere_margin) < mine then
-      out[#out + 1] = { shape = sh.key, id = w.id, short = w.short, median = w.median, pick = mine,
-                        name = w.name, params = w.params, origin = w.origin, start = w.start,
-                        baseline = bl and bl.median and bl.median[sh.key], vs_baseline = vs(bl, sh.key, w.median) }
-    end
+  local out = s.standings:elsewhere(shapes, best, best_times)
+  for _, e in ipairs(out) do
+    e.baseline, e.vs_baseline = bl and bl.median and bl.median[e.shape], vs(bl, e.shape, e.median)
   end
   return out
 end

@@ -377,11 +377,9 @@ function M.main(...)
   if not fn then return usage_error("unknown command '" .. cmd .. "'") end
   -- (kwb.cli took --cache PATH from anywhere in the words); --json for every command
   local core = require "kwb.core"
-  local words = {}
-  M.json = false
-  for _, w in ipairs(all) do
-    if w == "--json" then M.json = true else words[#words + 1] = w end
-  end
+  local words, o = parse(all, { json = "flag" }, { pass = true })
+  if not words then return usage_error(o) end
+  M.json = o.json or false
   if cmd ~= "import" then   -- only an import may make a cache
     local f = io.open(core.cache_path or "cache/kwb.db", "rb")
     if not f then

@@ -70,7 +70,7 @@ t.test("sanitize_marks_a_row_found_unsafe_is_never_named", function()
            "kwb export dispatches S at n=2000 though compute-sanitizer found it unsafe there")
 end)
 
--- 3: an earlier run's best found unsafe at a run's start (clear_best,
+-- 3: an earlier run's best found unsafe at a run's start (known_best,
 -- in ensure_start) is revised in the cache, but the change never reaches
 -- the run's report (no `revised` event), unlike the same change found at
 -- the run's end (sanitize_winners reports those that are not the run's).

@@ -182,7 +182,7 @@ function Cache:import(file)
     end
     -- where an imported result or run came from: the bundle's file (kwb.loop.store
     -- takes neither as measured here; kwb cache best shows it); another
-    -- machine's word that compute-sanitizer cleared a result is not taken
+    -- machine's word that compute-sanitizer found nothing in a result is not taken
     local bundle = file:match("[^/]+$") or file
     if rec.table == "result" then
       local v = decode(row.verify)

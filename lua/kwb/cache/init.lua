@@ -365,7 +365,7 @@ end
 -- result a bundle brought (kwb.cache.imported_from) is faster on paper,
 -- the fastest of those on a row of its own: {{device, shape, candidate,
 -- median, outcome, sanitized, imported}, ...} (imported: the bundle; nil,
--- measured here). sanitized: whether compute-sanitizer cleared it here.
+-- measured here). sanitized: whether it was sanitized here (the tools found nothing).
 -- With sanitized = true, an accepted or slower result counts only where it
 -- did (what a sanitizing recipe asks of a winner), and a start kernel only
 -- where it was measured here.
@@ -385,7 +385,7 @@ function Cache:best(problem, opts)
       local v = decode(r.verify, {})
       v = type(v) == "table" and v or {}
       -- (not a best whose put-off compute-sanitizer run never came: kwb.loop.sanitizer's
-      -- settle; with opts.sanitized, an accepted or slower one only where the tools cleared it)
+      -- settle; with opts.sanitized, an accepted or slower one only where it was sanitized here)
       local bundle = base.imported_from(v)
       if outcomes.may_be_best({ outcome = r.outcome, sanitized = v.sanitized, sanitize_due = v.sanitize_due,
                                 imported = bundle }, opts.sanitized)

@@ -373,7 +373,7 @@ return {
     "The fastest verified result (accepted, slower or start) per device kind and shape measured here, and before "
     .. "it a faster one a bundle brought, where there is one: { device, shape, candidate, median, outcome, "
     .. "sanitized, imported (the bundle, or nil) }; sanitized = true counts an accepted or slower result only where "
-    .. "compute-sanitizer cleared it here." },
+    .. "it was sanitized here (compute-sanitizer found nothing)." },
   { "cache:begin_run", "cache:begin_run { recipe = [, source =, settings =, started =] } -> id",
     "Records the start of a run; source defaults to the recipe file's text. Raises when that file cannot be read." },
   { "cache:end_run", "cache:end_run(id, funnel [, ended [, usage]]) -> true",

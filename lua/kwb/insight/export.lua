@@ -63,7 +63,7 @@ function M.plan(recipe, results)
     local pick
     for _, r in ipairs(results) do
       local t = r.shapes[sh.key]
-      -- (where the recipe sanitizes, one the tools cleared: not a best whose put-off run
+      -- (where the recipe sanitizes, one that may be named a best: not a best whose put-off run
       -- never came, nor one never sanitized; kwb.loop.sanitizer's settle and sanitize_winners)
       if (r.outcome == "accepted" or r.outcome == "slower") and outcomes.may_be_best(r, sanitizing) and t
          and t.median and not t.partial

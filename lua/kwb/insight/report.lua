@@ -27,8 +27,8 @@ function M.data(recipe, results)
     error(string.format("recipe %s: the cache holds no start kernel's result on this device (run the recipe first)",
                         recipe.name), 0)
   end
-  -- (the curve follows every best the run judged; the pick, where the recipe sanitizes, is one the
-  -- tools cleared: never one whose put-off run never came, kwb.loop.sanitizer's settle)
+  -- (the curve follows every best the run judged; the pick is one that may be named a best:
+  -- never one whose put-off run never came, and where the recipe sanitizes one sanitized here)
   local store = require "kwb.loop.store"
   local sanitizing = store.sanitizing(recipe)
   local best, pick, t0, n = d.start, d.start, d.start.created or 0, 0

@@ -248,7 +248,7 @@ function Session:complete(pending)
                                   best = best, is_start = start })
   local san = self:sanitizing()
   local p = self.putoff
-  -- (the same code cleared by the tools here before: measured again by try or --retime, the mark stays)
+  -- (the same code sanitized here before: measured again by try or --retime, the mark stays)
   local prior = san and (res.outcome == "accepted" or res.outcome == "slower") and self.store:known(self.ctx, res.id)
   if prior and prior.outcome ~= "start" and outcomes.may_be_best(prior, true) then res.sanitized = true end
   if p and san == "best" and (res.outcome == "accepted" or res.outcome == "slower") then

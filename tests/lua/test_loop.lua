@@ -143,6 +143,36 @@ t.test("loop_try_evaluates_one_candidate_and_accept_can_change", function()
   t.eq(res2.outcome, "slower")
 end)
 
+-- The start kernel's own code measured again (kwb try, --retime) is the
+-- start again, and a later session takes it; a cache an older build left
+-- with the start's code stored "slower" has it measured again as the start.
+t.test("loop_retiming_the_start_kernel_leaves_it_the_start", function()
+  local st = fresh_store("retime_start")
+  local r = kwb.load "tests/recipes/planted.lua"
+  local s = r:session { store = st }
+  local start = s:ensure_start()
+  t.eq(start.outcome, "start")
+  local again = s:evaluate(s:candidate(r.start, "try"))
+  t.eq(again.id, start.id)
+  t.eq(again.outcome, "start", "judged as the start, not against itself")
+  t.eq(s.start, again, "the session's start is the new measurement")
+  t.eq(st:known(s.ctx, start.id).outcome, "start", "stored as the start")
+  local new_session = require("kwb.loop.session").new
+  local later = new_session(r, { store = st })
+  t.eq(later:ensure_start().outcome, "start", "a later session takes it")
+  -- an older build's --retime: the start's code stored as a candidate, "slower"
+  local cand = s:candidate(r.start, "try")
+  local res = s:complete(s:submit(cand))
+  res.outcome, res.reason = "slower", "measured as a candidate"
+  st:revise(s.ctx, cand, res, nil, { outcome = "start" })
+  t.eq(st:known(s.ctx, start.id).outcome, "slower")
+  local repaired = new_session(r, { store = st })
+  local got, fresh = repaired:ensure_start()
+  t.eq(got.outcome, "start")
+  t.eq(fresh, true, "measured again as the start")
+  t.eq(st:known(s.ctx, start.id).outcome, "start")
+end)
+
 t.test("loop_cli_json_ends_with_the_summary_of_host_matmul", function()
   local p = io.popen("./kwb recipes/host_matmul.lua --json --budget 3 --seed 5 2>&1")
   local events = {}

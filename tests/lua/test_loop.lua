@@ -160,12 +160,11 @@ t.test("loop_retiming_the_start_kernel_leaves_it_the_start", function()
   local new_session = require("kwb.loop.session").new
   local later = new_session(r, { store = st })
   t.eq(later:ensure_start().outcome, "start", "a later session takes it")
-  -- an older build's --retime: the start's code stored as a candidate, "slower"
-  local cand = s:candidate(r.start, "try")
-  local res = s:complete(s:submit(cand))
-  res.outcome, res.reason = "slower", "measured as a candidate"
-  st:revise(s.ctx, cand, res, nil, { outcome = "start" })
-  t.eq(st:known(s.ctx, start.id).outcome, "slower")
+  -- an older build's --retime: the start's code judged as a candidate against
+  -- itself and stored so (slower, or accepted on a lucky timing)
+  s:complete(s:submit(s:candidate(r.start, "try")))
+  local stored = st:known(s.ctx, start.id).outcome
+  t.truthy(stored == "slower" or stored == "accepted", "stored as a candidate: " .. stored)
   local repaired = new_session(r, { store = st })
   local got, fresh = repaired:ensure_start()
   t.eq(got.outcome, "start")

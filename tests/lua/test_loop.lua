@@ -136,11 +136,14 @@ t.test("loop_try_evaluates_one_candidate_and_accept_can_change", function()
   t.truthy(out[2]:find("^shape%s+start%s+this%s+speedup"), out[2])
   t.truthy(out[3]:find("^n=48 "), out[3])
   r.accept = function() return false end
+  -- race bars no kernel can reach: a raced first look would stop at once
+  for _, sh in ipairs(r.shapes) do r:session().standings.best_time[sh.key] = 1e-9 end
   print = function() end
   local ok2, res2 = pcall(r.try, r, { BM = 16, BN = 32, BK = 16, UNROLL = 4 })
   print = real_print
   assert(ok2, res2)
   t.eq(res2.outcome, "slower")
+  for key, sh in pairs(res2.shapes) do t.eq(sh.partial, false, "timed in full at " .. key .. ", never raced") end
 end)
 
 -- The start kernel's own code measured again (kwb try, --retime) is the

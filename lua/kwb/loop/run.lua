@@ -314,11 +314,11 @@ function Result:__tostring()
 end
 
 -- try(recipe, proposal) -> result: evaluate one candidate now (even if the
--- cache knows it), print its per-shape table.
+-- cache knows it), timed in full (never raced), print its per-shape table.
 function M.try(recipe, prop)
   local s = recipe:session()
   s:ensure_start()
-  local res = s:evaluate(s:candidate(prop, "try"))
+  local res = s:evaluate(s:candidate(prop, "try"), { full = true })   -- (never raced: a measurement asked for)
   progress.new("plain"):table(s, res)
   return setmetatable(res, Result)
 end

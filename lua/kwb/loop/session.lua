@@ -135,7 +135,7 @@ end
 
 -- ---- evaluation ---------------------------------------------------------
 
--- submit(cand [, { start = true }]) -> pending: the candidate handed to a
+-- submit(cand [, { start = true, full = true }]) -> pending: the candidate handed to a
 -- worker, or measured here when the session has no pool.
 function Session:submit(cand, opts)
   opts = opts or {}
@@ -155,7 +155,7 @@ function Session:submit(cand, opts)
   -- start kernel's checks count against the run's minutes
   local function request()
     return measure.request(recipe, { run_seed = self.run_seed, best_time = self.standings.best_time, start = opts.start,
-                                     ends_at = opts.start and self.ends_at or nil })
+                                     ends_at = opts.start and self.ends_at or nil, race = not opts.full and nil })
   end
   local pool = self:workers()
   if not pool then

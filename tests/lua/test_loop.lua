@@ -175,6 +175,21 @@ t.test("loop_retiming_the_start_kernel_leaves_it_the_start", function()
   t.eq(st:known(s.ctx, start.id).outcome, "start")
 end)
 
+-- A candidate's id is taken over its code as it compiles: line endings,
+-- trailing spaces and blank lines at the ends change nothing; a changed line does.
+t.test("loop_the_same_kernel_with_other_whitespace_is_the_same_candidate", function()
+  local r = kwb.load "tests/recipes/planted.lua"
+  local s = require("kwb.loop.session").new(r, { store = fresh_store("identity") })
+  local src = "void f(int n, float *x) {\n  for (int i = 0; i < n; i++) x[i] = 0;\n}\n"
+  local id = s:candidate({ source = src }, "try").id
+  local noisy = "\n\r\n" .. src:gsub("\n", "  \r\n") .. "\n\n\t\n"
+  local c = s:candidate({ source = noisy }, "try")
+  t.eq(c.id, id, "CRLF, trailing spaces, blank lines at both ends")
+  t.eq(c.source, src, "the text built and kept")
+  t.truthy(s:candidate({ source = src:gsub("= 0", "= 1") }, "try").id ~= id, "another line is another candidate")
+  t.truthy(s:candidate({ source = src:gsub("  for", "\tfor") }, "try").id ~= id, "indentation is kept")
+end)
+
 t.test("loop_cli_json_ends_with_the_summary_of_host_matmul", function()
   local p = io.popen("./kwb recipes/host_matmul.lua --json --budget 3 --seed 5 2>&1")
   local events = {}

@@ -66,4 +66,17 @@ function M.params_text(p)
   return table.concat(out, " ")
 end
 
+-- code(src) -> src with what cannot change what it compiles to taken out:
+-- CRLF and CR line endings as LF, spaces and tabs at the ends of lines, blank
+-- lines at the start and the end; one newline at the end. A candidate's id
+-- is taken over this text, which is also what is built and kept, so the
+-- same kernel with another editor's line endings or one more blank line is
+-- the same candidate. (A C++ raw string literal's trailing spaces would be
+-- lost: no kernel kwb has met holds one.)
+function M.code(src)
+  src = src:gsub("\r\n?", "\n"):gsub("[ \t]+\n", "\n"):gsub("[ \t]+$", "")
+  src = src:gsub("^\n+", ""):gsub("\n+$", "")
+  return src == "" and src or src .. "\n"
+end
+
 return M

@@ -19,6 +19,7 @@ local ids = require "kwb.base.ids"
 local cache = require "kwb.cache"
 local core = require "kwb.core"
 local host = require "kwb.host"
+local text = require "kwb.base.text"
 
 local M = {}
 
@@ -46,6 +47,7 @@ local function from_source(from, prop, origin)
     if file:sub(1, 1) ~= "/" and from.recipe.dir and not prop.resolved then file = from.recipe.dir .. "/" .. file end
     src, file_size = read_file(prop.file, file, from.recipe.budget.source_bytes)
   end
+  if src and not prop.no_code then src = text.code(src) end   -- (a reply with no kernel is kept as it came)
   local c = { source = src, file_size = file_size,
               name = prop.name or (prop.file and prop.file:match("[^/]+$")) or "candidate.c",
               defines = prop.defines or {}, params = prop.params or prop.defines, origin = prop.origin or origin,

@@ -308,3 +308,14 @@ kwb profile: the cache does not say which recipe made candidate dd8d64fa: name i
 $ ./kwb --cache build/test-cache/cli.db profile dd8d --recipe recipes/host_matmul.lua
 kwb profile: recipe host_matmul: a profile is ncu's, for the cuda backend
 [exit 1]
+# every subcommand takes --help: its usage and what it does, exit 0, no cache needed
+$ ./kwb --cache build/test-cache/none.db cache check --help
+usage: kwb cache check [--repair] [--json]
+
+Decode every stored copy of every blob and check every row for sense; --repair
+rewrites a corrupt copy from its sound one (exit 1 if a blob is lost or a row
+makes no sense).
+$ ./kwb cache ls -h
+usage: kwb cache ls [PROBLEM] [--json]
+
+Candidates, oldest first.

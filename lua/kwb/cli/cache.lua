@@ -375,6 +375,21 @@ function M.main(...)
   end
   local fn = commands[cmd]
   if not fn then return usage_error("unknown command '" .. cmd .. "'") end
+  for _, w in ipairs(all) do   -- `kwb cache CMD --help`: that command's usage and what it does
+    if w == "--" then break end
+    if w == "--help" or w == "-h" then
+      for _, sub in ipairs(require("kwb.help").command("cache").subcommands) do
+        if sub[1]:match("^%S+") == cmd then
+          local help = require "kwb.help"
+          local what = help.wrap((sub[2]:gsub("^%l", string.upper)) .. ".", 80, "")
+          io.write(string.format("usage: kwb cache %s [--json]\n\n%s\n", sub[1], table.concat(what, "\n")))
+          return 0
+        end
+      end
+      io.write(M.usage)
+      return 0
+    end
+  end
   -- (kwb.cli took --cache PATH from anywhere in the words); --json for every command
   local core = require "kwb.core"
   local words, o = parse(all, { json = "flag" }, { pass = true })

@@ -53,6 +53,20 @@ t.test("loop_summary_names_the_best_and_its_speedup_per_shape", function()
   t.eq(summary.shape_count, 2)
 end)
 
+-- What `r:run {}` shows at the REPL: the summary as its two lines, the run
+-- as one; their fields are there as ever (JSON too).
+t.test("loop_a_run_prints_as_its_summary", function()
+  local pretty = require "kwb.pretty"
+  local text = pretty.format(summary)
+  t.truthy(text:find("^done: best %x+, %d+%.%d+x geomean over the start kernel  BK=32 BM=32 BN=64 UNROLL=4\nfunnel: 6 "
+                     .. "candidates · 4 bad %(67%%%) · accepted 1 · slower 1 · wrong 1 · compile%-error 1 · forbidden 2"),
+           text)
+  t.eq(select(2, text:gsub("\n", "")), 1, "two lines")
+  t.truthy(pretty.format(run):find("^kwb%.run planted_matmul: 6 candidates, 6 results %(run%.results%), best %x+$"),
+           pretty.format(run))
+  t.eq(cjson.decode(cjson.encode(summary)).funnel.accepted, 1, "the fields, in JSON as ever")
+end)
+
 t.test("loop_records_every_outcome_and_the_run", function()
   local again = store.open(planted_path)
   local st = again.cache:stats()

@@ -38,15 +38,8 @@ local function clock(s)
   return string.format("%d:%02d", s // 60, s % 60)
 end
 
-local order = outcomes.display
 
-local function funnel_text(f, all)
-  local parts = {}
-  for _, o in ipairs(order) do
-    if f[o] > 0 or (all and not outcomes.quiet[o]) then parts[#parts + 1] = o .. " " .. f[o] end
-  end
-  return table.concat(parts, " · ")
-end
+local funnel_text = summary.funnel_text
 M.funnel_text = funnel_text
 
 local function out(self, line)
@@ -228,24 +221,12 @@ function Reporter:summary(run, sm)
   if self.mode == "json" then emit(sm); return end
   if self.mode == "tty" and self.live then io.stdout:write("\n"); self.live = false end
   local s = run.session
-  local b = s.best
-  if b.outcome == "start" then
-    print(string.format("done: nothing beat the start kernel (%d candidates, %d known from the cache)", sm.candidates, sm.known))
-    if self.mode ~= "quiet" then self:table(s, b, run.baseline) end
-  else
-    print(string.format("done: best %s, %.2fx geomean over the start kernel%s", b.short, b.score,
-      b.params and ("  " .. text.params_text(b.params)) or ""))
-    if self.mode ~= "quiet" then self:table(s, b, run.baseline) end
-  end
+  print(summary.done_line(sm))
+  if self.mode ~= "quiet" then self:table(s, s.best, run.baseline) end
   if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
   if self.mode ~= "quiet" and sm.model then self:model(sm) end
   if sm.stopped then print("stopped: " .. sm.stopped) end
-  local bad = 0
-  for o in pairs(outcomes.bad) do bad = bad + sm.funnel[o] end
-  print(string.format("funnel: %d candidates · %d bad (%.0f%%) · %s · %.1f s, %.2f candidates/s%s", sm.candidates, bad,
-    sm.candidates > 0 and 100 * bad / sm.candidates or 0, funnel_text(sm.funnel, true), sm.seconds, sm.per_second,
-    sm.known > 0 and string.format(" · %d known from the cache", sm.known) or "")
-    .. ((sm.repeats or 0) > 0 and string.format(" (%d of them repeats of the model's)", sm.repeats) or ""))
+  print(summary.funnel_line(sm))
   local st = sm.stages
   if st and sm.candidates > 0 then
     print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"

@@ -19,6 +19,12 @@ local M = {}
 -- run.budget, run:id(p), run:known(p), run:valid(p), run:history().
 local Run = {}
 Run.__index = Run
+-- A run prints (the REPL) as one line; its parts are fields: results,
+-- funnel, best, record, session.
+Run.__tostring = function(r)
+  return string.format("kwb.run %s: %d candidates, %d results (run.results), best %s", r.recipe.name, r.evaluated,
+                       #r.results, r.best and r.best.short or "-")
+end
 
 -- The candidate id of a parameter table or proposal (strategies name parents with it).
 function Run:id(params_or_cand)

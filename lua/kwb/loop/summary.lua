@@ -2,6 +2,8 @@
 -- event): the funnel, the pick and its speedup per shape, the start kernel's
 -- times, and the shapes where another verified kernel beats the pick.
 local core = require "kwb.core"
+local outcomes = require "kwb.base.outcomes"
+local text = require "kwb.base.text"
 
 local M = {}
 
@@ -80,6 +82,50 @@ local function stage_sums(run, elapsed)
   return sums
 end
 
+-- funnel_text(funnel [, all]) -> "accepted 2 · slower 5 · ...": the outcomes in
+-- their display order (kwb.base.outcomes.display); all: the quiet ones too
+-- where they are 0 (no-code, unsafe only where some candidate ends so)
+function M.funnel_text(f, all)
+  local parts = {}
+  for _, o in ipairs(outcomes.display) do
+    if f[o] > 0 or (all and not outcomes.quiet[o]) then parts[#parts + 1] = o .. " " .. f[o] end
+  end
+  return table.concat(parts, " · ")
+end
+
+-- done_line(sm) -> "done: best ID, 6.92x geomean over the start kernel  PARAMS"
+-- (or that nothing beat it): the pick, as a run's end prints it
+function M.done_line(sm)
+  local b = sm.best
+  if b.start then
+    return string.format("done: nothing beat the start kernel (%d candidates, %d known from the cache)", sm.candidates,
+                         sm.known)
+  end
+  return string.format("done: best %s, %.2fx geomean over the start kernel%s", b.short, b.score,
+                       b.params and next(b.params) and ("  " .. text.params_text(b.params)) or "")
+end
+
+-- funnel_line(sm) -> "funnel: 10 candidates · 3 bad (30%) · ... · 4.2 s, 2.38 candidates/s"
+function M.funnel_line(sm)
+  local bad = 0
+  for o in pairs(outcomes.bad) do bad = bad + sm.funnel[o] end
+  return string.format("funnel: %d candidates · %d bad (%.0f%%) · %s · %.1f s, %.2f candidates/s%s", sm.candidates, bad,
+    sm.candidates > 0 and 100 * bad / sm.candidates or 0, M.funnel_text(sm.funnel, true), sm.seconds, sm.per_second,
+    sm.known > 0 and string.format(" · %d known from the cache", sm.known) or "")
+    .. ((sm.repeats or 0) > 0 and string.format(" (%d of them repeats of the model's)", sm.repeats) or "")
+end
+
+-- A summary prints (the REPL, print) as its two lines, its fields one index
+-- away (sm.best, sm.elsewhere, sm.stages, ...); JSON encodes it as ever.
+local Summary = {}
+Summary.__index = Summary
+Summary.__tostring = function(sm)
+  return M.done_line(sm) .. "\n" .. M.funnel_line(sm)
+    .. (sm.elsewhere and string.format("\n%d of %d shapes faster elsewhere (sm.elsewhere)", #sm.elsewhere, sm.shape_count)
+        or "")
+end
+M.Summary = Summary
+
 function M.summary(run)
   local s = run.session
   local elapsed = core.now() - run.started
@@ -96,7 +142,7 @@ function M.summary(run)
   end
   local faster = elsewhere(s, run.recipe.shapes, best, best_times, bl)
   local model, proposals = model_part(run)
-  return {
+  return setmetatable({
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped, repeats = run.repeats,
     partial_shapes = run.partial, timing_seconds = run.timing_s, stages = stage_sums(run, elapsed),
@@ -113,7 +159,7 @@ function M.summary(run)
     elsewhere = #faster > 0 and faster or nil, shape_count = #run.recipe.shapes,
     model = model, proposals = proposals and #proposals > 0 and proposals or nil, stopped = run.stop_reason,
     stopped_by = run.stopped_by,
-  }
+  }, Summary)
 end
 
 return M

@@ -2,20 +2,20 @@
 # Ids are content hashes, the same on every run.
 $ rm -rf build/test-cache && ./kwb tests/cli/cache_setup.lua build/test-cache/cli.db
 $ ./kwb --cache build/test-cache/cli.db cache ls
-id        problem  parent    origin      outcome   created
-dd8d64fa  axpy     -         seed        accepted  2026-12-02 10:00:00
-b5013c31  axpy     dd8d64fa  rewrite/m1  accepted  2026-12-02 10:01:00
-bf611c14  axpy     dd8d64fa  rewrite/m1  wrong     2026-12-02 10:02:00
-30197230  dot      -         seed        -         2026-12-02 10:03:00
+id        problem  parent    origin      outcome   score  created
+dd8d64fa  axpy     -         seed        accepted      -  2026-12-02 10:00:00
+b5013c31  axpy     dd8d64fa  rewrite/m1  accepted      -  2026-12-02 10:01:00
+bf611c14  axpy     dd8d64fa  rewrite/m1  wrong         -  2026-12-02 10:02:00
+30197230  dot      -         seed        -             -  2026-12-02 10:03:00
 $ ./kwb --cache build/test-cache/cli.db cache ls axpy
-id        problem  parent    origin      outcome   created
-dd8d64fa  axpy     -         seed        accepted  2026-12-02 10:00:00
-b5013c31  axpy     dd8d64fa  rewrite/m1  accepted  2026-12-02 10:01:00
-bf611c14  axpy     dd8d64fa  rewrite/m1  wrong     2026-12-02 10:02:00
+id        problem  parent    origin      outcome   score  created
+dd8d64fa  axpy     -         seed        accepted      -  2026-12-02 10:00:00
+b5013c31  axpy     dd8d64fa  rewrite/m1  accepted      -  2026-12-02 10:01:00
+bf611c14  axpy     dd8d64fa  rewrite/m1  wrong         -  2026-12-02 10:02:00
 $ ./kwb --cache build/test-cache/cli.db cache ls nothing
 no candidates for nothing
 $ ./kwb cache ls axpy --cache build/test-cache/cli.db | tail -1
-bf611c14  axpy     dd8d64fa  rewrite/m1  wrong     2026-12-02 10:02:00
+bf611c14  axpy     dd8d64fa  rewrite/m1  wrong         -  2026-12-02 10:02:00
 $ ./kwb cache ls axpy --cache=build/test-cache/cli.db --json | wc -l
 3
 $ ./kwb cache ls --json --cache=build/test-cache/cli.db | head -1 | grep -o '"id":"dd8d64fa[0-9a-f]*"'
@@ -198,9 +198,9 @@ imported build/test-cache/axpy.kwb: 2 candidates, 1 build, 4 results, 0 runs new
 $ ./kwb --cache build/test-cache/two.db cache import build/test-cache/axpy.kwb
 imported build/test-cache/axpy.kwb: 0 candidates, 0 builds, 0 results, 0 runs new (0 blobs)
 $ ./kwb --cache build/test-cache/two.db cache ls
-id        problem  parent    origin      outcome   created
-dd8d64fa  axpy     -         seed        accepted  2026-12-02 10:00:00
-b5013c31  axpy     dd8d64fa  rewrite/m1  accepted  2026-12-02 10:01:00
+id        problem  parent    origin      outcome   score  created
+dd8d64fa  axpy     -         seed        accepted      -  2026-12-02 10:00:00
+b5013c31  axpy     dd8d64fa  rewrite/m1  accepted      -  2026-12-02 10:01:00
 $ ./kwb --cache build/test-cache/two.db cache best axpy --shape 1000
 device           shape  candidate  median  outcome   measured
 host:Test CPU:2  1000   b5013c31   1.2 us  accepted  bundle axpy.kwb

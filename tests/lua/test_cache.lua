@@ -257,6 +257,21 @@ t.test("cache_resolve_prefixes", function()
   c:close()
 end)
 
+-- cache:list gives each candidate the score of its latest result (kwb cache ls's column)
+t.test("cache_list_carries_the_latest_score", function()
+  local c = fresh()
+  local a = c:put_candidate { problem = "mm", source = src }
+  local b = c:put_candidate { problem = "mm", source = edited(src, 1), parent = a }
+  local dev = "host:Test CPU:2"
+  c:add_result { candidate = a, device = dev, shape = "256", outcome = "accepted", timing = { median = 3e-3 },
+                 verify = { score = 1.25 } }
+  local got = {}
+  for _, r in ipairs(c:list "mm") do got[r.id] = r.score or "none" end
+  t.eq(got[a], 1.25)
+  t.eq(got[b], "none", "no result, no score")
+  c:close()
+end)
+
 t.test("cache_results_builds_best_runs", function()
   local c = fresh()
   local a = c:put_candidate { problem = "mm", source = src }

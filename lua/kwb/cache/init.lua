@@ -190,15 +190,23 @@ function Cache:set_outcome(prefix, outcome)
   return true
 end
 
--- list([problem]) -> candidates (without their sources), oldest first
+-- list([problem]) -> candidates (without their sources), oldest first, each
+-- with the score of its latest result (score: nil where none was judged)
 function Cache:list(problem)
   local rows
+  local score = "(SELECT r.verify FROM result r WHERE r.candidate = candidate.id ORDER BY r.created DESC, r.shape "
+                .. "LIMIT 1) AS latest_verify"
   if problem then
-    rows = self.db:exec("SELECT * FROM candidate WHERE problem = ?1 ORDER BY created, id", problem)
+    rows = self.db:exec("SELECT *, " .. score .. " FROM candidate WHERE problem = ?1 ORDER BY created, id", problem)
   else
-    rows = self.db:exec("SELECT * FROM candidate ORDER BY created, id")
+    rows = self.db:exec("SELECT *, " .. score .. " FROM candidate ORDER BY created, id")
   end
-  for _, r in ipairs(rows) do row_to_candidate(r) end
+  for _, r in ipairs(rows) do
+    local v = r.latest_verify and decode(r.latest_verify, {})
+    r.latest_verify = nil
+    r.score = type(v) == "table" and type(v.score) == "number" and v.score or nil
+    row_to_candidate(r)
+  end
   return rows
 end
 

@@ -47,9 +47,10 @@ function commands.ls(c, pos)
   for _, r in ipairs(c:list(pos[1])) do
     if M.json then
       emit { id = r.id, problem = r.problem, parent = r.parent, strategy = r.strategy, model = r.model,
-             outcome = r.outcome, created = r.created }
+             outcome = r.outcome, score = r.score, created = r.created }
     end
-    rows[#rows + 1] = { short(r.id), r.problem, short(r.parent), origin(r), r.outcome or "-", when(r.created) }
+    rows[#rows + 1] = { short(r.id), r.problem, short(r.parent), origin(r), r.outcome or "-",
+                        r.score and string.format("%.2fx", r.score) or "-", when(r.created) }
   end
   if M.json then return 0 end
   if #rows == 0 then
@@ -57,7 +58,7 @@ function commands.ls(c, pos)
     return 0
   end
   figures.print_table({ { "id", align = "left" }, { "problem", align = "left" }, { "parent", align = "left" },
-                       { "origin", align = "left" }, { "outcome", align = "left" },
+                       { "origin", align = "left" }, { "outcome", align = "left" }, "score",
                        { "created", align = "left" } }, rows)
   return 0
 end

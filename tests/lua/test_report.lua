@@ -64,6 +64,17 @@ t.test("report_html_is_one_file_with_every_plot", function()
   t.eq(html:find("<script", 1, true), nil, "no script")
   t.eq(html:find("http", 1, true) and html:match("https?://[^\"]*") ~= "http://www.w3.org/2000/svg", false,
        "nothing fetched (the only address is the SVG namespace)")
+  -- every plot's value axis is ticked; the floor's share is drawn against 100%,
+  -- not against its largest bar (1% looked full)
+  for _, id in ipairs(rr.plots) do
+    local svg = html:match('<svg id="' .. id:gsub("%-", "%%-") .. '".-</svg>')
+    t.truthy(svg:find('<g class="tick">', 1, true), id .. " has ticks")
+  end
+  local floor = html:match('<svg id="floor".-</svg>')
+  t.truthy(floor:find(">100%</text>", 1, true), "the floor's axis ends at 100%")
+  local h = tonumber(floor:match('<rect x="[%d.]+" y="[%d.]+" width="[%d.]+" height="([%d.]+)"'))
+  local pct = tonumber(floor:match('font%-size="11" text%-anchor="middle">(%d+)%%</text>'))
+  t.truthy(h and pct and math.abs(h - 152 * pct / 100) < 1, string.format("a %s%% bar is %s of 152 high", pct, h))
 end)
 
 t.test("report_html_renders_in_headless_chromium", function()

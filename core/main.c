@@ -97,6 +97,7 @@ static int call_cli(lua_State *L, const char *fn, int script, cli *c) {
     lua_getfield(L, -1, fn);
     lua_remove(L, -2);
     int n = 0;
+    luaL_checkstack(L, c->argc - script + 1, "too many arguments");   /* (the C stack holds 20 without asking) */
     for (int i = script; i < c->argc; i++, n++) lua_pushstring(L, c->argv[i]);
     return kwb_lua_docall(L, n, 1) == LUA_OK ? 1 : 0;
 }

@@ -51,3 +51,6 @@ $ ./kwb tests/gpu/cost_summary.lua ./kwb recipes/x.lua 0 10 35.25 tests/gpu/fixt
   stages, summed: build 1.50 s, verify 2.30 s (of which the unannounced shapes 0.75 s), time 11.70 s (of which the calls 8.00 s, the references of pool sets 0.50 s, the checks around them 2.00 s)
 $ ./kwb tests/gpu/cost_compare.lua tests/gpu/fixtures/cost-before.jsonl /tmp/kwb-no-such-events.jsonl
 cost_compare: /tmp/kwb-no-such-events.jsonl: no such file
+# a script takes as many arguments as the shell passes (each one a slot of Lua's C stack on the way in)
+$ ./kwb tests/cli/fixtures/argc.lua $(seq 1 1000)
+1000	1000

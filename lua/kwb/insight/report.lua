@@ -125,6 +125,12 @@ local function line_svg(id, title, xlabel, ylabel, pts)
   }
 end
 
+-- A tick's label format from a bar's ("%d", "%.2fx", "%.0f%%"): the same
+-- unit, as few digits as the value needs ("%g", "%gx", "%g%%").
+local function tick_format(fmt)
+  return (fmt:gsub("%%%.?%d*[df]", "%%g"))
+end
+
 -- Bars of { label, value } (value nil: no bar), with each value written
 -- above and the value axis ticked; top: the axis's end (default the largest
 -- value), so a share is drawn against its whole (the floor's %: 100).
@@ -141,8 +147,7 @@ local function bars_svg(id, title, items, fmt, top)
     string.format('<title>%s</title>', esc(title)),
     string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, H - PAD, W - PAD, H - PAD),
     string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, PAD, PAD, H - PAD),
-    tick_marks(M.ticks(top), fmt:find("%%d") and "%g" or fmt:gsub("%%%.%df", "%%g"), nil,
-               function(v) return H - PAD - (H - 2 * PAD) * v / top end),
+    tick_marks(M.ticks(top), tick_format(fmt), nil, function(v) return H - PAD - (H - 2 * PAD) * v / top end),
   }
   for i, it in ipairs(items) do
     local x = PAD + (i - 1) * bw

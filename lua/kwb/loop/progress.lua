@@ -5,7 +5,6 @@
 --   quiet  the summary only
 local ids = require "kwb.base.ids"
 local core = require "kwb.core"
-local outcomes = require "kwb.base.outcomes"
 local figures = require "kwb.figures"
 local summary = require "kwb.loop.summary"
 local text = require "kwb.base.text"
@@ -40,7 +39,6 @@ end
 
 
 local funnel_text = summary.funnel_text
-M.funnel_text = funnel_text
 
 local function out(self, line)
   if self.mode == "tty" and self.live then io.stdout:write("\r\27[K") ; self.live = false end

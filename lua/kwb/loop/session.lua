@@ -20,6 +20,7 @@ local sanitizer = require "kwb.loop.sanitizer"
 local outcomes = require "kwb.base.outcomes"
 local standings = require "kwb.loop.standings"
 local store = require "kwb.loop.store"
+local text = require "kwb.base.text"
 local tools = require "kwb.loop.tools"
 
 local M = {}
@@ -50,7 +51,7 @@ function M.new(recipe, opts)
   end
   -- the evaluation context: what besides the candidate decides a result
   s.ctx = s.store:recipe_context(recipe, device)
-  s.template_source = recipe.template and require("kwb.base.text").code(assert(files.read_file(recipe.template)))
+  s.template_source = recipe.template and text.code(assert(files.read_file(recipe.template)))
   -- (each evaluation numbered past every stored one: a count would repeat a number once a
   -- candidate was evaluated again, by try, --retime or a best still due)
   s.seq = 0

@@ -62,6 +62,10 @@ local function w4a16(s, p)
   local rg = wg and lw == 2 and s.H % 256 == 0 and s.I % 256 == 0 and s.I % (32 * rg_wg * rg_m) == 0
              and s.H % (64 * rg_wg * rg_m) == 0
   if lw == 2 and not rg then wg = false end
+  -- the warp-specialised register-A kernels (LW = 3): whole 128-element chunks, 256-row blocks of
+  -- w2 and 128 h columns a block of w13
+  local sp = wg and lw == 3 and s.H % 256 == 0 and s.I % 256 == 0
+  if lw == 3 and not sp then wg = false end
   local rg_occ = p.RG_OCC or (rg_wg == 2 and 1 or rg_n == 32 and 3 or 2)
   -- a second register-A instance, where a template has one (w4_up_rg2, w4_down_rg2: RG2_N
   -- tokens a tile, RG2_WG warpgroups, RG2_M row groups, RG2_OCC blocks an SM; RG_S, RG_PF
@@ -75,7 +79,8 @@ local function w4a16(s, p)
     end
   end
   local nt = large and p.L_NT or p.NT
-  local tt = rg and rg_n or wg and 64 * l_wg or 8 * nt
+  local sp_n = p.SP_N or 128
+  local tt = sp and sp_n or rg and rg_n or wg and 64 * l_wg or 8 * nt
   local up_rw, dn_rw = large and p.L_UP_RW or p.UP_RW, large and p.L_DN_RW or p.DN_RW
   local up_kw, dn_kw = large and p.L_KW or p.UP_KW, large and p.L_KW or p.DN_KW
   local up_threads, dn_threads = 32 * up_rw * up_kw, 32 * dn_rw * dn_kw
@@ -86,7 +91,17 @@ local function w4a16(s, p)
   end
   local up_rows, dn_rows = 16 * up_rw, 16 * dn_rw
   local up, down, pk = "w4_up", "w4_down", (p.WL or 0) == 1 and "p" or ""
-  if rg then
+  if sp then
+    -- w4a16.cu's SP_SMEM (SP_S stages of SP_N tokens x 256 bytes, 256 rows' codes and scales;
+    -- the mbarriers, the token table, 1 KB to align): three warpgroups, one block an SM
+    local sp_s = p.SP_S or (sp_n == 128 and 4 or 6)
+    up_threads, dn_threads = 384, 384
+    up_smem = sp_s * (sp_n * 256 + 18432) + 16 * sp_s + 4 * sp_n + 1024
+    dn_smem = up_smem
+    up_blocks, dn_blocks = 1, 1
+    up_rows, dn_rows = 128, 256
+    up, down, pk = "w4_up_sp", "w4_down_sp", "r"
+  elseif rg then
     -- w4a16.cu's RG_SMEM (RG_S stages of RG_N tokens x 256 bytes, the token table, 1 KB to
     -- align) and RG_OCC
     -- (the blocks an SM is to hold, by launch bounds: default 3 of one warpgroup at 32 tokens,

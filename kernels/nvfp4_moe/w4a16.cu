@@ -1030,7 +1030,7 @@ w4_down_wg(DN_ARGS) {
 // module may hold the kernels at more than one: w4_up_rg and w4_down_rg are
 // the instance at the RG_* settings.
 
-#if LW == 2
+#if LW >= 2
 #if RG_N != 32 && RG_N != 64 && RG_N != 128
 #error "RG_N must be 32, 64 or 128"
 #endif
@@ -1367,9 +1367,308 @@ __device__ __forceinline__ void rg_down(DN_ARGS) {
 #define RG_UP_CALL T, H, I, E, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h
 #define RG_DN_CALL T, H, I, E, K, pairs, tiles, meta, h, w2q, w2sf, w2s2, y
 
+#if LW == 2
 extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_up_rg(UP_ARGS) { rg_up<Rg>(RG_UP_CALL); }
 extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_ARGS) { rg_down<Rg>(RG_DN_CALL); }
-#endif   // LW == 2
+#endif
+#if LW == 3
+// ---- the warp-specialised register-A kernels (LW = 3; sm_90a) ---------------------
+//
+// w4_up_sp and w4_down_sp compute what w4_up_rg and w4_down_rg do (the weights
+// as wgmma's A operand, dequantised into registers from the rg copy of the
+// codes; the tokens as B from shared memory) with the loads taken off the
+// warps that compute. A block is three warpgroups and owns the SM:
+//   - warpgroup 0, the producer (setmaxnreg.dec to SP_PREG registers), copies
+//     everything a 128-element chunk needs into a ring of SP_S stages by
+//     cp.async: the codes of the block's 256 weight rows (64 bytes a row), their
+//     block scales (8 bytes a row) and the tile's activations (in the 128-byte
+//     swizzled K-major layout wgmma reads). It keeps SP_LAG chunks of copies in
+//     flight: after committing chunk j it waits for chunk j - SP_LAG's copies,
+//     makes them visible to the tensor cores (fence.proxy.async) and arrives on
+//     that stage's "full" mbarrier (128 arrivals). Before it refills a stage it
+//     waits on the stage's "empty" mbarrier.
+//   - warpgroups 1 and 2, the consumers (setmaxnreg.inc to SP_CREG), each own
+//     128 of the 256 rows as two 64-row groups taking turns (as RG_M = 2): for
+//     each chunk, wait on "full", then for each group read its codes and scales
+//     from the stage (16 + 8 bytes a lane and row), wait until the group's MMAs
+//     of the chunk before are done (wgmma.wait_group 1: its A registers are
+//     free), dequantise into them and issue the group's 8 x m64nNk16 as one
+//     wgmma group. Once both groups of chunk c - 1 are done, each warp's lane 0
+//     arrives on that stage's "empty" mbarrier (8 arrivals).
+// No block-wide barrier after the start: the two sides meet only at the
+// mbarriers, and the producer runs ahead across work items (the ring's chunk
+// count goes on from one item to the next), so the next item's loads overlap
+// this one's epilogue. A tile holds up to SP_N tokens (w4_align's tt); a tile
+// of at most 32 or 64 runs the m64n32k16 or m64n64k16 instance of the K loop
+// (the producer copies only those token rows), so the last, partial tile of an
+// expert costs what its tokens need.
+// Stage layout (1024-aligned): activations [SP_N * 256 bytes: k-block kb of
+// the tile's nv rows at kb * nv * 128], codes [256 rows x 64 bytes], scales
+// [256 rows x 8 bytes]. Stage row rho = 16 * (4 * (2 * cw + m) + w) + 8 * hf + g
+// holds row g (hf 0) or g + 8 (hf 1) of warp w's 16 rows in consumer cw's group
+// m: for up, the gate row (hf 0) and the up row (hf 1) of h column
+// i = 128 * rb + 32 * (2 * cw + m) + 8 * w + g; for down, output column
+// n = 256 * rb + 64 * (2 * cw + m) + 16 * w + 8 * hf + g.
+// Requirements beyond the file's: H % 256 == 0 and I % 256 == 0 (whole
+// 128-element chunks; down's row blocks of 256), I % 128 == 0.
+
+#ifndef SP_N
+#define SP_N 128
+#endif
+#ifndef SP_S
+#define SP_S (SP_N == 128 ? 4 : 6)
+#endif
+#ifndef SP_LAG
+#define SP_LAG 1
+#endif
+#ifndef SP_ORD
+#define SP_ORD 1
+#endif
+#ifndef SP_PREG
+#define SP_PREG 72
+#endif
+#ifndef SP_CREG
+#define SP_CREG 208
+#endif
+#if SP_N != 64 && SP_N != 128
+#error "SP_N must be 64 or 128"
+#endif
+#if SP_LAG < 1 || SP_LAG > SP_S - 2
+#error "SP_LAG must be 1 .. SP_S - 2"
+#endif
+#define SP_ACT (SP_N * 256)                            // activations of a stage
+#define SP_STAGE (SP_ACT + 256 * 64 + 256 * 8)         // + codes, + scales
+#define SP_SMEM (SP_S * SP_STAGE + 16 * SP_S + 4 * SP_N + 1024)   // + mbarriers, token table, 1 KB to align
+
+template <int N_> struct SpN {
+    enum : int { n = N_ };
+};
+
+__device__ __forceinline__ void mbar_init(u32 bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// An arrival where on != 0, as a predicated instruction (a branch around it
+// between two wgmma groups makes ptxas serialise every wgmma, C7513).
+__device__ __forceinline__ void mbar_arrive_if(u32 bar, int on) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+                 "r"(on) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    asm volatile(
+        "{\n.reg .pred p;\nSP_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra SP_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;" ::: "memory"); }
+
+// Work item wi of ntiles x rblocks in SP_ORD's order (as rg_item).
+__device__ __forceinline__ int sp_item(long long wi, int ntiles, int rblocks, const int4 *tiles, int &e, int &first,
+                                       int &count) {
+    const int tile = (int)(SP_ORD ? wi / rblocks : wi % ntiles), rb = (int)(SP_ORD ? wi % rblocks : wi / ntiles);
+    const int4 tl = tiles[tile];
+    e = tl.x, first = tl.y, count = tl.z;
+    return rb;
+}
+
+// The token rows an instance of the K loop multiplies: 32, 64 or SP_N.
+__device__ __forceinline__ int sp_rows(int count) { return count <= 32 ? 32 : count <= 64 ? 64 : SP_N; }
+
+// Weight row (of w13 or w2, as a row index of the whole tensor) of stage row rho.
+__device__ __forceinline__ long long sp_wrow(int up, int rho, int e, int rb, int H, int I) {
+    const int gm = rho >> 6, w = (rho >> 4) & 3, hf = (rho >> 3) & 1, g = rho & 7;
+    if (up) return (long long)e * 2 * I + 128 * rb + 32 * gm + 8 * w + g + hf * I;
+    return (long long)e * H + 256 * rb + 64 * gm + 16 * w + 8 * hf + g;
+}
+
+// The producer: every chunk of every work item of this block into the ring.
+// up: 1 for w13 (activations x, rows pairs / K), 0 for w2 (activations h).
+__device__ __forceinline__ void sp_produce(int up, int H, int I, int K, const int *pairs, const int4 *tiles,
+                                           const int *meta, const u16 *act, const unsigned char *wq,
+                                           const unsigned char *wsf, u32 sm, u32 bars, int *rows, int p) {
+    const int ntiles = meta[0], rblocks = up ? I / 128 : H / 256, kdim = up ? H : I, nch = kdim / 128;
+    const long long rowb = kdim / 2, sfb = kdim / 16;
+    int gp = 0;
+    for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
+        int e, first, count;
+        const int rb = sp_item(wi, ntiles, rblocks, tiles, e, first, count), nv = sp_rows(count);
+        producer_sync();              // every producer thread has issued the previous item's copies
+        for (int r = p; r < nv; r += 128) {
+            const int t = first + min(r, count - 1);
+            rows[r] = (up ? pairs[t] / K : t) * kdim;
+        }
+        producer_sync();
+        // this thread's code pieces: stage rows rho0 + 32 j, 16-byte piece p & 3; scale rows p, p + 128
+        const int rho0 = p >> 2, pc = p & 3;
+        const unsigned char *qs[8], *ss[2];
+#pragma unroll
+        for (int j = 0; j < 8; j++) qs[j] = wq + sp_wrow(up, rho0 + 32 * j, e, rb, H, I) * rowb + 16 * pc;
+#pragma unroll
+        for (int j = 0; j < 2; j++) ss[j] = wsf + sp_wrow(up, p + 128 * j, e, rb, H, I) * sfb;
+        for (int c = 0; c < nch; c++, gp++) {
+            const int s = gp % SP_S;
+            mbar_wait(bars + 8 * SP_S + 8 * s, ((gp / SP_S) & 1) ^ 1);   // empty: the consumers are done with it
+            const u32 st = sm + s * SP_STAGE, cq = st + SP_ACT, cs = cq + 256 * 64;
+#pragma unroll
+            for (int j = 0; j < 8; j++) cp16_w(cq + (rho0 + 32 * j) * 64 + 16 * pc, qs[j] + 64 * c);
+#pragma unroll
+            for (int j = 0; j < 2; j++) cp8_g2s(cs + (p + 128 * j) * 8, ss[j] + 8 * c);
+            for (int u = p; u < 16 * nv; u += 128) {
+                const int r = u >> 4, kb = (u >> 3) & 1, k8 = u & 7;
+                cp16_a(st + kb * (nv * 128) + r * 128 + ((k8 ^ (r & 7)) << 4), act + rows[r] + 128 * c + 64 * kb + 8 * k8);
+            }
+            cp_commit();
+            if (gp >= SP_LAG) {
+                cp_wait<SP_LAG>();    // chunk gp - SP_LAG's copies are in
+                fence_async_smem();   // visible to the tensor cores
+                mbar_arrive(bars + 8 * ((gp - SP_LAG) % SP_S));
+            }
+        }
+    }
+    cp_wait<0>();
+    fence_async_smem();
+    for (int j = gp - SP_LAG < 0 ? 0 : gp - SP_LAG; j < gp; j++) mbar_arrive(bars + 8 * (j % SP_S));
+}
+
+// One consumer's K loop over a work item at nv = C::n token rows: acc[m] =
+// group m's 64 rows x the tile's tokens. gc: the ring's chunk count, carried
+// from item to item. ldq, lds: this lane's offsets of its rows' codes and
+// scales (group m, half hf) within a stage.
+template <class C>
+__device__ __forceinline__ void sp_kloop(float (&acc)[2][C::n / 2], u32 sm, u32 bars, int nch, int &gc,
+                                         const u32 (&ldq)[2][2], const u32 (&lds)[2][2], int lane) {
+    u32 a[2][8][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int i = 0; i < C::n / 2; i++) acc[m][i] = 0.0f;
+    for (int c = 0; c < nch; c++, gc++) {
+        const int s = gc % SP_S;
+        const u32 st = sm + s * SP_STAGE;
+        mbar_wait(bars + 8 * s, (gc / SP_S) & 1);                 // full: the chunk is in
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            RgRaw raw[2];
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(raw[hf].q.x), "=r"(raw[hf].q.y), "=r"(raw[hf].q.z), "=r"(raw[hf].q.w)
+                             : "r"(st + ldq[m][hf]));
+                asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(raw[hf].s.x), "=r"(raw[hf].s.y) : "r"(st + lds[m][hf]));
+            }
+            wg_wait<1>();             // this group's MMAs of the chunk before are done with its A set
+            if (m == 1)               // and so both groups of chunk c - 1: its stage is free
+                mbar_arrive_if(bars + 8 * SP_S + 8 * ((gc + SP_S - 1) % SP_S), lane == 0 && c > 0);
+            rg_dequant(raw, a[m]);
+            rg_chunk_mma<C>(acc[m], a[m], st);
+        }
+    }
+    wg_wait<0>();
+    wg_hold(acc[0]);
+    wg_hold(acc[1]);
+    mbar_arrive_if(bars + 8 * SP_S + 8 * ((gc + SP_S - 1) % SP_S), lane == 0);
+}
+
+// One consumer's work item at nv = C::n token rows, with its epilogue:
+// up: SiLU(gate) * up rounded to bf16 into h; down: the f32 rows of y.
+template <class C>
+__device__ __forceinline__ void sp_consume_item(int up, int H, int I, int e, int first, int count, int rb,
+                                                const int *pairs, const float *s2v, u16 *h, float *y, u32 sm,
+                                                u32 bars, int nch, int &gc, const u32 (&ldq)[2][2],
+                                                const u32 (&lds)[2][2], int cw, int w, int lane) {
+    const int g = lane >> 2, q = lane & 3;
+    float acc[2][C::n / 2];
+    sp_kloop<C>(acc, sm, bars, nch, gc, ldq, lds, lane);
+    const float s2 = s2v[e] * 256.0f;
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+        if (up) {
+            const int i = 128 * rb + 32 * (2 * cw + m) + 8 * w + g;
+#pragma unroll
+            for (int j = 0; j < C::n / 8; j++)
+#pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const int tok = 8 * j + 2 * q + b;
+                    if (tok < count) {
+                        const float gv = acc[m][4 * j + b] * s2, uv = acc[m][4 * j + 2 + b] * s2;
+                        h[(long long)(first + tok) * I + i] = f32_to_bf16(__fdividef(gv, 1.0f + __expf(-gv)) * uv);
+                    }
+                }
+        } else {
+            const int n = 256 * rb + 64 * (2 * cw + m) + 16 * w + g;
+#pragma unroll
+            for (int j = 0; j < C::n / 8; j++)
+#pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const int tok = 8 * j + 2 * q + b;
+                    if (tok < count) {
+                        float *yp = y + (long long)pairs[first + tok] * H + n;
+                        yp[0] = acc[m][4 * j + b] * s2;
+                        yp[8] = acc[m][4 * j + 2 + b] * s2;
+                    }
+                }
+        }
+    }
+}
+
+// Both GEMMs: up (w13 = wq/wsf/s2, x, into h) or down (w2, h, into y).
+__device__ __forceinline__ void sp_gemm(int up, int H, int I, int K, const u16 *act, const int *pairs,
+                                        const int4 *tiles, const int *meta, const unsigned char *wq,
+                                        const unsigned char *wsf, const float *s2v, u16 *h, float *y) {
+    extern __shared__ __align__(1024) unsigned char ssm[];
+    const u32 sm = (smem_u32(ssm) + 1023u) & ~1023u;
+    const u32 bars = sm + SP_S * SP_STAGE;                       // full[SP_S], then empty[SP_S]
+    int *rows = (int *)(ssm + (sm - smem_u32(ssm)) + SP_S * SP_STAGE + 16 * SP_S);
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        for (int s = 0; s < SP_S; s++) {
+            mbar_init(bars + 8 * s, 128);
+            mbar_init(bars + 8 * SP_S + 8 * s, 8);
+        }
+    }
+    __syncthreads();
+    if (tid < 128) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(SP_PREG));
+        sp_produce(up, H, I, K, pairs, tiles, meta, act, wq, wsf, sm, bars, rows, tid);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(SP_CREG));
+    const int ct = tid - 128, cw = ct >> 7, w = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, q = lane & 3;
+    const int ntiles = meta[0], rblocks = up ? I / 128 : H / 256, nch = (up ? H : I) / 128;
+    u32 ldq[2][2], lds[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            const int rho = 16 * (4 * (2 * cw + m) + w) + 8 * hf + g;
+            ldq[m][hf] = SP_ACT + rho * 64 + 16 * q;
+            lds[m][hf] = SP_ACT + 256 * 64 + rho * 8;
+        }
+    int gc = 0;
+    for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
+        int e, first, count;
+        const int rb = sp_item(wi, ntiles, rblocks, tiles, e, first, count), nv = sp_rows(count);
+        if (nv == 32)
+            sp_consume_item<SpN<32>>(up, H, I, e, first, count, rb, pairs, s2v, h, y, sm, bars, nch, gc, ldq, lds, cw, w, lane);
+        else if (nv == 64)
+            sp_consume_item<SpN<64>>(up, H, I, e, first, count, rb, pairs, s2v, h, y, sm, bars, nch, gc, ldq, lds, cw, w, lane);
+#if SP_N == 128
+        else
+            sp_consume_item<SpN<128>>(up, H, I, e, first, count, rb, pairs, s2v, h, y, sm, bars, nch, gc, ldq, lds, cw, w, lane);
+#endif
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1) w4_up_sp(UP_ARGS) {
+    sp_gemm(1, H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h, nullptr);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) w4_down_sp(DN_ARGS) {
+    sp_gemm(0, H, I, K, h, pairs, tiles, meta, w2q, w2sf, w2s2, nullptr, y);
+}
+#endif   // LW == 3
+#endif   // LW >= 2
 #endif   // LW
 
 // ---- w4_combine ----------------------------------------------------------------

@@ -145,6 +145,15 @@ local settings = {
     LW = 2, WG_SWITCH = 4, RG_N = 64, RG_WG = 2, RG_OCC = 1, RG_PF = 1, RG_M = 2 },
   { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
     LW = 2, WG_SWITCH = 4, RG_N = 32, RG_WG = 1, RG_OCC = 2, RG_PF = 1, RG_M = 2, RG_ORD = 1 },
+  -- the warp-specialised kernels (LW = 3; the last two shapes): tiles of 128 tokens (the m64n32,
+  -- n64 and n128 instances as a tile's tokens need), tiles of 64 in a deeper ring, the other
+  -- order, the shallowest ring
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 3, WG_SWITCH = 4, SP_N = 128 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 3, WG_SWITCH = 4, SP_N = 64, SP_S = 6, SP_LAG = 3, SP_ORD = 0 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 3, WG_SWITCH = 4, SP_N = 128, SP_S = 3, SP_LAG = 1 },
 }
 for _, p in ipairs(settings) do
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()

@@ -155,10 +155,15 @@ local settings = {
   { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
     LW = 3, WG_SWITCH = 4, SP_N = 128, SP_S = 3, SP_LAG = 1 },
 }
+-- kwb tests/gpu/nvfp4_layer.lua [TEXT]: only the template settings whose text contains TEXT
+-- (e.g. "LW=3"); the reference and the baseline always
+local only = arg and arg[1]
 for _, p in ipairs(settings) do
+  if only and not require("kwb.loop").params_text(p):find(only, 1, true) then goto next end
   t.test("nvfp4_w4a16_matches_the_float64_reference " .. require("kwb.loop").params_text(p), function()
     check_all("w4a16 " .. require("kwb.loop").params_text(p), build(candidate("kernels/nvfp4_moe/w4a16.cu", p)))
   end)
+  ::next::
 end
 
 t.done()

@@ -134,14 +134,19 @@ local function w4a16(s, p)
   local up_work = tiles * (s.I // up_rows)
   local dn_work = tiles * (s.H // dn_rows)
   local quads = s.T * s.H // 4
+  local up_args = { "T", "H", "I", "E", "K", "x", "pairs", "tiles", "meta", "w13" .. pk .. "q", "w13" .. psf .. "sf",
+                    "w13s2", "h" }
+  local dn_args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2" .. pk .. "q", "w2" .. psf .. "sf", "w2s2",
+                    "y" }
+  if sp and (p.SP_TMA or 0) == 1 then
+    -- the rg codes by TMA: boxes of 64 bytes (a chunk) x 128 rows of w13 (gate, then up) and 256 of w2
+    up_args[#up_args + 1] = { tensor_map = "w13rq", dims = { s.H // 2, s.E * 2 * s.I }, box = { 64, 128 } }
+    dn_args[#dn_args + 1] = { tensor_map = "w2rq", dims = { s.I // 2, s.E * s.H }, box = { 64, 256 } }
+  end
   return { steps = {
     { "w4_align", grid = 1, block = 1024, args = { "T", "K", "E", { "i32", tt }, "ids", "pairs", "tiles", "meta" } },
-    { up, grid = math.min(up_work, sms() * up_blocks), block = up_threads, smem = up_smem,
-      args = { "T", "H", "I", "E", "K", "x", "pairs", "tiles", "meta", "w13" .. pk .. "q", "w13" .. psf .. "sf",
-               "w13s2", "h" } },
-    { down, grid = math.min(dn_work, sms() * dn_blocks), block = dn_threads, smem = dn_smem,
-      args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2" .. pk .. "q", "w2" .. psf .. "sf", "w2s2",
-               "y" } },
+    { up, grid = math.min(up_work, sms() * up_blocks), block = up_threads, smem = up_smem, args = up_args },
+    { down, grid = math.min(dn_work, sms() * dn_blocks), block = dn_threads, smem = dn_smem, args = dn_args },
     { "w4_combine", grid = math.min((quads + 255) // 256, sms() * 8), block = 256,
       args = { "T", "H", "K", "tw", "y", "out" } },
   }, scratch = { pairs = { "i32", s.T * s.K }, tiles = { "i32", 4 * tiles }, meta = { "i32", 4 },

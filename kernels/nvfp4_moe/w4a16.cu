@@ -1404,11 +1404,15 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 // expert costs what its tokens need.
 // Stage layout (1024-aligned): activations [SP_N * 256 bytes: k-block kb of
 // the tile's nv rows at kb * nv * 128], codes [256 rows x 64 bytes], scales
-// [256 rows x 8 bytes]. Stage row rho = 16 * (4 * (2 * cw + m) + w) + 8 * hf + g
-// holds row g (hf 0) or g + 8 (hf 1) of warp w's 16 rows in consumer cw's group
-// m: for up, the gate row (hf 0) and the up row (hf 1) of h column
-// i = 128 * rb + 32 * (2 * cw + m) + 8 * w + g; for down, output column
-// n = 256 * rb + 64 * (2 * cw + m) + 16 * w + 8 * hf + g.
+// [256 rows x 8 bytes]. Warp w of consumer cw's group m holds, in lane row g,
+// for up the gate row (hf 0) and the up row (hf 1) of h column
+// i = 128 * rb + 32 * (2 * cw + m) + 8 * w + g, at stage rows 128 * hf + i - 128 * rb;
+// for down the rows of output columns n = 256 * rb + 64 * (2 * cw + m) + 16 * w + 8 * hf + g,
+// at stage rows n - 256 * rb (sp_wrow, sp_rho).
+// SP_TMA = 1: the codes come by TMA (one 2D box of 256 rows x 64 bytes of w2's
+// rg codes, or two of 128 rows of w13's: gate, up), issued by producer thread
+// 0 with the stage's byte count on its "full" mbarrier (one more arrival);
+// the kernels then take the codes' tensor map as a last parameter.
 // Requirements beyond the file's: H % 256 == 0 and I % 256 == 0 (whole
 // 128-element chunks; down's row blocks of 256), I % 128 == 0.
 
@@ -1430,6 +1434,9 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 #ifndef SP_CREG
 #define SP_CREG 208
 #endif
+#ifndef SP_TMA
+#define SP_TMA 0
+#endif
 #if SP_N != 64 && SP_N != 128
 #error "SP_N must be 64 or 128"
 #endif
@@ -1439,6 +1446,10 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 #define SP_ACT (SP_N * 256)                            // activations of a stage
 #define SP_STAGE (SP_ACT + 256 * 64 + 256 * 8)         // + codes, + scales
 #define SP_SMEM (SP_S * SP_STAGE + 16 * SP_S + 4 * SP_N + 1024)   // + mbarriers, token table, 1 KB to align
+
+struct alignas(64) SpMap {   // a CUtensorMap (the driver's 128 opaque bytes)
+    unsigned long long opaque[16];
+};
 
 template <int N_> struct SpN {
     enum : int { n = N_ };
@@ -1462,6 +1473,13 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
         "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
         "@!p bra SP_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
 }
+__device__ __forceinline__ void mbar_arrive_tx(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma_2d(u32 dst, const SpMap *map, int x, int y, u32 bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(dst), "l"((unsigned long long)map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;" ::: "memory"); }
 
 // Work item wi of ntiles x rblocks in SP_ORD's order (as rg_item).
@@ -1476,18 +1494,25 @@ __device__ __forceinline__ int sp_item(long long wi, int ntiles, int rblocks, co
 // The token rows an instance of the K loop multiplies: 32, 64 or SP_N.
 __device__ __forceinline__ int sp_rows(int count) { return count <= 32 ? 32 : count <= 64 ? 64 : SP_N; }
 
-// Weight row (of w13 or w2, as a row index of the whole tensor) of stage row rho.
+// Weight row (of w13 or w2, as a row index of the whole tensor) of stage row
+// rho: up, the gate rows of the block's 128 h columns then their up rows;
+// down, the block's 256 rows in order (so each is one box of a tensor map).
 __device__ __forceinline__ long long sp_wrow(int up, int rho, int e, int rb, int H, int I) {
-    const int gm = rho >> 6, w = (rho >> 4) & 3, hf = (rho >> 3) & 1, g = rho & 7;
-    if (up) return (long long)e * 2 * I + 128 * rb + 32 * gm + 8 * w + g + hf * I;
-    return (long long)e * H + 256 * rb + 64 * gm + 16 * w + 8 * hf + g;
+    if (up) return (long long)e * 2 * I + (rho >> 7) * I + 128 * rb + (rho & 127);
+    return (long long)e * H + 256 * rb + rho;
+}
+
+// The stage row of consumer cw's group m, warp w, lane row g, half hf (sp_wrow's order).
+__device__ __forceinline__ int sp_rho(int up, int cw, int m, int w, int g, int hf) {
+    return up ? 128 * hf + 32 * (2 * cw + m) + 8 * w + g : 64 * (2 * cw + m) + 16 * w + 8 * hf + g;
 }
 
 // The producer: every chunk of every work item of this block into the ring.
 // up: 1 for w13 (activations x, rows pairs / K), 0 for w2 (activations h).
 __device__ __forceinline__ void sp_produce(int up, int H, int I, int K, const int *pairs, const int4 *tiles,
                                            const int *meta, const u16 *act, const unsigned char *wq,
-                                           const unsigned char *wsf, u32 sm, u32 bars, int *rows, int p) {
+                                           const unsigned char *wsf, const SpMap *tq, u32 sm, u32 bars, int *rows,
+                                           int p) {
     const int ntiles = meta[0], rblocks = up ? I / 128 : H / 256, kdim = up ? H : I, nch = kdim / 128;
     const long long rowb = kdim / 2, sfb = kdim / 16;
     int gp = 0;
@@ -1504,15 +1529,27 @@ __device__ __forceinline__ void sp_produce(int up, int H, int I, int K, const in
         const int rho0 = p >> 2, pc = p & 3;
         const unsigned char *qs[8], *ss[2];
 #pragma unroll
-        for (int j = 0; j < 8; j++) qs[j] = wq + sp_wrow(up, rho0 + 32 * j, e, rb, H, I) * rowb + 16 * pc;
+        for (int j = 0; j < 8; j++) qs[j] = SP_TMA ? wq : wq + sp_wrow(up, rho0 + 32 * j, e, rb, H, I) * rowb + 16 * pc;
 #pragma unroll
         for (int j = 0; j < 2; j++) ss[j] = wsf + sp_wrow(up, p + 128 * j, e, rb, H, I) * sfb;
         for (int c = 0; c < nch; c++, gp++) {
             const int s = gp % SP_S;
             mbar_wait(bars + 8 * SP_S + 8 * s, ((gp / SP_S) & 1) ^ 1);   // empty: the consumers are done with it
             const u32 st = sm + s * SP_STAGE, cq = st + SP_ACT, cs = cq + 256 * 64;
+            if (SP_TMA) {
+                if (p == 0) {
+                    mbar_arrive_tx(bars + 8 * s, 256 * 64);
+                    if (up) {
+                        tma_2d(cq, tq, 64 * c, (int)sp_wrow(1, 0, e, rb, H, I), bars + 8 * s);
+                        tma_2d(cq + 128 * 64, tq, 64 * c, (int)sp_wrow(1, 128, e, rb, H, I), bars + 8 * s);
+                    } else {
+                        tma_2d(cq, tq, 64 * c, (int)sp_wrow(0, 0, e, rb, H, I), bars + 8 * s);
+                    }
+                }
+            } else {
 #pragma unroll
-            for (int j = 0; j < 8; j++) cp16_w(cq + (rho0 + 32 * j) * 64 + 16 * pc, qs[j] + 64 * c);
+                for (int j = 0; j < 8; j++) cp16_w(cq + (rho0 + 32 * j) * 64 + 16 * pc, qs[j] + 64 * c);
+            }
 #pragma unroll
             for (int j = 0; j < 2; j++) cp8_g2s(cs + (p + 128 * j) * 8, ss[j] + 8 * c);
             for (int u = p; u < 16 * nv; u += 128) {
@@ -1616,7 +1653,8 @@ __device__ __forceinline__ void sp_consume_item(int up, int H, int I, int e, int
 // Both GEMMs: up (w13 = wq/wsf/s2, x, into h) or down (w2, h, into y).
 __device__ __forceinline__ void sp_gemm(int up, int H, int I, int K, const u16 *act, const int *pairs,
                                         const int4 *tiles, const int *meta, const unsigned char *wq,
-                                        const unsigned char *wsf, const float *s2v, u16 *h, float *y) {
+                                        const unsigned char *wsf, const SpMap *tq, const float *s2v, u16 *h,
+                                        float *y) {
     extern __shared__ __align__(1024) unsigned char ssm[];
     const u32 sm = (smem_u32(ssm) + 1023u) & ~1023u;
     const u32 bars = sm + SP_S * SP_STAGE;                       // full[SP_S], then empty[SP_S]
@@ -1624,14 +1662,15 @@ __device__ __forceinline__ void sp_gemm(int up, int H, int I, int K, const u16 *
     const int tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < SP_S; s++) {
-            mbar_init(bars + 8 * s, 128);
+            mbar_init(bars + 8 * s, 128 + SP_TMA);
             mbar_init(bars + 8 * SP_S + 8 * s, 8);
         }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");   // (seen by the TMA unit)
     }
     __syncthreads();
     if (tid < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(SP_PREG));
-        sp_produce(up, H, I, K, pairs, tiles, meta, act, wq, wsf, sm, bars, rows, tid);
+        sp_produce(up, H, I, K, pairs, tiles, meta, act, wq, wsf, tq, sm, bars, rows, tid);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(SP_CREG));
@@ -1642,7 +1681,7 @@ __device__ __forceinline__ void sp_gemm(int up, int H, int I, int K, const u16 *
     for (int m = 0; m < 2; m++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
-            const int rho = 16 * (4 * (2 * cw + m) + w) + 8 * hf + g;
+            const int rho = sp_rho(up, cw, m, w, g, hf);
             ldq[m][hf] = SP_ACT + rho * 64 + 16 * q;
             lds[m][hf] = SP_ACT + 256 * 64 + rho * 8;
         }
@@ -1661,11 +1700,18 @@ __device__ __forceinline__ void sp_gemm(int up, int H, int I, int K, const u16 *
     }
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1) w4_up_sp(UP_ARGS) {
-    sp_gemm(1, H, I, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h, nullptr);
+#if SP_TMA
+#define SP_MAP , const __grid_constant__ SpMap tq
+#define SP_MAP_ARG &tq
+#else
+#define SP_MAP
+#define SP_MAP_ARG nullptr
+#endif
+extern "C" __global__ void __launch_bounds__(384, 1) w4_up_sp(UP_ARGS SP_MAP) {
+    sp_gemm(1, H, I, K, x, pairs, tiles, meta, w13q, w13sf, SP_MAP_ARG, w13s2, h, nullptr);
 }
-extern "C" __global__ void __launch_bounds__(384, 1) w4_down_sp(DN_ARGS) {
-    sp_gemm(0, H, I, K, h, pairs, tiles, meta, w2q, w2sf, w2s2, nullptr, y);
+extern "C" __global__ void __launch_bounds__(384, 1) w4_down_sp(DN_ARGS SP_MAP) {
+    sp_gemm(0, H, I, K, h, pairs, tiles, meta, w2q, w2sf, SP_MAP_ARG, w2s2, nullptr, y);
 }
 #endif   // LW == 3
 #endif   // LW >= 2

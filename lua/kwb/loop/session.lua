@@ -155,7 +155,7 @@ function Session:submit(cand, opts)
   -- the recipe's settings as they are now (the REPL may change them); the
   -- start kernel's checks count against the run's minutes
   -- (a candidate asked for by name, try or --retime, and the start kernel are measured whatever code they build to)
-  local codes = not (opts.start or opts.full) and self:measured_codes() or nil
+  local codes = not (opts.start or opts.full) and self:measured_codes(cand.id) or nil
   local function request()
     return measure.request(recipe, { run_seed = self.run_seed, best_time = self.standings.best_time, start = opts.start,
                                      ends_at = opts.start and self.ends_at or nil, race = not opts.full and nil,
@@ -237,11 +237,14 @@ function Session:code_ids()
   return self.codes
 end
 
--- measured_codes() -> the digests of code_ids, sorted: what a measurement's
--- request names as measured (kwb.measure.request's codes)
-function Session:measured_codes()
+-- measured_codes(id) -> the digests of code_ids, sorted: what a measurement's
+-- request names as measured (kwb.measure.request's codes), less candidate
+-- id's own (a candidate measured again is no duplicate of itself)
+function Session:measured_codes(id)
   local list = {}
-  for code in pairs(self:code_ids()) do list[#list + 1] = code end
+  for code, of in pairs(self:code_ids()) do
+    if of ~= id then list[#list + 1] = code end
+  end
   table.sort(list)
   return list
 end

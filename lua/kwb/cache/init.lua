@@ -285,7 +285,7 @@ end
 function Cache:builds(prefix)
   local cand, msg, info = self:resolve(prefix)
   if not cand then return nil, msg, info end
-  local rows = self.db:exec("SELECT id, arch, toolchain, ok, resources, created FROM build "
+  local rows = self.db:exec("SELECT id, arch, toolchain, ok, resources, created, code FROM build "
                             .. "WHERE candidate = ?1 ORDER BY arch, toolchain", cand)
   for _, r in ipairs(rows) do
     r.ok = r.ok ~= 0

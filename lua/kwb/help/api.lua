@@ -352,7 +352,7 @@ return {
   { "cache:build", "cache:build(id, arch, toolchain) -> build | nil, message, info",
     "A stored build with its log and binary read back. info.code \"not-found\" when there is none." },
   { "cache:builds", "cache:builds(id) -> builds | nil, message, info",
-    "A candidate's builds (id, arch, toolchain, ok, resources, created), by arch and toolchain." },
+    "A candidate's builds (id, arch, toolchain, ok, resources, created, code), by arch and toolchain." },
   { "cache:codes", "cache:codes(arch, toolchain) -> { [candidate id] = code digest }",
     "The built code's digest of every build on arch with toolchain that has one (builds of schema 4 on, made "
     .. "here: a bundle carries none); the loop knows a duplicate by it." },

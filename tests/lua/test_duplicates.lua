@@ -106,6 +106,11 @@ t.test("a_recipe_files_run_finds_the_duplicate_in_its_worker_and_measures_other_
   t.eq(sm.candidates, 2, "the duplicate used no budget slot")
   t.eq(sm.funnel.duplicate, 1)
   t.truthy(sm.best.id ~= dup.id, "never the pick")
+  -- kwb cache show names the kernel it repeats, from its record
+  local p = io.popen("./kwb --cache " .. dir .. "/file.db cache show " .. dup.short .. " 2>&1")
+  local shown = p:read("a")
+  p:close()
+  t.eq(shown:match("\nduplicate  [^\n]*"), "\nduplicate  of " .. first.short .. ": " .. dup.reason)
 end)
 
 t.test("a_duplicate_of_a_failure_takes_its_outcome_and_reason_and_try_measures_it_anyway", function()
@@ -122,6 +127,21 @@ t.test("a_duplicate_of_a_failure_takes_its_outcome_and_reason_and_try_measures_i
   local again = r:try { source = "// again\n" .. ikj_one }
   t.eq(again.outcome, "wrong")
   t.eq(again.reason, wrong.reason)
+end)
+
+t.test("a_duplicate_whose_original_left_the_cache_meanwhile_is_measured_after_all", function()
+  local r = matmul_recipe { name = "dupes_gone" }
+  local s = r:session { store = require("kwb.loop.store").open(dir .. "/gone.db") }
+  s:ensure_start()
+  local first = s:evaluate(s:candidate({ source = ikj }, "test"))
+  t.truthy(outcomes.verified[first.outcome], first.outcome)
+  s:code_ids()   -- (the session knows the first's code) ...
+  s.store.cache:exec("DELETE FROM result WHERE candidate = ?1", first.id)   -- ... another process removes its result
+  local again = s:evaluate(s:candidate({ source = ikj_renamed }, "test"))
+  t.truthy(outcomes.verified[again.outcome], "measured: " .. again.outcome)
+  t.eq(again.duplicate_of, nil)
+  t.eq(again.seq, first.seq + 2, "its first request came back duplicate (a number spent), the second measured it")
+  t.eq(s:code_ids()[s.store:codes(s.ctx)[again.id]], again.id, "now the code's first measured result")
 end)
 
 -- ---- the cache: builds keep their code; an older cache opens as it was ----

@@ -126,6 +126,10 @@ static const char *const migrations[] = {
     "  data TEXT NOT NULL,"            /* JSON: kernels, count, busy, gaps, why */
     "  created REAL NOT NULL,"
     "  PRIMARY KEY(candidate, device, shape)) WITHOUT ROWID;",
+    /* 3 -> 4: a build's code digest (core/code.c; NULL for older builds and
+     * for a bundle's): the loop knows a candidate that repeats measured code by it */
+    "ALTER TABLE build ADD COLUMN code TEXT;"
+    "CREATE INDEX build_code ON build(arch, code);",
 };
 enum { SCHEMA_VERSION = sizeof migrations / sizeof migrations[0] };
 

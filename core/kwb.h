@@ -123,6 +123,13 @@ int kwb_sha256_hex(const void *data, size_t len, char *out);
 /* HMAC-SHA-256 of data under key, as 64 hex digits into out[65]. */
 int kwb_hmac_sha256_hex(const void *key, size_t keylen, const void *data, size_t len, char *out);
 
+/* The code of a built module (a host shared object or a CUDA cubin, an ELF
+ * image of len bytes), as 64 hex digits into out[65]: a SHA-256 over the
+ * sections that decide what it does once loaded, without what only names or
+ * describes the build (notes such as the build id, debug and line
+ * information, symbol and file names). KWB_EINVAL for an image it cannot read. */
+int kwb_code_digest(const void *image, size_t len, char *out);
+
 /* ---- timing ------------------------------------------------------------ */
 
 typedef struct kwb_time_opts {

@@ -122,6 +122,17 @@ static int l_hmac_sha256(lua_State *L) {
     return 1;
 }
 
+/* core.code_digest(image) -> 64 hex digits: a built module's code (kwb_code_digest) |
+ * nil, message, { code = "not-a-module" } */
+static int l_code_digest(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    char hex[65];
+    if (kwb_code_digest(s, len, hex) != 0) return kwb_lua_fail(L, "not-a-module", kwb_last_error());
+    lua_pushstring(L, hex);
+    return 1;
+}
+
 static int l_now(lua_State *L) {
     lua_pushnumber(L, kwb_now());
     return 1;
@@ -223,7 +234,7 @@ static int l_heap_resume(lua_State *L) {
 
 int luaopen_kwb_core(lua_State *L) {
     static const luaL_Reg fns[] = {
-        {"sha256", l_sha256}, {"hmac_sha256", l_hmac_sha256}, {"now", l_now}, {"bundled", l_bundled},
+        {"sha256", l_sha256}, {"hmac_sha256", l_hmac_sha256}, {"code_digest", l_code_digest}, {"now", l_now}, {"bundled", l_bundled},
         {"tempfile", l_tempfile}, {"stats", l_stats}, {"heap", l_heap}, {"heap_resume", l_heap_resume}, {NULL, NULL},
     };
     luaL_newlib(L, fns);

@@ -11,6 +11,9 @@
 --   fake.unchecked  timed runs followed by another with no check between
 --   fake.replays    per timed run (replay): { plan =, sums = { checksum of
 --                   each buffer argument }, poison = { elements still poison } }
+-- With fake.cubins set, a module has a cubin: its shared object's bytes (an
+-- ELF image the adapter's code digest reads, as it reads a real cubin).
+-- Without it, modules have none, and no candidate is known by its code.
 -- A step with more than 1024 threads a block fails as a launch would.
 --
 --   local fake = require "fake_cuda" ()      -- installs itself as kwb.cuda
@@ -34,6 +37,12 @@ return function()
     if not m then return nil, msg, info end
     local pp = require("kwb.measure.rules").preprocess(spec.source, { defines = host.define_list(spec.defines) })
     return { ptx = function() return pp.text end,
+             cubin = fake.cubins and function()
+               local f = assert(io.open(m.path, "rb"))
+               local image = f:read("a")
+               f:close()
+               return image
+             end or nil,
              kernel = function(_, name, sig)
                local fn, err = m:fn((sig:gsub("void%s+[%w_]+%s*%(", "void " .. name .. "(")))
                if not fn then return nil, err end

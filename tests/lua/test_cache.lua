@@ -839,7 +839,7 @@ t.test("cache_start_results_rank_with_the_verified_ones", function()
   t.eq(best[1].candidate, a, "the start kernel is the fastest verified one")
   t.eq(best[1].outcome, "start")
   t.raises(function() c:add_result { candidate = b, device = "d", shape = "t", outcome = "great" } end,
-           "unknown outcome 'great' (known: no-code, forbidden, compile-error, wrong, impossible, crashed, timeout, unsafe, slower, accepted, start)")
+           "unknown outcome 'great' (known: no-code, forbidden, compile-error, duplicate, wrong, impossible, crashed, timeout, unsafe, slower, accepted, start)")
 end)
 
 t.test("cache_put_candidate_keeps_the_id_the_caller_computed", function()

@@ -25,7 +25,10 @@ void matmul(int n, const float *a, const float *b, float *c) {
     }
 }
 ]]
-local ikj_unrolled = ikj:gsub("for %(int j = 0; j < n; j%+%+%) ci%[j%] = 0", "for (int j = 0; j < n; j += 1) ci[j] = 0")
+-- (the inner loop unrolled by two: other code, not only other text, which would be a duplicate of ikj)
+local ikj_unrolled = ikj:gsub("for %(int j = 0; j < n; j%+%+%) ci%[j%] %+= aik %* bk%[j%];",
+                              "int j = 0;\n            for (; j + 1 < n; j += 2) { ci[j] += aik * bk[j]; "
+                              .. "ci[j + 1] += aik * bk[j + 1]; }\n            for (; j < n; j++) ci[j] += aik * bk[j];")
 assert(ikj_unrolled ~= ikj)
 local cached = [[
 static float last[96 * 96];

@@ -398,7 +398,9 @@ t.test("test_a_worker_killed_from_outside_is_not_the_candidates_outcome", functi
     local slot = s.pool.slots[1]
     if not killed and slot.task and core.now() - t0 > 0.1 then os.execute("kill -9 " .. slot.worker.pid); killed = true end
   end
-  local res = s:evaluate(s:candidate({ file = "../../kernels/host/matmul_naive.c", defines = { AGAIN = 1 } }, "test"))
+  -- (the naive loop inside one pass of shape_reps.c's: other code than the start kernel's, which would be a duplicate)
+  local res = s:evaluate(s:candidate({ file = "../candidates/shape_reps.c", defines = { SMALL_REPS = 1, LARGE_REPS = 1 } },
+                                     "test"))
   s:close_workers()
   t.truthy(killed, "the worker was killed")
   t.truthy(res.outcome == "slower" or res.outcome == "accepted", tostring(res.outcome) .. ": " .. tostring(res.reason))

@@ -6,14 +6,16 @@
 local matmul = require "kwb.problems.matmul"
 
 local order = { "sabotage_remember.c", 2, 3, "sabotage_probe.c", 5, 6 }
-local naive = [[
+-- An honest candidate: k blocked by its number (each one other code, none the
+-- start kernel's, which would make it a duplicate, never run); every c[i][j]
+-- still sums over k in order, as the reference does.
+local honest = [[
 void matmul(int n, const float *a, const float *b, float *c) {
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) {
-            float acc = 0;
-            for (int k = 0; k < n; k++) acc += a[i * n + k] * b[k * n + j];
-            c[i * n + j] = acc;
-        }
+    for (int i = 0; i < n * n; i++) c[i] = 0;
+    for (int kk = 0; kk < n; kk += BLOCK)
+        for (int i = 0; i < n; i++)
+            for (int k = kk; k < kk + BLOCK && k < n; k++)
+                for (int j = 0; j < n; j++) c[i * n + j] += a[i * n + k] * b[k * n + j];
 }
 ]]
 
@@ -29,7 +31,7 @@ return kwb.recipe {
       self.i = (self.i or 0) + 1
       local o = order[self.i]
       if type(o) == "string" then return { file = "../candidates/" .. o } end
-      if o then return { source = "/* honest " .. o .. " */\n" .. naive, name = "honest" .. o .. ".c" } end
+      if o then return { source = "#define BLOCK " .. o .. "\n" .. honest, name = "honest" .. o .. ".c" } end
     end,
   },
   flags    = { "-O2" },

@@ -10,6 +10,9 @@ local canon, fail, decode = base.canon, base.fail, base.decode
 local check_string, check_table, check_outcome = base.check_string, base.check_table, base.check_outcome
 local candidate_id_of_blob, build_id = base.candidate_id_of_blob, base.build_id
 
+-- The columns a bundle carries. A build's code digest is not among them: a
+-- candidate built here is never taken as a duplicate of another machine's
+-- word on its code (kwb.loop.session's duplicates match builds made here).
 local bundle_columns = {
   candidate = { "id", "problem", "parent", "strategy", "model", "rationale", "created", "source",
                 "params", "flags", "outcome", "run" },

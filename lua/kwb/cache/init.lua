@@ -219,13 +219,17 @@ end
 
 -- ---- builds -----------------------------------------------------------------
 
--- add_build{candidate, arch, toolchain, ok, log, binary, resources} -> build id
+-- add_build{candidate, arch, toolchain, ok, log, binary, resources, code} -> build id
+-- code: the built code's digest (kwb.measure.backends' build: 64 hex digits)
 function Cache:add_build(b)
   check_table(b, "build")
   local arch = check_string(b.arch, "build.arch")
   local toolchain = check_string(b.toolchain, "build.toolchain")
   if b.log ~= nil and type(b.log) ~= "string" then error("build.log must be a string", 2) end
   if b.binary ~= nil and type(b.binary) ~= "string" then error("build.binary must be a string", 2) end
+  if b.code ~= nil and not (type(b.code) == "string" and #b.code == 64 and b.code:match("^%x+$")) then
+    error("build.code must be 64 hex digits, got " .. tostring(b.code), 2)
+  end
   local resources = check_table(b.resources, "build.resources")
   local cand, msg = self:resolve(b.candidate)
   if not cand then error("build.candidate: " .. msg, 2) end
@@ -238,9 +242,9 @@ function Cache:add_build(b)
     local log = b.log and self.db:put_blob(b.log, base.log)
     local bin = b.binary and self.db:put_blob(b.binary, base.binary)
     self.db:exec("INSERT OR REPLACE INTO build(id, candidate, arch, toolchain, ok, log, binary, resources, "
-                 .. "created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 .. "created, code) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                  id, cand, arch, toolchain, b.ok == nil and true or not not b.ok, log, bin,
-                 canon(resources), b.created or os.time())
+                 canon(resources), b.created or os.time(), b.code)
     return id
   end)
 end
@@ -266,10 +270,22 @@ function Cache:build(prefix, arch, toolchain)
   return r
 end
 
+-- codes(arch, toolchain) -> { [candidate id] = code digest } of every build
+-- on arch with toolchain that has one (the loop's duplicates: kwb.loop.store)
+function Cache:codes(arch, toolchain)
+  local out = {}
+  for _, r in ipairs(self.db:exec("SELECT candidate, code FROM build WHERE arch = ?1 AND toolchain = ?2 "
+                                  .. "AND code IS NOT NULL", check_string(arch, "arch"),
+                                  check_string(toolchain, "toolchain"))) do
+    out[r.candidate] = r.code
+  end
+  return out
+end
+
 function Cache:builds(prefix)
   local cand, msg, info = self:resolve(prefix)
   if not cand then return nil, msg, info end
-  local rows = self.db:exec("SELECT id, arch, toolchain, ok, resources, created FROM build "
+  local rows = self.db:exec("SELECT id, arch, toolchain, ok, resources, created, code FROM build "
                             .. "WHERE candidate = ?1 ORDER BY arch, toolchain", cand)
   for _, r in ipairs(rows) do
     r.ok = r.ok ~= 0

@@ -155,6 +155,9 @@ end
 function checks.build(row)
   if row.ok ~= 0 and row.ok ~= 1 then return string.format("its ok %s is not 0 or 1", show(row.ok)) end
   if not object(row.resources) then return "its resources is not a JSON object" end
+  if row.code ~= nil and not (type(row.code) == "string" and #row.code == 64 and row.code:match("^%x+$")) then
+    return string.format("its code %s is not a digest (64 hex digits)", show(row.code))
+  end
   return time_why("created time", row.created)
 end
 

@@ -87,6 +87,10 @@ function commands.show(c, pos)
   print("origin     " .. origin(cand))
   print("created    " .. when(cand.created) .. " UTC")
   print("outcome    " .. (cand.outcome or "-"))
+  for _, r in ipairs(c:results(cand.id)) do   -- (a duplicate: whose code it is, as its record says)
+    local v = type(r.verify) == "table" and r.verify or {}
+    if v.duplicate_of then print("duplicate  of " .. short(v.duplicate_of) .. ": " .. tostring(v.reason)); break end
+  end
   if cand.rationale then print("rationale  " .. cand.rationale) end
   print("params     " .. cache_mod.json(cand.params))
   if #cand.flags > 0 then print("flags      " .. table.concat(cand.flags, " ")) end

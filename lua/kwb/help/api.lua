@@ -347,12 +347,15 @@ return {
   { "cache:lineage", "cache:lineage(id) -> { id, parent, ... } | nil, message, info",
     "The candidate and its ancestors as far as the cache knows them." },
   { "cache:add_build", "cache:add_build { candidate =, arch =, toolchain = [, ...] } -> id",
-    "Stores (or replaces) a build: ok (default true), log, binary, resources, created. Raises on a malformed "
-    .. "field or an unknown candidate." },
+    "Stores (or replaces) a build: ok (default true), log, binary, resources, created, code (the built code's "
+    .. "digest, 64 hex digits). Raises on a malformed field or an unknown candidate." },
   { "cache:build", "cache:build(id, arch, toolchain) -> build | nil, message, info",
     "A stored build with its log and binary read back. info.code \"not-found\" when there is none." },
   { "cache:builds", "cache:builds(id) -> builds | nil, message, info",
-    "A candidate's builds (id, arch, toolchain, ok, resources, created), by arch and toolchain." },
+    "A candidate's builds (id, arch, toolchain, ok, resources, created, code), by arch and toolchain." },
+  { "cache:codes", "cache:codes(arch, toolchain) -> { [candidate id] = code digest }",
+    "The built code's digest of every build on arch with toolchain that has one (builds of schema 4 on, made "
+    .. "here: a bundle carries none); the loop knows a duplicate by it." },
   { "cache:add_result", "cache:add_result { candidate =, device =, shape =, outcome = [, ...] } -> true",
     "Stores a result (verify, timing, clocks, run, created): the latest per candidate, device kind and shape "
     .. "replaces the one before; every one is also kept as a measurement. Raises on a malformed field or an "

@@ -102,7 +102,7 @@ function Reporter:candidate(run, res)
       local tool = k:match("^sanitize_(%a+)$")
       if tool then tools[tool] = x end
     end
-    emit { event = "candidate", n = n, id = res.id, outcome = res.outcome, score = res.score,
+    emit { event = "candidate", n = n, id = res.id, outcome = res.outcome, score = res.score, duplicate_of = res.duplicate_of,
            reason = res.reason, rule = res.rule, line = res.line, params = res.params, origin = res.origin,
            speedup = next(speedup) and speedup or nil, samples = next(samples) and samples or nil,
            seconds = res.seconds.total,
@@ -112,7 +112,8 @@ function Reporter:candidate(run, res)
            -- (each compute-sanitizer tool's run: its seconds, and where they went inside kwb)
            sanitizer = next(tools) and { seconds = tools, stages = res.sanitize_stages } or nil }
   elseif self.mode == "plain" then
-    local what = res.score and string.format("%.2fx%s", res.score, res.reason and " (within the noise)" or "")
+    local what = res.duplicate_of and res.reason
+                 or res.score and string.format("%.2fx%s", res.score, res.reason and " (within the noise)" or "")
                  or (res.reason or "")
     print(string.format("[%" .. #tostring(total) .. "d/%d] %s %-13s %s%s", n, total, res.short, res.outcome, what,
       res.params and ("  " .. text.params_text(res.params)) or ""))

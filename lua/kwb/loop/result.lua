@@ -11,7 +11,8 @@
 --   judged             score, speedups, outcome and reason where the judge decides
 --                      them (kwb.loop.judge); sanitize_due and sanitized, the
 --                      compute-sanitizer's marks (kwb.loop.sanitizer), and
---                      whether it may be named a best (kwb.base.outcomes.may_be_best)
+--                      whether it may be named a best (kwb.base.outcomes.may_be_best);
+--                      or, for a duplicate, duplicate_of and the score it takes (duplicate)
 --
 -- kwb.loop.store records it and reads it back in the same shape.
 local measure = require "kwb.measure"
@@ -52,6 +53,20 @@ function M.take(res, answer)
     error(string.format("evaluating %s: %s", res.short or "?", tostring(answer.reason)), 0)
   end
   res.shapes = {}
+  return res
+end
+
+-- duplicate(res, of) -> res: a candidate whose built code is that of `of`,
+-- a result measured before (the build found its code's digest among those
+-- measured: kwb.measure.backends), named and its score taken; it has no
+-- times of its own (res.shapes stays empty), is never named a best
+-- (kwb.base.outcomes.may_be_best) and uses no budget slot (kwb.loop.run).
+-- The reason is what a model reads of it (kwb.strategies.prompt).
+function M.duplicate(res, of)
+  local what = of.score and string.format("%s, %.2fx", of.outcome, of.score)
+               or of.reason and string.format("%s: %s", of.outcome, of.reason) or of.outcome
+  res.duplicate_of, res.score, res.shapes = of.id, of.score, {}
+  res.reason = string.format("the same compiled code as %s, measured before (%s)", of.short, what)
   return res
 end
 

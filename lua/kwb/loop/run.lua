@@ -101,9 +101,12 @@ function Run:compile(prop)
   return string.format("%s: %s%s", r.outcome, r.reason or "", log)
 end
 
--- A completed result into the run's counts, the report and the strategy.
+-- A completed result into the run's counts, the report and the strategy. A
+-- duplicate (code measured before, whose result it takes) uses no budget
+-- slot: it counts in the funnel and run.duplicates, not run.evaluated.
 function Run:count(res, by_tool)
-  self.evaluated = self.evaluated + 1
+  if res.outcome == outcomes.duplicate then self.duplicates = self.duplicates + 1
+  else self.evaluated = self.evaluated + 1 end
   self.results[#self.results + 1] = res
   for _, r in pairs(res.shapes) do
     if r.partial then self.partial = self.partial + 1 end
@@ -111,7 +114,7 @@ function Run:count(res, by_tool)
   self.timing_s = self.timing_s + (res.seconds.time or 0)
   self.funnel[res.outcome] = self.funnel[res.outcome] + 1
   self.feedback[#self.feedback + 1] = res
-  self.misses = 0
+  if res.outcome ~= outcomes.duplicate then self.misses = 0 end
   self.progress:candidate(self, res)
   self.best = self.session.best
   if self.strategy.observe and not by_tool then self.strategy:observe(self, res, true) end
@@ -209,7 +212,8 @@ function Run:loop()
         -- against the budget, and its next prompt says so
         self.repeats = self.repeats + 1
         self.feedback[#self.feedback + 1] = { short = cand.short, outcome = "repeat", origin = cand.origin,
-          reason = string.format("the same kernel as %s, evaluated before (%s)", res.short, res.outcome) }
+          reason = string.format("the same kernel as %s, evaluated before (%s)", res.short,
+                                 res.duplicate_of and ("duplicate: " .. res.reason) or res.outcome) }
       end
       if res then
         self.skipped = self.skipped + 1
@@ -258,7 +262,7 @@ function M.run(recipe, opts)
   budget.cost = recipe.budget.cost
   local run = setmetatable({ session = s, recipe = recipe, space = recipe.space, seed = seed,
                              random = rng.new(seed), budget = budget, strategy = strat, strategy_name = sname,
-                             funnel = outcomes.counts(), results = {}, feedback = {}, repeats = 0,
+                             funnel = outcomes.counts(), results = {}, feedback = {}, repeats = 0, duplicates = 0,
                              evaluated = 0, partial = 0, timing_s = 0,
                              skipped = 0, misses = 0, started = core.now(), ahead_n = opts.ahead,
                              progress = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },

@@ -7,6 +7,7 @@
 --   s:known(ctx, id)            -- the stored result of candidate id, or nil
 --   s:record(ctx, cand, result) -- always, whatever the outcome
 --   s:results(ctx)              -- every stored result of ctx, oldest first
+--   s:codes(ctx)                -- candidate id -> its build's code digest (duplicates)
 --   s:begin_run(info) -> run; s:end_run(run, summary)
 --   s:transcript(t, run) -> id  -- a model's request and reply (kwb.model)
 --
@@ -85,7 +86,7 @@ function Store:known(ctx, id)
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
                 model = v.model, cost = v.cost, transcript = v.transcript, created = first.created,
                 sanitize_due = v.sanitize_due, sanitized = v.sanitized, imported = cache.imported_from(v),
-                seconds = {}, shapes = {} }
+                duplicate_of = v.duplicate_of, seconds = {}, shapes = {} }
   for _, key in ipairs(ctx.shapes) do
     local t = mine[key].timing
     if t.median then res.shapes[key] = t end
@@ -118,7 +119,8 @@ local function verdict(ctx, res)
            seed = res.seed, score = res.score, origin = res.origin, name = res.name,
            params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
            transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil,
-           again = res.again, sanitize_due = res.sanitize_due, sanitized = res.sanitized }
+           again = res.again, sanitize_due = res.sanitize_due, sanitized = res.sanitized,
+           duplicate_of = res.duplicate_of }
 end
 
 -- record(ctx, cand, result): the candidate, its build log and a result row
@@ -135,7 +137,7 @@ function Store:record(ctx, cand, res, run)
     self.cache:set_outcome(id, res.outcome)
     if res.log or res.seconds.build then
       self.cache:add_build { candidate = id, arch = ctx.device, toolchain = ctx.toolchain,
-                             ok = res.outcome ~= "compile-error", log = res.log or "" }
+                             ok = res.outcome ~= "compile-error", log = res.log or "", code = res.code }
     end
     local verify = verdict(ctx, res)
     for _, key in ipairs(ctx.shapes) do
@@ -194,6 +196,13 @@ function Store:results(ctx)
   end
   table.sort(out, function(a, b) return (a.seq or 0) < (b.seq or 0) end)
   return out, away
+end
+
+-- codes(ctx) -> { [candidate id] = its build's code digest } for the builds
+-- made here on ctx's device kind and toolchain (kwb.cache's codes; a
+-- bundle's carry none)
+function Store:codes(ctx)
+  return self.cache:codes(ctx.device, ctx.toolchain)
 end
 
 -- begin_run { recipe = path or name, source = text, settings = {} } -> run

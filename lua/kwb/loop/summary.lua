@@ -113,6 +113,8 @@ function M.funnel_line(sm)
     sm.candidates > 0 and 100 * bad / sm.candidates or 0, M.funnel_text(sm.funnel, true), sm.seconds, sm.per_second,
     sm.known > 0 and string.format(" · %d known from the cache", sm.known) or "")
     .. ((sm.repeats or 0) > 0 and string.format(" (%d of them repeats of the model's)", sm.repeats) or "")
+    .. ((sm.duplicates or 0) > 0 and string.format(" · %d duplicate%s of measured code, outside the budget",
+                                                   sm.duplicates, sm.duplicates == 1 and "" or "s") or "")
 end
 
 -- A summary prints (the REPL, print) as its two lines, its fields one index
@@ -145,6 +147,7 @@ function M.summary(run)
   return setmetatable({
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped, repeats = run.repeats,
+    duplicates = run.duplicates,
     partial_shapes = run.partial, timing_seconds = run.timing_s, stages = stage_sums(run, elapsed),
     prebuilt = run.prebuilt,
     exhausted = run.exhausted or false, seconds = elapsed,

@@ -50,11 +50,13 @@ end
 -- request(recipe [, o]) -> what besides the candidate decides how it is
 -- measured, as plain data (it crosses to a worker as it is): { timing, race,
 -- timeout, best_time = { [shape] = seconds } (racing reads them), run_seed =
--- "decimal", start = bool, time_left = seconds to the run's end }. The start
--- kernel's and a baseline's checks count against the run's minutes:
--- time_left is a duration, since a worker's clock may be another host's.
+-- "decimal", start = bool, time_left = seconds to the run's end, codes = {
+-- digests } }. The start kernel's and a baseline's checks count against the
+-- run's minutes: time_left is a duration, since a worker's clock may be
+-- another host's. codes: the digests of code measured already (a candidate
+-- that builds to one of them is "duplicate", not measured again).
 -- o: { run_seed =, best_time =, start =, ends_at = (this process's
--- monotonic time), race = false (a baseline: never raced) }.
+-- monotonic time), race = false (a baseline: never raced), codes = }.
 function M.request(recipe, o)
   o = o or {}
   local best = {}
@@ -63,7 +65,7 @@ function M.request(recipe, o)
   if o.race == false then race = false end
   return { timing = recipe.timing, race = race, timeout = recipe.budget.timeout, best_time = best,
            run_seed = tostring(o.run_seed or recipe.seed or 0), start = o.start or false,
-           time_left = o.ends_at and math.max(0, o.ends_at - core.now()) or nil }
+           time_left = o.ends_at and math.max(0, o.ends_at - core.now()) or nil, codes = o.codes }
 end
 
 -- take(req): the harness's settings for its next measurements, from a
@@ -76,11 +78,17 @@ function Harness:take(req)
   self.best_time = req.best_time or {}
   self.run_seed = math.tointeger(tonumber(req.run_seed))
   self.ends_at = req.time_left and core.now() + req.time_left or nil
+  self.codes = nil
+  for _, c in ipairs(req.codes or {}) do
+    self.codes = self.codes or {}
+    self.codes[c] = true
+  end
 end
 
 -- What a harness writes into a result (the measured part); the rest of the
 -- record, the verdict and the sanitizer's marks, is the loop's (kwb.loop.result).
-M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds" }
+-- (code: the build's digest, kwb.measure.backends' build)
+M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds", "code" }
 
 -- blank(cand, seed) -> a result for a harness to fill
 function M.blank(cand, seed)
@@ -112,10 +120,11 @@ end
 function Harness:bench(sh) return inputs.bench(self, sh) end
 
 -- Build a candidate through the backend (its rules, compiler and views).
--- Returns the callable kernel, or nil with the result filled in.
-function Harness:build(cand, res)
+-- Returns the callable kernel, or nil with the result filled in; given codes
+-- (a set of digests), one whose built code is among them is "duplicate".
+function Harness:build(cand, res, codes)
   -- (cand.fn: a baseline's own entry point, kwb.measure.baseline)
-  return backend.build(self.backend, cand, self.recipe, self.problem:prototype(cand.fn), res)
+  return backend.build(self.backend, cand, self.recipe, self.problem:prototype(cand.fn), res, codes)
 end
 
 -- Inputs unchanged and outputs right? nil, or "wrong", reason.
@@ -319,7 +328,8 @@ end
 
 -- measure(cand, res [, { start = true }]) -> res: build, verify every shape,
 -- time every shape (the start kernel fully, unraced); res.outcome is set for
--- a candidate that fails here, res.shapes holds the raw timings.
+-- a candidate that fails here or builds to code the request names as
+-- measured (duplicate: never run), res.shapes holds the raw timings.
 -- What the harness keeps across candidates (kwb.measure.verify.sweep) is looked at
 -- before the candidate's first call and after its last: damage found before
 -- is not this candidate's (a task that ended in an error left it, or
@@ -330,7 +340,7 @@ end
 function Harness:measure(cand, res, opts)
   opts = opts or {}
   channel.limit(M.build_limit, "the build")
-  local fn = self:build(cand, res)
+  local fn = self:build(cand, res, not opts.start and self.codes or nil)
   if not fn then return res end
   self.seed = res.seed
   -- the candidate runs on the device only while no other worker does: the

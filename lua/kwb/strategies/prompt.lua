@@ -9,7 +9,8 @@
 --   best      the current best source with its per-shape table and % of floor
 --   profile   the best's profile where kwb profile made one (model.profile:
 --             the loop profiles each new best): its bottleneck and why
---   failures  the last failed candidates with their evidence
+--   failures  the last failed candidates with their evidence, and the last
+--             repeats and duplicates with the kernel each repeated
 --   ideas     the humans' ideas (the recipe's `ideas`, kwb.idea "..." at the REPL)
 --   format    how to answer (one code block; a template's space as a lua block)
 --
@@ -220,7 +221,9 @@ local function failures_part(info)
   local lines = { "Recent failures (newest first):" }
   for _, f in ipairs(info.failures) do
     local what = f.params and ktext.params_text(f.params) or f.name or f.short
-    lines[#lines + 1] = string.format("- %s (%s): %s: %s", f.short, what, f.outcome, f.reason or "")
+    -- (a duplicate's reason names the kernel whose compiled code it is: kwb.loop.result.duplicate)
+    local why = f.outcome == "duplicate" and f.reason and ("your kernel is " .. f.reason) or f.reason or ""
+    lines[#lines + 1] = string.format("- %s (%s): %s: %s", f.short, what, f.outcome, why)
     local log = f.outcome == "compile-error" and excerpt(f.log, 8)
     if log then lines[#lines + 1] = "  compiler output:\n  ```\n  " .. log:gsub("\n", "\n  ") .. "\n  ```" end
   end

@@ -314,6 +314,17 @@ function B.check_built(rs, mod, cand)
   return rs:check_ptx(mod:ptx(), cand.source, cand.name)
 end
 
+-- The cubin's code (core.code_digest: its sections without names or line
+-- tables) with the candidate's parameters, which the launch plan reads: the
+-- same cubin launched otherwise is not the same code. nil where the module
+-- has no cubin it can read.
+function B.code_digest(mod, cand)
+  local image = mod.cubin and mod:cubin()
+  local digest = image and image ~= "" and core.code_digest(image)
+  if not digest then return nil end
+  return core.sha256(digest .. "\nparameters " .. require("kwb.base.text").params_text(cand.params))
+end
+
 -- The launcher of a built candidate: every kernel any shape's plan names
 -- must exist (steps), or the problem's entry point.
 function B.entry(mod, cand, recipe, prototype)

@@ -130,6 +130,13 @@ function B.check_built(rs, mod, _, pp)
   return rs:check_symbols(syms, pp)
 end
 
+-- The shared object's code (core.code_digest: its loaded sections), or nil
+-- where it cannot be read.
+function B.code_digest(mod)
+  local image = files.read_file(mod.path)
+  return image and (core.code_digest(image)) or nil
+end
+
 -- The sandbox's start: its module's initialisers run there, on the recipe's
 -- timeout; what they do wrong is the candidate's outcome (forbidden, timeout,
 -- crashed). Its stdout and stderr are a worker's captured output (the

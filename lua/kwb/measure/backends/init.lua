@@ -39,6 +39,10 @@
 --                                         poisoned, and given back (the cuda adapter)
 --   calls(kernel, sets, limit) (optional) one call on each bench of sets, queued at once
 --                                         (the host's sandbox: kwb.measure.timed)
+--   code_digest(module, cand) (optional) the built code as a digest (core.code_digest over
+--                                         the host's shared object, the cuda adapter's cubin
+--                                         with the launch plan's parameters), or nil where
+--                                         it cannot be read: equal digests, equal code
 --   fresh_timing, timed_call, verify_runs, pooled_checks (optional)
 --                                         the timed runs through kwb.measure.timed: one call a
 --                                         sample, the samples verified against the reference
@@ -82,11 +86,15 @@ local function compile_error(res, msg, info, pattern)
   res.outcome, res.reason, res.log = "compile-error", first and (msg .. ": " .. first) or msg, log
 end
 
--- build(adapter, cand, recipe, prototype, res) -> kernel, or nil with res
--- filled in ("forbidden" with the rule, or "compile-error" with the log):
--- rules over the source, the views before compiling, the compiler, the
--- views of what it built, the entry points.
-function M.build(adapter, cand, recipe, prototype, res)
+-- build(adapter, cand, recipe, prototype, res [, codes]) -> kernel, or nil
+-- with res filled in ("forbidden" with the rule, or "compile-error" with the
+-- log): rules over the source, the views before compiling, the compiler, the
+-- views of what it built, the entry points. A build that passes the rules
+-- has its code's digest in res.code (the adapter's code_digest, where it
+-- has one); where codes (a set of digests: code measured already) holds it,
+-- the candidate is "duplicate" and goes no further (its entry points, where
+-- the host's sandbox starts, are the code's it repeats).
+function M.build(adapter, cand, recipe, prototype, res, codes)
   local rs = recipe.rules
   local t0 = core.now()
   local hit = rs:check_source(cand.source)
@@ -101,6 +109,11 @@ function M.build(adapter, cand, recipe, prototype, res)
   if not mod then compile_error(res, msg, info, adapter.error_line); return nil end
   hit = adapter.check_built(rs, mod, cand, view)
   if hit then rules.forbid(res, hit); return nil end
+  res.code = adapter.code_digest and adapter.code_digest(mod, cand) or nil
+  if res.code and codes and codes[res.code] then
+    res.outcome, res.reason = "duplicate", "its built code is code measured before"
+    return nil
+  end
   local kernel, why, outcome = adapter.entry(mod, cand, recipe, prototype)
   if not kernel then res.outcome, res.reason = outcome or "compile-error", why; return nil end
   return kernel

@@ -126,6 +126,12 @@ static const char *const migrations[] = {
     "  data TEXT NOT NULL,"            /* JSON: kernels, count, busy, gaps, why */
     "  created REAL NOT NULL,"
     "  PRIMARY KEY(candidate, device, shape)) WITHOUT ROWID;",
+    /* 3 -> 4: a run's certificate, the record of its final round (kwb.loop.certify) */
+    "CREATE TABLE certificate("
+    "  run TEXT PRIMARY KEY,"          /* the run's id */
+    "  pick TEXT NOT NULL,"            /* the candidate id the round named the pick */
+    "  body TEXT NOT NULL,"            /* JSON: kernels, shapes, ratios with their intervals, device, kwb */
+    "  created REAL NOT NULL) WITHOUT ROWID;",
 };
 enum { SCHEMA_VERSION = sizeof migrations / sizeof migrations[0] };
 

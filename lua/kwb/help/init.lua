@@ -157,6 +157,9 @@ M.run_options = {
   { "--queue-password-file F", "with --queue: the queue's password, the first line of F" },
   { "--fleet-key-file F", "with --queue: the fleet's key (its workers' keys derive from it), the first line of F" },
   { "--device KIND", "with --queue: the device kind to measure on, where the fleet has several (a part of its name)" },
+  { "--certify S", "bound the final round to S seconds (default 3 on the host, 20 on CUDA; 0: no final round): the "
+    .. "start kernel, the run's best and each shape's winner timed in turns until every comparison is decided, "
+    .. "which names the pick and the winners with each ratio's 95% interval" },
   { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
   { "--cache PATH", "the candidate cache (as kwb --cache PATH)" },
   { "--help, -h", "print these" },

@@ -176,6 +176,40 @@ function Reporter:table(s, res, bl)
   end
 end
 
+-- The final round (kwb.loop.certify): how it ended, the pick's speedup per
+-- shape with its 95% interval, and the run's own best where the round named
+-- another pick.
+function Reporter:certified(sm)
+  local c = sm.certificate
+  local b = sm.best
+  local how = c.bound == "decided" and "every comparison decided"
+              or string.format("bound reached (%s), not every comparison decided", c.bound == "seconds"
+                               and string.format("%g s", c.limit or c.seconds) or "rounds")
+  print(string.format("certified: %d kernels timed in turns, %d rounds, %.1f s: %s", #c.entries, c.rounds, c.seconds,
+                      how))
+  if sm.run_best then
+    print(string.format("the run's best %s (%.2fx in the run) is not the pick: the final round names %s", sm.run_best.short,
+                        sm.run_best.score or 0, b.start and "the start kernel" or b.short))
+  end
+  if b.start then return end
+  local pick = require("kwb.loop.certify").entry(c, c.pick)
+  local start = require("kwb.loop.certify").entry(c, require("kwb.loop.certify").role(c, "start"))
+  local rows, with = {}, b.vs_baseline ~= nil
+  for _, key in ipairs(c.shapes) do
+    local iv = b.interval and b.interval[key]
+    rows[#rows + 1] = { key, figures.time(start.median[key]), figures.time(pick.median[key]),
+                        string.format("%.2fx", b.speedup[key]), iv and string.format("%.2f-%.2f", iv[1], iv[2]) or "-" }
+    if with then
+      rows[#rows][6] = b.vs_baseline[key] and string.format("%.2fx", b.vs_baseline[key]) or "-"
+    end
+  end
+  local head = { { "shape", align = "left" }, "start", "pick", "speedup", "95% interval" }
+  if with then head[6] = "vs baseline" end
+  print(string.format("%s: %.2fx geomean over the start kernel, 95%% interval %.2f-%.2f", b.short, b.score,
+                      b.score_interval[1], b.score_interval[2]))
+  figures.print_table(head, rows)
+end
+
 -- Shapes where another result beats the pick (summary.elsewhere).
 function Reporter:elsewhere(sm)
   print(string.format("faster elsewhere: at %d of %d shapes another kernel beats the pick by more than %.0f%%",
@@ -183,13 +217,15 @@ function Reporter:elsewhere(sm)
   local rows, with = {}, sm.baseline and sm.baseline.median ~= nil
   for _, e in ipairs(sm.elsewhere) do
     local what = e.start and "the start kernel" or (e.params and text.params_text(e.params)) or e.name or ""
-    rows[#rows + 1] = { e.shape, figures.time(e.pick), figures.time(e.median), string.format("%.2fx", e.pick / e.median),
-                        e.short, what }
-    if with then table.insert(rows[#rows], 5, e.vs_baseline and string.format("%.2fx", e.vs_baseline) or "-") end
+    local g = e.gain   -- (certified: the round's gain and its interval)
+    rows[#rows + 1] = { e.shape, figures.time(e.pick), figures.time(e.median),
+                        string.format("%.2fx", g and g.median or e.pick / e.median),
+                        g and string.format("%.2f-%.2f", g.lo, g.hi) or "-", e.short, what }
+    if with then table.insert(rows[#rows], 6, e.vs_baseline and string.format("%.2fx", e.vs_baseline) or "-") end
   end
-  local head = { { "shape", align = "left" }, "pick", "there", "gain", { "kernel", align = "left" },
+  local head = { { "shape", align = "left" }, "pick", "there", "gain", "95% interval", { "kernel", align = "left" },
                  { "what", align = "left" } }
-  if with then table.insert(head, 5, "vs baseline") end
+  if with then table.insert(head, 6, "vs baseline") end
   figures.print_table(head, rows)
   -- the layer's choice: these winners where they win, the pick elsewhere
   print("a layer dispatching per shape takes these there, the pick elsewhere: `kwb export RECIPE.lua DIR` writes it")
@@ -220,7 +256,11 @@ function Reporter:summary(run, sm)
   if self.mode == "tty" and self.live then io.stdout:write("\n"); self.live = false end
   local s = run.session
   print(summary.done_line(sm))
-  if self.mode ~= "quiet" then self:table(s, s.best, run.baseline) end
+  if self.mode ~= "quiet" and sm.certificate then self:certified(sm)
+  elseif self.mode ~= "quiet" then self:table(s, s.best, run.baseline) end
+  if self.mode ~= "quiet" and sm.start.run and not sm.start.this_run then
+    print(string.format("start kernel: the figures of run %s (this run timed it only then)", ids.short(sm.start.run)))
+  end
   if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
   if self.mode ~= "quiet" and sm.model then self:model(sm) end
   if sm.stopped then print("stopped: " .. sm.stopped) end
@@ -228,8 +268,9 @@ function Reporter:summary(run, sm)
   local st = sm.stages
   if st and sm.candidates > 0 then
     print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"
-      .. "%s · ceilings %.1f s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
-      st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0, st.rest,
+      .. "%s · ceilings %.1f s%s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
+      st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0,
+      st.certify and string.format(" · final round %.1f s", st.certify) or "", st.rest,
       (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))
   end
 end

@@ -234,7 +234,9 @@ end
 
 -- run(recipe, opts) -> summary, run. opts: candidates, minutes, strategy,
 -- seed, workers, ahead (candidates built ahead, default M.AHEAD; 0: none),
--- mode ("tty" | "plain" | "json" | "quiet"), json, store.
+-- certify (the final round's bound in seconds, default
+-- kwb.loop.certify.seconds; 0: none), mode ("tty" | "plain" | "json" |
+-- "quiet"), json, store.
 -- profile(recipe, id [, shape]) -> the profile (Session:profile), its table printed.
 function M.profile(recipe, id, key)
   local p = recipe:session():profile(id, key)
@@ -261,6 +263,7 @@ function M.run(recipe, opts)
                              funnel = outcomes.counts(), results = {}, feedback = {}, repeats = 0,
                              evaluated = 0, partial = 0, timing_s = 0,
                              skipped = 0, misses = 0, started = core.now(), ahead_n = opts.ahead,
+                             certify_seconds = opts.certify,
                              progress = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
                            Run)
   run.ends_at = run.started + budget.minutes * 60
@@ -299,6 +302,10 @@ function M.run(recipe, opts)
     if strat.init then strat:init(run) end
     run:loop()
     run:settle()
+    -- the final round: the pick, the winners and "faster elsewhere" certified (kwb.loop.certify)
+    local t_cert = core.now()
+    run.certificate, run.uncertified = require("kwb.loop.certify").run(run)
+    run.certify_s = core.now() - t_cert
   end)
   if run.putoff then run.putoff:abandon() end   -- (an error before the settling: the run's unsanitized best is not the session's)
   run.best = s.best

@@ -57,6 +57,18 @@ function M.baseline(args)
   return res
 end
 
+-- rounds(args) -> the kernels timed in turns (kwb.measure.rounds.measure).
+-- args = { recipe =, req = a request (never raced), cands = { { source,
+-- name, defines, define_list, params, id, short, fn, seed } }, o = { seconds =,
+-- target =, max_rounds = } }.
+function M.rounds(args)
+  local h = harness(args.recipe)
+  h:take(args.req)
+  local got = require("kwb.measure.rounds").measure(h, args.cands, args.o)
+  if (got.error or ""):match("^crashed") then channel.retire() end
+  return got
+end
+
 -- sanitize(args) -> {} or the first finding (kwb.checks.sanitize.check), with the
 -- device to itself as a measurement has it.
 function M.sanitize(args)

@@ -72,6 +72,21 @@ function Reporter:start_kernel(s, res, fresh)
   end
 end
 
+-- The start kernel timed again in this run (kwb.loop.session): in turns beside
+-- a candidate (beside), or alone where none reached its timing.
+function Reporter:start_again(run, res, beside)
+  local s = run.session
+  local times = {}
+  for _, sh in ipairs(s.recipe.shapes) do times[sh.key] = res.shapes[sh.key].median end
+  if self.mode == "json" then
+    emit { event = "start-kernel", id = res.id, median = times, cached = false, again = true,
+           beside = beside and beside.id or nil }
+  elseif self.mode ~= "quiet" then
+    out(self, string.format("start kernel %s: timed again in this run%s; every speed-up from here is against these "
+                            .. "figures", res.short, beside and (", in turns beside " .. beside.short) or ""))
+  end
+end
+
 -- The run's baseline once measured (kwb.measure.baseline): its medians, or why the
 -- run goes on without it.
 function Reporter:baseline(run, bl)
@@ -258,9 +273,12 @@ function Reporter:summary(run, sm)
   print(summary.done_line(sm))
   if self.mode ~= "quiet" and sm.certificate then self:certified(sm)
   elseif self.mode ~= "quiet" then self:table(s, s.best, run.baseline) end
-  if self.mode ~= "quiet" and sm.start.run and not sm.start.this_run then
-    print(string.format("start kernel: the figures of run %s (this run timed it only then)", ids.short(sm.start.run)))
+  if self.mode ~= "quiet" and sm.start.run then   -- (which run's figures every speed-up is against)
+    print(sm.start.this_run and string.format("start kernel: this run's figures (run %s)", ids.short(sm.start.run))
+          or string.format("start kernel: the figures of an earlier run, %s%s", ids.short(sm.start.run),
+                           sm.start.error and (": timing it again failed: " .. sm.start.error) or ""))
   end
+  if self.mode ~= "quiet" and sm.uncertified and sm.candidates + sm.known > 0 then print("not certified: " .. sm.uncertified) end
   if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
   if self.mode ~= "quiet" and sm.model then self:model(sm) end
   if sm.stopped then print("stopped: " .. sm.stopped) end

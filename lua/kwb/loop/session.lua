@@ -137,13 +137,24 @@ end
 -- ---- evaluation ---------------------------------------------------------
 
 -- submit(cand [, { start = true, full = true }]) -> pending: the candidate handed to a
--- worker, or measured here when the session has no pool.
+-- worker, or measured here when the session has no pool. While the run's
+-- start kernel is due (start_due), it goes along as the candidate's
+-- companion, timed in turns beside it (complete takes its figures).
 function Session:submit(cand, opts)
   opts = opts or {}
   local recipe = self.recipe
   self.seq = self.seq + 1
   local res = result.new(cand, self.seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq))
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
+  local companion
+  if self.start_due and not opts.start and not cand.no_code and not cand.too_big then
+    local sc = self:candidate(recipe.start, "start")
+    if sc.id ~= cand.id then
+      companion = candidate.for_worker(sc)
+      companion.seed = tostring(rng.seed_of(self.run_seed or recipe.seed or 0, sc.id, "beside", self.seq))
+      pending.companion = sc
+    end
+  end
   if cand.no_code then   -- a model's reply with no kernel: nothing to build
     res.outcome, res.reason = "no-code", cand.no_code
     return pending
@@ -161,10 +172,11 @@ function Session:submit(cand, opts)
   local pool = self:workers()
   if not pool then
     self.harness:take(request())
-    self.harness:measure(cand, res, opts)
+    self.harness:measure(cand, res, { start = opts.start, full = opts.full, companion = companion })
     return pending
   end
-  local args = { { recipe = files.absolute(recipe.returned_by), cand = candidate.for_worker(cand), seed = tostring(res.seed) } }
+  local args = { { recipe = files.absolute(recipe.returned_by), cand = candidate.for_worker(cand), seed = tostring(res.seed),
+                   companion = companion } }
   pending.send = function()
     -- (the request made again on each sending: the run's end as the seconds
     -- left then, not this host's monotonic time, which a fleet's worker would
@@ -241,6 +253,7 @@ function Session:complete(pending)
     end
     result.take(res, answer)
   end
+  if pending.companion then self:take_companion(pending) end
   local start = pending.opts.start
   -- a candidate measured again (try, --retime) that is the best is judged against the start kernel
   local best = self.best
@@ -260,6 +273,7 @@ function Session:complete(pending)
   end
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
+  res.run = self.run_record and self.run_record.id   -- (as kwb.loop.store's known gives it)
   self:note_times(res)
   if res.outcome == "accepted" then
     self.best = res
@@ -272,6 +286,72 @@ function Session:complete(pending)
     end
   end
   return res
+end
+
+-- take_companion(pending): the start kernel's figures from its turns beside
+-- the candidate (submit), where it had them at every shape: judged as the
+-- start, recorded with the run (the cache keeps the earlier runs' as
+-- history), the session's start from now, its best's score taken against
+-- them (kwb.loop.judge.rescore); no longer due. Where the candidate failed
+-- before its timing, the start kernel stays due, for the next candidate.
+function Session:take_companion(pending)
+  local comp = pending.res.companion
+  pending.res.companion = nil
+  if not comp or comp.error then
+    if comp and comp.error then self.start_error = comp.error end
+    return
+  end
+  for _, sh in ipairs(self.recipe.shapes) do
+    if not comp.shapes[sh.key] then return end
+  end
+  local sc = pending.companion
+  self.seq = self.seq + 1
+  local sres = result.new(sc, self.seq, rng.seed_of(self.run_seed or self.recipe.seed or 0, sc.id, self.seq))
+  sres.shapes, sres.seconds = comp.shapes, {}
+  sres.beside = pending.cand.id
+  judge.judge(self.recipe, sres, { ceilings = self:ceilings(), is_start = true })
+  if sres.outcome ~= "start" then   -- (under the floor now: kept as it was, and said)
+    self.start_error = string.format("%s: %s", sres.outcome, sres.reason or "?")
+    return
+  end
+  sres.sanitized = self.start.sanitized
+  self.store:record(self.ctx, sc, sres, self.run_record)
+  sres.run = self.run_record and self.run_record.id
+  local was = self.start
+  self.start = sres
+  if self.best == was then self.best = sres
+  elseif self.best then self.best = judge.rescore(self.recipe, self.best, sres) end
+  self.start_due = false
+  self.start_again = sres
+  self:note_times(sres)
+end
+
+-- retime_start(): the start kernel timed again alone, where it is still due
+-- at a run's end (no candidate of the run reached its timing), so that every
+-- run has its own figures; a failure leaves the earlier ones and is said
+-- (start_error).
+function Session:retime_start()
+  if not self.start_due then return end
+  local sc = self:candidate(self.recipe.start, "start")
+  local res = self:complete(self:submit(sc, { start = true }))
+  if res.outcome ~= "start" then
+    self.start_error = string.format("%s: %s", res.outcome, res.reason or "?")
+    return
+  end
+  local was = self.start
+  self.start = res
+  if self.best == was then self.best = res
+  elseif self.best then self.best = judge.rescore(self.recipe, self.best, res) end
+  self.start_due = false
+  self.start_again = res
+end
+
+-- take_start_again() -> the start kernel's result timed again in this run
+-- since the last call (take_companion, retime_start), once, or nil
+function Session:take_start_again()
+  local r = self.start_again
+  self.start_again = nil
+  return r
 end
 
 -- put_off() -> a PutOff (kwb.loop.sanitizer): compute-sanitizer ("best")

@@ -197,7 +197,8 @@ function M.summary(run)
     certificate = cert, uncertified = not cert and run.uncertified or nil,
     baseline = baseline_part(bl),
     -- the start kernel's figures every speed-up of the run is computed against, and the run that timed them
-    start = { id = s.start.id, median = start_times, run = s.start.run, this_run = s.start.run == run.record.id },
+    start = { id = s.start.id, median = start_times, run = s.start.run, this_run = s.start.run == run.record.id,
+              error = s.start_error },
     best_median = best_times,
     -- absent when the pick is the fastest at every shape (an empty table would be a JSON object)
     elsewhere = #faster > 0 and faster or nil, shape_count = #run.recipe.shapes,

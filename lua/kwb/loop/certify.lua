@@ -32,8 +32,19 @@ local standings = require "kwb.loop.standings"
 local M = {}
 
 -- The bound of the round in seconds, by backend, unless a run asks for
--- another (--certify S; 0: no final round).
+-- another (--certify S; 0: no final round). A recipe whose timing cap is
+-- short has a shorter one: twice its cap for each kernel at each shape, at
+-- least M.least. Either way the round makes kwb.measure.rounds.min_rounds rounds.
 M.seconds = { host = 3, cuda = 20 }
+M.least = 0.5
+
+-- bound(run, n) -> the round's bound in seconds for n kernels
+function M.bound(run, n)
+  if run.certify_seconds then return run.certify_seconds end
+  local r = run.session.recipe
+  local cap = (r.timing or {}).cap or 1
+  return math.min(M.seconds[r.backend] or M.seconds.host, math.max(M.least, 2 * cap * n * #r.shapes))
+end
 
 local function geomean(xs)
   local s, n = 0, 0
@@ -241,11 +252,11 @@ end
 -- final round, timed, its certificate kept with the run's record.
 function M.run(run)
   local s = run.session
-  local limit = run.certify_seconds or M.seconds[s.recipe.backend] or M.seconds.host
-  if limit <= 0 then return nil, "no final round (--certify 0)" end
+  if run.certify_seconds == 0 then return nil, "no final round (--certify 0)" end
   local want = M.leading(s)
   if #want == 0 then return nil, "nothing but the start kernel to time" end
   local list = M.entries(s, want)
+  local limit = M.bound(run, #list)
   local t = s.recipe.timing or {}
   local got = M.time(s, list, { seconds = limit, target = t.target or 0.01, precise = 1 })   -- (1: the start kernel)
   if got.error then
@@ -286,6 +297,10 @@ function M.ratio_name(cert, r)
   if r.kind == "gain" then return string.format("%s against the pick %s%s", who(r.id), who(r.over), at) end
   return string.format("the pick %s against %s%s", who(r.id), who(r.over), at)
 end
+
+-- What the ratios of a certificate are, in words (kwb cache show RUN).
+M.ratio_words = "speedup: the start kernel's time over the kernel's; score: the recipe's score of those; gain: the "
+  .. "pick's time over the kernel's; vs_baseline: the baseline's over the pick's"
 
 -- interval(r) -> "2.31x [2.25, 2.36]"
 function M.interval(r)

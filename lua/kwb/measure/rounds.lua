@@ -131,8 +131,9 @@ function M.time(h, kernels, o)
         times[i][sh.key][n] = s
       end
     end
+    -- (the bound in seconds only after min_rounds: fewer make no interval)
     if n >= M.min_rounds and done(times, n) then bound = "decided"; break end
-    if core.now() - t0 >= (o.seconds or 3) then bound = "seconds"; break end
+    if n >= M.min_rounds and core.now() - t0 >= (o.seconds or 3) then bound = "seconds"; break end
     if n >= (o.max_rounds or M.max_rounds) then bound = "rounds"; break end
   end
   return { rounds = n, times = times, bound = bound, seconds = core.now() - t0 }

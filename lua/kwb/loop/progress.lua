@@ -215,11 +215,15 @@ function Reporter:certified(sm)
     rows[#rows + 1] = { key, figures.time(start.median[key]), figures.time(pick.median[key]),
                         string.format("%.2fx", b.speedup[key]), iv and string.format("%.2f-%.2f", iv[1], iv[2]) or "-" }
     if with then
-      rows[#rows][6] = b.vs_baseline[key] and string.format("%.2fx", b.vs_baseline[key]) or "-"
+      rows[#rows][#rows[#rows] + 1] = b.vs_baseline[key] and string.format("%.2fx", b.vs_baseline[key]) or "-"
+    end
+    if b.floor then   -- (the pick's share of the physical floor, from its record)
+      rows[#rows][#rows[#rows] + 1] = b.floor[key] and string.format("%.0f%%", 100 * b.floor[key]) or "-"
     end
   end
   local head = { { "shape", align = "left" }, "start", "pick", "speedup", "95% interval" }
-  if with then head[6] = "vs baseline" end
+  if with then head[#head + 1] = "vs baseline" end
+  if b.floor then head[#head + 1] = "% floor" end
   print(string.format("%s: %.2fx geomean over the start kernel, 95%% interval %.2f-%.2f", b.short, b.score,
                       b.score_interval[1], b.score_interval[2]))
   figures.print_table(head, rows)

@@ -263,7 +263,10 @@ not exist is an error (only import makes one).
   ls [PROBLEM]                candidates, oldest first
   show ID                     a candidate: origin, lineage, builds, results,
                               source, and the model's prompt and rationale when
-                              a reply proposed it
+                              a reply proposed it; or a run (ID a run's): its
+                              recipe, settings, funnel and the certificate of
+                              its final round (kernels, ratios with their 95%
+                              intervals, device, kwb's commit)
   transcripts [RUN]           the model requests of every run, or of one:
                               tokens, cost, tries, time
   best PROBLEM [--shape S] [--device D]

@@ -115,6 +115,8 @@ function Cache:export(file, f)
   for _, k in ipairs { "problem", "outcome", "since" } do filters[k] = f[k] end
   if f.ids then filters.ids = f.ids end
   if f.binaries == false then filters.binaries = false end
+  -- (a bundle without certificates is as it was before there were any)
+  if counts.certificates == 0 then counts.certificates = nil end
   local manifest = canon { format = 1, kwb = core.version, schema = core.cache_schema_version,
                            created = f.created or os.time(), filters = filters, counts = counts }
   local ok, msg, info = self.db:export(file, manifest, records, blobs)

@@ -209,12 +209,14 @@ function Reporter:certified(sm)
   if b.start then return end
   local pick = require("kwb.loop.certify").entry(c, c.pick)
   local start = require("kwb.loop.certify").entry(c, require("kwb.loop.certify").role(c, "start"))
-  local rows, with = {}, b.vs_baseline ~= nil
+  local rows, with = {}, b.vs_baseline ~= nil and sm.baseline ~= nil
   for _, key in ipairs(c.shapes) do
     local iv = b.interval and b.interval[key]
     rows[#rows + 1] = { key, figures.time(start.median[key]), figures.time(pick.median[key]),
                         string.format("%.2fx", b.speedup[key]), iv and string.format("%.2f-%.2f", iv[1], iv[2]) or "-" }
-    if with then
+    if with then   -- (the run's baseline: its median, and its median over the pick's)
+      local bm = sm.baseline and sm.baseline.median and sm.baseline.median[key]
+      rows[#rows][#rows[#rows] + 1] = bm and figures.time(bm) or "-"
       rows[#rows][#rows[#rows] + 1] = b.vs_baseline[key] and string.format("%.2fx", b.vs_baseline[key]) or "-"
     end
     if b.floor then   -- (the pick's share of the physical floor, from its record)
@@ -222,7 +224,7 @@ function Reporter:certified(sm)
     end
   end
   local head = { { "shape", align = "left" }, "start", "pick", "speedup", "95% interval" }
-  if with then head[#head + 1] = "vs baseline" end
+  if with then head[#head + 1] = "baseline"; head[#head + 1] = "vs baseline" end
   if b.floor then head[#head + 1] = "% floor" end
   print(string.format("%s: %.2fx geomean over the start kernel, 95%% interval %.2f-%.2f", b.short, b.score,
                       b.score_interval[1], b.score_interval[2]))

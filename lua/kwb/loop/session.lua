@@ -19,6 +19,7 @@ local rng = require "kwb.base.rng"
 local sanitizer = require "kwb.loop.sanitizer"
 local outcomes = require "kwb.base.outcomes"
 local standings = require "kwb.loop.standings"
+local start_figures = require "kwb.loop.start"
 local store = require "kwb.loop.store"
 local text = require "kwb.base.text"
 local tools = require "kwb.loop.tools"
@@ -147,14 +148,7 @@ function Session:submit(cand, opts)
   local res = result.new(cand, self.seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq))
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
   local companion
-  if self.start_due and not opts.start and not cand.no_code and not cand.too_big then
-    local sc = self:candidate(recipe.start, "start")
-    if sc.id ~= cand.id then
-      companion = candidate.for_worker(sc)
-      companion.seed = tostring(rng.seed_of(self.run_seed or recipe.seed or 0, sc.id, "beside", self.seq))
-      pending.companion = sc
-    end
-  end
+  companion, pending.companion = start_figures.companion(self, cand, opts)
   if cand.no_code then   -- a model's reply with no kernel: nothing to build
     res.outcome, res.reason = "no-code", cand.no_code
     return pending
@@ -288,63 +282,10 @@ function Session:complete(pending)
   return res
 end
 
--- take_companion(pending): the start kernel's figures from its turns beside
--- the candidate (submit), where it had them at every shape: judged as the
--- start, recorded with the run (the cache keeps the earlier runs' as
--- history), the session's start from now, its best's score taken against
--- them (kwb.loop.judge.rescore); no longer due. Where the candidate failed
--- before its timing, the start kernel stays due, for the next candidate.
-function Session:take_companion(pending)
-  local comp = pending.res.companion
-  pending.res.companion = nil
-  if not comp or comp.error then
-    if comp and comp.error then self.start_error = comp.error end
-    return
-  end
-  for _, sh in ipairs(self.recipe.shapes) do
-    if not comp.shapes[sh.key] then return end
-  end
-  local sc = pending.companion
-  self.seq = self.seq + 1
-  local sres = result.new(sc, self.seq, rng.seed_of(self.run_seed or self.recipe.seed or 0, sc.id, self.seq))
-  sres.shapes, sres.seconds = comp.shapes, {}
-  sres.beside = pending.cand.id
-  judge.judge(self.recipe, sres, { ceilings = self:ceilings(), is_start = true })
-  if sres.outcome ~= "start" then   -- (under the floor now: kept as it was, and said)
-    self.start_error = string.format("%s: %s", sres.outcome, sres.reason or "?")
-    return
-  end
-  sres.sanitized = self.start.sanitized
-  self.store:record(self.ctx, sc, sres, self.run_record)
-  sres.run = self.run_record and self.run_record.id
-  local was = self.start
-  self.start = sres
-  if self.best == was then self.best = sres
-  elseif self.best then self.best = judge.rescore(self.recipe, self.best, sres) end
-  self.start_due = false
-  self.start_again = sres
-  self:note_times(sres)
-end
-
--- retime_start(): the start kernel timed again alone, where it is still due
--- at a run's end (no candidate of the run reached its timing), so that every
--- run has its own figures; a failure leaves the earlier ones and is said
--- (start_error).
-function Session:retime_start()
-  if not self.start_due then return end
-  local sc = self:candidate(self.recipe.start, "start")
-  local res = self:complete(self:submit(sc, { start = true }))
-  if res.outcome ~= "start" then
-    self.start_error = string.format("%s: %s", res.outcome, res.reason or "?")
-    return
-  end
-  local was = self.start
-  self.start = res
-  if self.best == was then self.best = res
-  elseif self.best then self.best = judge.rescore(self.recipe, self.best, res) end
-  self.start_due = false
-  self.start_again = res
-end
+-- take_companion(pending), retime_start(): the start kernel's figures timed
+-- again in a run (kwb.loop.start)
+function Session:take_companion(pending) return start_figures.take(self, pending) end
+function Session:retime_start() return start_figures.retime(self) end
 
 -- take_start_again() -> the start kernel's result timed again in this run
 -- since the last call (take_companion, retime_start), once, or nil

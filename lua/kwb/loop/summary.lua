@@ -136,7 +136,7 @@ local function certified(run, cert, bl)
   local s = run.session
   local certify = require "kwb.loop.certify"
   local e = certify.entry(cert, cert.pick)
-  local start_id, bl_id = certify.role(cert, "start"), certify.role(cert, "baseline")
+  local start_id = certify.role(cert, "start")
   local is_start = e.role == "start"
   local res = is_start and s.start or s:known({ id = cert.pick }) or {}
   local score = certify.find(cert, "score", cert.pick, start_id)
@@ -147,8 +147,8 @@ local function certified(run, cert, bl)
     interval[sh.key] = r and { r.lo, r.hi } or nil
     local mine = res.shapes and res.shapes[sh.key]
     floor[sh.key] = mine and mine.floor_frac or nil
-    local b = bl_id and certify.find(cert, "vs_baseline", cert.pick, bl_id, sh.key)
-    against[sh.key] = b and b.median or vs(bl, sh.key, e.median[sh.key])
+    -- (the baseline's median over the pick's in the round; the certificate has their ratio in turns too)
+    against[sh.key] = vs(bl, sh.key, e.median[sh.key])
   end
   local best = { id = e.id, short = e.short, score = score and score.median or 1,
                  score_interval = score and { score.lo, score.hi } or nil, speedup = speedup,

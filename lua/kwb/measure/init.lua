@@ -40,7 +40,9 @@ Harness.__index = Harness
 
 -- harness(recipe) -> a harness for the recipe's problem on its backend.
 function M.harness(recipe)
+  -- (its limits too, for the measure stage's other modules: kwb.measure.rounds)
   return setmetatable({ recipe = recipe, problem = recipe.problem, backend = backend.load(recipe.backend),
+                        build_limit = M.build_limit, harness_limit = M.harness_limit,
                         benches = {}, fixed = {}, fixed_done = {}, best_time = {},
                         timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout }, Harness)
 end

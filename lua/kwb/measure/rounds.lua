@@ -80,13 +80,21 @@ local function bench_of(h, k, sh, i)
   return b
 end
 
+-- A turn's limit in the worker: its calls (a warm-up, the timed runs, two
+-- verified), each a batch at most, each within the call's timeout.
+local function turn_limit(h)
+  return (M.samples + 3) * timed.batch_max * (h.timeout or 10) + 10
+end
+
 -- turn(h, k, b, round) -> seconds | nil, why, outcome
 local function turn(h, k, b, round)
   local t = h.timing or {}
   h.seed = k.seed
   if h.backend.fresh_timing then
+    -- (one of its runs verified, and one after; none among them where the backend verifies none)
     local short = setmetatable({ warmup = 0, warmup_min = 1, min_samples = M.samples, max_samples = M.samples,
-                                 cap = math.huge, verify_runs = 1, round = round }, { __index = t })
+                                 cap = math.huge, verify_runs = h.backend.verify_runs == 0 and 0 or 1, round = round },
+                               { __index = t })
     local st, why, out = timed.shape(h, k.fn, b, short, k.seed)
     if not st then return nil, why, out end
     return st.median
@@ -125,7 +133,8 @@ function M.time(h, kernels, o)
     n = n + 1
     for _, sh in ipairs(shapes) do
       for i, k in ipairs(kernels) do
-        channel.limit(require("kwb.measure").harness_limit, string.format("turn %d of kernel %d at %s", n, i, sh.key))
+        -- (a phase: the harness's own work inside it, a pool set's reference, gives its limit back after)
+        h:phase(turn_limit(h), string.format("timing turn %d of kernel %d at %s", n, i, sh.key))
         local s, why, out = turn(h, k, bench_of(h, k, sh, i), n)
         if not s then return nil, why, out, i end
         times[i][sh.key][n] = s
@@ -156,7 +165,7 @@ function M.measure(h, cands, o)
   end
   local _c <close> = setmetatable({}, { __close = close })
   for i, c in ipairs(cands) do
-    channel.limit(require("kwb.measure").build_limit, "building " .. (c.short or c.name or "a kernel"))
+    channel.limit(h.build_limit, "building " .. (c.short or c.name or "a kernel"))
     local res = { seconds = {}, shapes = {} }
     local fn = h:build(c, res)
     if not fn then
@@ -167,10 +176,11 @@ function M.measure(h, cands, o)
   channel.limit(nil, "waiting for the device")
   local locked = channel.serving() and core.worker_lock(true)
   local _ <close> = setmetatable({}, { __close = function() if locked then core.worker_lock(false) end end })
-  channel.limit(require("kwb.measure").harness_limit, "checking the harness's buffers before the rounds")
+  channel.limit(h.harness_limit, "checking the harness's buffers before the rounds")
   verify.sweep(h, "found before the rounds", "an earlier task")
   local got, why, out, i = M.time(h, kernels, o)
   if not got then return { error = string.format("%s: %s", out or "crashed", why or "?"), which = i } end
+  channel.limit(h.harness_limit, "checking the harness's buffers after the rounds")
   local bad, swept = verify.sweep(h, "found after the rounds", "a kernel of the rounds")
   if bad then return { error = string.format("%s: %s", bad, swept) } end
   return got

@@ -100,6 +100,16 @@ uninstall:
 	@printf '  UNINSTALL %s\n' $(DESTDIR)$(PREFIX)
 	$(Q)rm -f $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED))
 
+# The commit kwb is built from (git's short hash, "-dirty" with uncommitted
+# changes, "unknown" outside a git tree): kwb.core.commit, which a run's
+# certificate records (kwb.loop.certify). Rewritten only when it changes.
+KWB_COMMIT := $(shell h=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$h || echo $$h-dirty; } || echo unknown)
+build/commit.h: FORCE | build/obj
+	$(Q)printf '#define KWB_COMMIT "%s"\n' '$(KWB_COMMIT)' >$@.new; cmp -s $@.new $@ && rm -f $@.new || mv $@.new $@
+build/obj/lua_core.o: build/commit.h
+.PHONY: FORCE
+FORCE:
+
 build/obj/bundle.o: build/bundle.c core/bundle.h | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
@@ -140,7 +150,7 @@ build/unit/%: tests/unit/%.c tests/unit/unit.h $(CORE_OBJ) | build/obj
 	@printf '  CC    %s\n' $<
 	$(Q)$(CC) $(CFLAGS) -Itests/unit -o $@ $< $(CORE_OBJ) $(LDLIBS)
 
-build/asan/%: tests/unit/%.c tests/unit/unit.h $(CORE_SRC) build/bundle.c build/cuda_sources.c | build/obj
+build/asan/%: tests/unit/%.c tests/unit/unit.h $(CORE_SRC) build/bundle.c build/cuda_sources.c build/commit.h | build/obj
 	@printf '  CC    %s (asan+ubsan)\n' $<
 	$(Q)$(CC) $(CFLAGS) -O1 $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) build/bundle.c build/cuda_sources.c $(LDLIBS)
 

@@ -130,6 +130,12 @@ static const char *const migrations[] = {
      * for a bundle's): the loop knows a candidate that repeats measured code by it */
     "ALTER TABLE build ADD COLUMN code TEXT;"
     "CREATE INDEX build_code ON build(arch, code);",
+    /* 4 -> 5: a run's certificate, the record of its final round (kwb.loop.certify) */
+    "CREATE TABLE certificate("
+    "  run TEXT PRIMARY KEY,"          /* the run's id */
+    "  pick TEXT NOT NULL,"            /* the candidate id the round named the pick */
+    "  body TEXT NOT NULL,"            /* JSON: kernels, shapes, ratios with their intervals, device, kwb */
+    "  created REAL NOT NULL) WITHOUT ROWID;",
 };
 enum { SCHEMA_VERSION = sizeof migrations / sizeof migrations[0] };
 

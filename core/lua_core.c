@@ -9,6 +9,7 @@
 #include <lua.h>
 
 #include "bundle.h"
+#include "commit.h"
 #include "kwb.h"
 #include "lua_bind.h"
 #include "luastate.h"
@@ -240,6 +241,8 @@ int luaopen_kwb_core(lua_State *L) {
     luaL_newlib(L, fns);
     lua_pushstring(L, kwb_version());
     lua_setfield(L, -2, "version");
+    lua_pushstring(L, KWB_COMMIT);   /* build/commit.h: the commit kwb was built from */
+    lua_setfield(L, -2, "commit");
     lua_getfield(L, LUA_REGISTRYINDEX, "kwb.cache_path");
     lua_setfield(L, -2, "cache_path");
     kwb_lua_open_buffer(L);

@@ -165,7 +165,7 @@ $ ./kwb --cache build/test-cache/params.db cache best scale --shape cols=100,row
 device           shape             candidate  median  outcome   measured
 host:Test CPU:2  rows=64,cols=100  d021b2f6   1.0 us  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache stats | grep -v '^file'
-cache       build/test-cache/cli.db (schema 4)
+cache       build/test-cache/cli.db (schema 5)
 candidates  4 in 2 problems
 builds      1
 results     5
@@ -263,7 +263,10 @@ not exist is an error (only import makes one).
   ls [PROBLEM]                candidates, oldest first
   show ID                     a candidate: origin, lineage, builds, results,
                               source, and the model's prompt and rationale when
-                              a reply proposed it
+                              a reply proposed it; or a run (ID a run's): its
+                              recipe, settings, funnel and the certificate of
+                              its final round (kernels, ratios with their 95%
+                              intervals, device, kwb's commit)
   transcripts [RUN]           the model requests of every run, or of one:
                               tokens, cost, tries, time
   best PROBLEM [--shape S] [--device D]

@@ -1,7 +1,7 @@
 # Recipes on the command line: run options, schema errors, plain scripts.
 $ rm -rf build/test-recipe-cli && mkdir -p build/test-recipe-cli
 $ ./kwb recipes/host_matmul.lua --frobnicate
-kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --model, --seed, --workers, --ahead, --queue, --queue-password-file, --fleet-key-file, --device, --retime, --cache, --help, -h)
+kwb: unknown run option '--frobnicate' (known: --json, --plain, --quiet, --budget, --minutes, --strategy, --model, --seed, --workers, --ahead, --queue, --queue-password-file, --fleet-key-file, --device, --certify, --retime, --cache, --help, -h)
 try 'kwb recipes/host_matmul.lua --help'
 [exit 2]
 $ ./kwb recipes/host_matmul.lua --budget x

@@ -20,6 +20,7 @@ local bundle_columns = {
   result = { "candidate", "device", "shape", "outcome", "median", "verify", "timing", "clocks", "run",
              "created" },
   run = { "id", "recipe", "recipe_hash", "settings", "started", "ended", "funnel" },
+  certificate = { "run", "pick", "body", "created" },   -- (a run's final round: kwb.loop.certify)
 }
 local required = {
   candidate = { id = "string", problem = "string", created = "number", source = "string",
@@ -30,11 +31,13 @@ local required = {
              verify = "string", timing = "string", clocks = "string", created = "number" },
   run = { id = "string", recipe = "string", recipe_hash = "string", settings = "string",
           started = "number" },
+  certificate = { run = "string", pick = "string", body = "string", created = "number" },
 }
 local blob_refs = { candidate = { "source" }, build = { "log", "binary" } }
 
 -- export(file, {problem =, ids = {prefix...}, outcome =, since =, binaries = true})
--- writes the matching candidates, their ancestors, builds, results and runs.
+-- writes the matching candidates, their ancestors, builds, results and runs
+-- (with each run's certificate).
 -- -> counts | nil, msg, info
 function Cache:export(file, f)
   check_string(file, "bundle file")
@@ -72,7 +75,7 @@ function Cache:export(file, f)
   for _, id in ipairs(selected) do base.ancestry(self.db, id, seen, ids) end
   table.sort(ids)
   local records, blobs, runs = {}, {}, {}
-  local counts = { candidates = 0, builds = 0, results = 0, runs = 0 }
+  local counts = { candidates = 0, builds = 0, results = 0, runs = 0, certificates = 0 }
   local function add(tbl, row)
     local rec = {}
     for _, col in ipairs(bundle_columns[tbl]) do rec[col] = row[col] end
@@ -104,12 +107,19 @@ function Cache:export(file, f)
     if r then
       add("run", r)
       counts.runs = counts.runs + 1
+      local cert = self.db:exec("SELECT * FROM certificate WHERE run = ?1", id)[1]
+      if cert then
+        add("certificate", cert)
+        counts.certificates = counts.certificates + 1
+      end
     end
   end
   local filters = {}
   for _, k in ipairs { "problem", "outcome", "since" } do filters[k] = f[k] end
   if f.ids then filters.ids = f.ids end
   if f.binaries == false then filters.binaries = false end
+  -- (a bundle without certificates is as it was before there were any)
+  if counts.certificates == 0 then counts.certificates = nil end
   local manifest = canon { format = 1, kwb = core.version, schema = core.cache_schema_version,
                            created = f.created or os.time(), filters = filters, counts = counts }
   local ok, msg, info = self.db:export(file, manifest, records, blobs)
@@ -196,6 +206,10 @@ function Cache:import(file)
       local settings = decode(row.settings)
       settings.imported = settings.imported or bundle
       row.settings = canon(settings)
+    elseif rec.table == "certificate" then   -- (another machine's round: kwb verify-pick repeats it here)
+      local body = decode(row.body)
+      body.imported = body.imported or bundle
+      row.body = canon(body)
     end
     rows[i] = { table = rec.table, row = row }
   end
@@ -213,8 +227,9 @@ function Cache:import(file)
       return bad_bundle(file, "record %d (result of %s at %s): %s", i, cand, r.row.shape, why)
     end
   end
-  local counts = { candidates = 0, builds = 0, results = 0, runs = 0 }
-  local plural = { candidate = "candidates", build = "builds", result = "results", run = "runs" }
+  local counts = { candidates = 0, builds = 0, results = 0, runs = 0, certificates = 0 }
+  local plural = { candidate = "candidates", build = "builds", result = "results", run = "runs",
+                   certificate = "certificates" }
   local ok, err = pcall(self.transaction, self, function()
     counts.blobs = self.db:import_blobs(b)
     for _, r in ipairs(rows) do

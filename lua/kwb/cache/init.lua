@@ -485,6 +485,7 @@ end
 
 require "kwb.cache.maint"
 require "kwb.cache.transcript"
+require "kwb.cache.certificate"
 require "kwb.cache.bundle"
 
 return M

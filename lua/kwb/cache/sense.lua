@@ -189,6 +189,22 @@ function checks.run(row)
   return nil
 end
 
+-- A certificate (kwb.loop.certify): its body a JSON object naming its pick,
+-- every ratio in it a positive median inside its interval.
+function checks.certificate(row)
+  local body = decode(row.body)
+  if type(body) ~= "table" then return "its body is not a JSON object" end
+  if body.pick ~= row.pick then return string.format("its pick %s is not its body's %s", show(row.pick), show(body.pick)) end
+  if type(body.ratios) ~= "table" then return "its body has no ratios" end
+  for i, r in ipairs(body.ratios) do
+    if type(r) ~= "table" or not positive(r.median) or not positive(r.lo) or not positive(r.hi)
+       or r.lo > r.median or r.median > r.hi then
+      return string.format("its ratio %d is not a positive median inside its interval", i)
+    end
+  end
+  return time_why("created time", row.created)
+end
+
 -- why(table, row) -> nil where the row makes sense, else why not: one
 -- sentence naming the field ("its min time 0.003 is over its median time
 -- 0.001"). The row as stored (its JSON columns as text).
@@ -215,6 +231,7 @@ function M.what(tbl, row)
   if tbl == "result" then
     return string.format("result of %s at %s on %s", tostring(row.candidate), tostring(row.shape), tostring(row.device))
   end
+  if tbl == "certificate" then return string.format("certificate of run %s", tostring(row.run)) end
   return string.format("%s %s", tbl, tostring(row.id))
 end
 

@@ -63,9 +63,74 @@ function commands.ls(c, pos)
   return 0
 end
 
+-- print_certificate(cert): a run's final round (kwb.loop.certify) as text:
+-- its kernels and each ratio with its 95% interval.
+function M.print_certificate(cert)
+  local certify = require "kwb.loop.certify"
+  print(string.format("certificate  %d kernels in turns, %d rounds, %.1f s: %s", #cert.entries, cert.rounds,
+                      cert.seconds, cert.bound == "decided" and "every comparison decided"
+                      or string.format("bound reached (%s)", cert.bound)))
+  print(string.format("device       %s", cert.device or "-"))
+  print(string.format("kwb          %s (commit %s)%s", cert.kwb or "-", cert.commit or "unknown",
+                      cert.imported and ("; brought by bundle " .. cert.imported) or ""))
+  print(string.format("pick         %s%s", short(cert.pick), cert.best and cert.best ~= cert.pick
+                      and string.format(" (the run's own best was %s)", short(cert.best)) or ""))
+  local rows = {}
+  for _, e in ipairs(cert.entries) do
+    local times = {}
+    for _, key in ipairs(cert.shapes) do times[#times + 1] = key .. " " .. fmt_time(e.median[key]) end
+    rows[#rows + 1] = { short(e.id), e.role, e.params and next(e.params) and require("kwb.base.text").params_text(e.params)
+                        or e.name or "", table.concat(times, "  ") }
+  end
+  print("kernels")
+  for _, l in ipairs(figures.table({ { "id", align = "left" }, { "role", align = "left" }, { "what", align = "left" },
+                                    { "median per shape", align = "left" } }, rows)) do print("  " .. l) end
+  rows = {}
+  for _, r in ipairs(cert.ratios) do
+    rows[#rows + 1] = { r.kind, short(r.id), short(r.over), r.shape or "all", string.format("%.3fx", r.median),
+                        string.format("%.3f-%.3f", r.lo, r.hi), tostring(r.n or "-"), r.decided and "yes" or "no" }
+  end
+  print("ratios (" .. certify.ratio_words .. ")")
+  for _, l in ipairs(figures.table({ { "kind", align = "left" }, { "kernel", align = "left" }, { "over", align = "left" },
+                                    { "shape", align = "left" }, "median", "95% interval", "rounds",
+                                    { "decided", align = "left" } }, rows)) do print("  " .. l) end
+end
+
+-- A run: its record, and the certificate of its final round where it has one.
+local function show_run(c, run)
+  local cert = c:certificate(run.id)
+  if M.json then
+    emit { run = run.id, recipe = run.recipe, started = run.started, ended = run.ended, settings = run.settings,
+           funnel = run.funnel, usage = run.usage, certificate = cert }
+    return 0
+  end
+  print("run          " .. run.id)
+  print("recipe       " .. run.recipe)
+  print("started      " .. when(run.started) .. " UTC")
+  print("ended        " .. (run.ended and (when(run.ended) .. " UTC") or "-"))
+  local st = run.settings
+  print(string.format("settings     strategy %s · seed %s · device %s", tostring(st.strategy or "-"),
+                      tostring(st.seed or "-"), tostring(st.device or "-")))
+  if run.funnel then
+    local parts = {}
+    for _, o in ipairs(require("kwb.base.outcomes").display) do
+      if (run.funnel[o] or 0) > 0 then parts[#parts + 1] = o .. " " .. run.funnel[o] end
+    end
+    print("funnel       " .. (#parts > 0 and table.concat(parts, " · ") or "no candidates"))
+  end
+  if not cert then print("certificate  none (no final round: nothing but the start kernel, or --certify 0)"); return 0 end
+  M.print_certificate(cert)
+  return 0
+end
+
 function commands.show(c, pos)
   if #pos ~= 1 then return usage_error("show takes one ID") end
   local cand, msg = c:get(pos[1])
+  local run = c:find_run(pos[1])
+  if cand and run then
+    return run_error(string.format("%s is the prefix of both a candidate and a run: give more digits", pos[1]))
+  end
+  if run then return show_run(c, run) end
   if not cand then return run_error(msg) end
   local lineage = c:lineage(cand.id)
   if M.json then

@@ -101,6 +101,8 @@ local run_spec = {
   ahead = value { conv = function(v) local n = math.tointeger(tonumber(v)); return n and n >= 0 and n or nil end,
                   what = "an integer >= 0" },
   seed = value { conv = function(v) return math.tointeger(tonumber(v)) end, what = "an integer" },
+  certify = value { conv = function(v) local n = tonumber(v); return n and n >= 0 and n < math.huge and n or nil end,
+                    what = "a number of seconds >= 0" },
   queue = value { what = "a redis:// URL" },
   ["queue-password-file"] = value { conv = args.nonempty, what = "a file" },
   ["fleet-key-file"] = value { conv = args.nonempty, what = "a file" },

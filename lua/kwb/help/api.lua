@@ -385,6 +385,12 @@ return {
   { "cache:amend_run", "cache:amend_run(id, fields) -> true",
     "Merges fields into a run record's settings: a run's baseline, measured after the record began (kwb report reads it)." },
   { "cache:runs", "cache:runs() -> runs", "Every run record, oldest first, settings, funnel and usage decoded." },
+  { "cache:find_run", "cache:find_run(prefix) -> run | nil, message, info",
+    "The run record whose id starts with prefix (4 hex digits or more). info.code \"no-run\", \"ambiguous\" or \"bad-id\"." },
+  { "cache:put_certificate", "cache:put_certificate(run, certificate) -> true",
+    "Keeps a run's certificate, the record of its final round (kwb.loop.certify), replacing an earlier one." },
+  { "cache:certificate", "cache:certificate(run) -> certificate | nil",
+    "A run's certificate: its kernels, shapes, ratios with their 95% intervals, device and kwb's commit." },
   { "cache:put_transcript", "cache:put_transcript { provider =, model =, request = [, ...] } -> id",
     "Stores one model request and its reply: run, purpose, prompt_hash, reply, tokens_in, tokens_out, seconds, "
     .. "cost, attempts, error." },

@@ -37,7 +37,8 @@ M.commands = {
     subcommands = {
       { "ls [PROBLEM]", "candidates, oldest first" },
       { "show ID", "a candidate: origin, lineage, builds, results, source, and the model's prompt and rationale when "
-        .. "a reply proposed it" },
+        .. "a reply proposed it; or a run (ID a run's): its recipe, settings, funnel and the certificate of its final "
+        .. "round (kernels, ratios with their 95% intervals, device, kwb's commit)" },
       { "transcripts [RUN]", "the model requests of every run, or of one: tokens, cost, tries, time" },
       { "best PROBLEM [--shape S] [--device D]", "the fastest correct candidate of each device kind and shape (the "
         .. "shape's variables in any order: --shape cols=100,rows=64) measured here, and before it one a bundle "
@@ -88,6 +89,21 @@ M.commands = {
       { "--recipe FILE", "the recipe to build and run the candidate with" },
       { "--csv FILE", "also write ncu's own output (its raw page as CSV) to FILE" },
       { "--json", "the profile as one JSON object" },
+    } },
+  { name = "verify-pick", module = "kwb.cli.verify",
+    usage = "kwb verify-pick RUN [--recipe FILE] [--seconds S] [--json]",
+    summary = "repeat a run's final round on this machine and say, ratio by ratio, whether it agrees with the certificate",
+    text = "The certificate a run kept of its final round (kwb cache show RUN) timed again here: the same kernels, "
+      .. "built from the cache, in turns at every shape until every comparison is decided or the bound is reached. "
+      .. "Each ratio (each kernel's speed-up over the start kernel at each shape and its score, each kernel against "
+      .. "the pick, the pick against the baseline) agrees where its new 95% interval overlaps the certificate's; "
+      .. "exit 1 if any disagrees, or if this machine is not of the certificate's device kind. The recipe is the "
+      .. "run's, unless --recipe names one (a run a bundle brought needs it). Measured on this machine's workers "
+      .. "(not a fleet's).",
+    options = {
+      { "--recipe FILE", "the recipe to build and time the kernels with" },
+      { "--seconds S", "the round's bound (default: the certificate's)" },
+      { "--json", "the certificate, the new round's and each ratio's agreement, as one JSON object" },
     } },
   { name = "doctor", module = "kwb.cli.doctor", usage = "kwb doctor [--no-measure] [--own-gemm] [--json]",
     summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings",
@@ -157,6 +173,9 @@ M.run_options = {
   { "--queue-password-file F", "with --queue: the queue's password, the first line of F" },
   { "--fleet-key-file F", "with --queue: the fleet's key (its workers' keys derive from it), the first line of F" },
   { "--device KIND", "with --queue: the device kind to measure on, where the fleet has several (a part of its name)" },
+  { "--certify S", "bound the final round to S seconds (default 3 on the host, 20 on CUDA; 0: no final round): the "
+    .. "start kernel, the run's best and each shape's winner timed in turns until every comparison is decided, "
+    .. "which names the pick and the winners with each ratio's 95% interval" },
   { "--retime ID", "evaluate the cached candidate ID again (earlier measurements are kept)" },
   { "--cache PATH", "the candidate cache (as kwb --cache PATH)" },
   { "--help, -h", "print these" },

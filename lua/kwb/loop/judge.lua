@@ -77,6 +77,25 @@ local function honest(recipe, res, best, start)
                               .. "best at the fast end of its own %.2fx", res.score, lo, best_hi)
 end
 
+-- rescore(recipe, res, start) -> a copy of a judged result with its
+-- speedups and score taken against other figures of the start kernel (a
+-- run's own: kwb.loop.session's take_companion); its outcome as it was.
+function M.rescore(recipe, res, start)
+  local out = {}
+  for k, v in pairs(res) do out[k] = v end
+  out.shapes = {}
+  local sp = {}
+  for i, sh in ipairs(recipe.shapes) do
+    local r = {}
+    for k, v in pairs(res.shapes[sh.key] or {}) do r[k] = v end
+    if r.median then r.speedup = start.shapes[sh.key].median / r.median end
+    out.shapes[sh.key] = r
+    sp[i] = r.speedup or 1
+  end
+  out.score = recipe.score and recipe:call("score", M.view(recipe, out)) or geomean(sp)
+  return out
+end
+
 -- judge(recipe, res, { ceilings =, start =, best =, is_start = }) -> res: a
 -- measured result judged (one that already has an outcome is left as it is).
 function M.judge(recipe, res, j)

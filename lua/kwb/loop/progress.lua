@@ -72,6 +72,21 @@ function Reporter:start_kernel(s, res, fresh)
   end
 end
 
+-- The start kernel timed again in this run (kwb.loop.session): in turns beside
+-- a candidate (beside), or alone where none reached its timing.
+function Reporter:start_again(run, res, beside)
+  local s = run.session
+  local times = {}
+  for _, sh in ipairs(s.recipe.shapes) do times[sh.key] = res.shapes[sh.key].median end
+  if self.mode == "json" then
+    emit { event = "start-kernel", id = res.id, median = times, cached = false, again = true,
+           beside = beside and beside.id or nil }
+  elseif self.mode ~= "quiet" then
+    out(self, string.format("start kernel %s: timed again in this run%s; every speed-up from here is against these "
+                            .. "figures", res.short, beside and (", in turns beside " .. beside.short) or ""))
+  end
+end
+
 -- The run's baseline once measured (kwb.measure.baseline): its medians, or why the
 -- run goes on without it.
 function Reporter:baseline(run, bl)
@@ -177,6 +192,46 @@ function Reporter:table(s, res, bl)
   end
 end
 
+-- The final round (kwb.loop.certify): how it ended, the pick's speedup per
+-- shape with its 95% interval, and the run's own best where the round named
+-- another pick.
+function Reporter:certified(sm)
+  local c = sm.certificate
+  local b = sm.best
+  local how = c.bound == "decided" and "every comparison decided"
+              or string.format("bound reached (%s), not every comparison decided", c.bound == "seconds"
+                               and string.format("%g s", c.limit or c.seconds) or "rounds")
+  print(string.format("certified: %d kernels timed in turns, %d rounds, %.1f s: %s", #c.entries, c.rounds, c.seconds,
+                      how))
+  if sm.run_best then
+    print(string.format("the run's best %s (%.2fx in the run) is not the pick: the final round names %s", sm.run_best.short,
+                        sm.run_best.score or 0, b.start and "the start kernel" or b.short))
+  end
+  if b.start then return end
+  local pick = require("kwb.loop.certify").entry(c, c.pick)
+  local start = require("kwb.loop.certify").entry(c, require("kwb.loop.certify").role(c, "start"))
+  local rows, with = {}, b.vs_baseline ~= nil and sm.baseline ~= nil
+  for _, key in ipairs(c.shapes) do
+    local iv = b.interval and b.interval[key]
+    rows[#rows + 1] = { key, figures.time(start.median[key]), figures.time(pick.median[key]),
+                        string.format("%.2fx", b.speedup[key]), iv and string.format("%.2f-%.2f", iv[1], iv[2]) or "-" }
+    if with then   -- (the run's baseline: its median, and its median over the pick's)
+      local bm = sm.baseline and sm.baseline.median and sm.baseline.median[key]
+      rows[#rows][#rows[#rows] + 1] = bm and figures.time(bm) or "-"
+      rows[#rows][#rows[#rows] + 1] = b.vs_baseline[key] and string.format("%.2fx", b.vs_baseline[key]) or "-"
+    end
+    if b.floor then   -- (the pick's share of the physical floor, from its record)
+      rows[#rows][#rows[#rows] + 1] = b.floor[key] and string.format("%.0f%%", 100 * b.floor[key]) or "-"
+    end
+  end
+  local head = { { "shape", align = "left" }, "start", "pick", "speedup", "95% interval" }
+  if with then head[#head + 1] = "baseline"; head[#head + 1] = "vs baseline" end
+  if b.floor then head[#head + 1] = "% floor" end
+  print(string.format("%s: %.2fx geomean over the start kernel, 95%% interval %.2f-%.2f", b.short, b.score,
+                      b.score_interval[1], b.score_interval[2]))
+  figures.print_table(head, rows)
+end
+
 -- Shapes where another result beats the pick (summary.elsewhere).
 function Reporter:elsewhere(sm)
   print(string.format("faster elsewhere: at %d of %d shapes another kernel beats the pick by more than %.0f%%",
@@ -184,13 +239,15 @@ function Reporter:elsewhere(sm)
   local rows, with = {}, sm.baseline and sm.baseline.median ~= nil
   for _, e in ipairs(sm.elsewhere) do
     local what = e.start and "the start kernel" or (e.params and text.params_text(e.params)) or e.name or ""
-    rows[#rows + 1] = { e.shape, figures.time(e.pick), figures.time(e.median), string.format("%.2fx", e.pick / e.median),
-                        e.short, what }
-    if with then table.insert(rows[#rows], 5, e.vs_baseline and string.format("%.2fx", e.vs_baseline) or "-") end
+    local g = e.gain   -- (certified: the round's gain and its interval)
+    rows[#rows + 1] = { e.shape, figures.time(e.pick), figures.time(e.median),
+                        string.format("%.2fx", g and g.median or e.pick / e.median),
+                        g and string.format("%.2f-%.2f", g.lo, g.hi) or "-", e.short, what }
+    if with then table.insert(rows[#rows], 6, e.vs_baseline and string.format("%.2fx", e.vs_baseline) or "-") end
   end
-  local head = { { "shape", align = "left" }, "pick", "there", "gain", { "kernel", align = "left" },
+  local head = { { "shape", align = "left" }, "pick", "there", "gain", "95% interval", { "kernel", align = "left" },
                  { "what", align = "left" } }
-  if with then table.insert(head, 5, "vs baseline") end
+  if with then table.insert(head, 6, "vs baseline") end
   figures.print_table(head, rows)
   -- the layer's choice: these winners where they win, the pick elsewhere
   print("a layer dispatching per shape takes these there, the pick elsewhere: `kwb export RECIPE.lua DIR` writes it")
@@ -221,7 +278,14 @@ function Reporter:summary(run, sm)
   if self.mode == "tty" and self.live then io.stdout:write("\n"); self.live = false end
   local s = run.session
   print(summary.done_line(sm))
-  if self.mode ~= "quiet" then self:table(s, s.best, run.baseline) end
+  if self.mode ~= "quiet" and sm.certificate then self:certified(sm)
+  elseif self.mode ~= "quiet" then self:table(s, s.best, run.baseline) end
+  if self.mode ~= "quiet" and sm.start.run then   -- (which run's figures every speed-up is against)
+    print(sm.start.this_run and string.format("start kernel: this run's figures (run %s)", ids.short(sm.start.run))
+          or string.format("start kernel: the figures of an earlier run, %s%s", ids.short(sm.start.run),
+                           sm.start.error and (": timing it again failed: " .. sm.start.error) or ""))
+  end
+  if self.mode ~= "quiet" and sm.uncertified and sm.candidates + sm.known > 0 then print("not certified: " .. sm.uncertified) end
   if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
   if self.mode ~= "quiet" and sm.model then self:model(sm) end
   if sm.stopped then print("stopped: " .. sm.stopped) end
@@ -229,8 +293,9 @@ function Reporter:summary(run, sm)
   local st = sm.stages
   if st and sm.candidates > 0 then
     print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"
-      .. "%s · ceilings %.1f s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
-      st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0, st.rest,
+      .. "%s · ceilings %.1f s%s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
+      st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0,
+      st.certify and string.format(" · final round %.1f s", st.certify) or "", st.rest,
       (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))
   end
 end

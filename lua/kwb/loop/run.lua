@@ -115,6 +115,8 @@ function Run:count(res, by_tool)
   self.funnel[res.outcome] = self.funnel[res.outcome] + 1
   self.feedback[#self.feedback + 1] = res
   if res.outcome ~= outcomes.duplicate then self.misses = 0 end
+  local again = self.session:take_start_again()   -- (timed in turns beside this candidate)
+  if again then self.progress:start_again(self, again, res) end
   self.progress:candidate(self, res)
   self.best = self.session.best
   if self.strategy.observe and not by_tool then self.strategy:observe(self, res, true) end
@@ -193,7 +195,10 @@ end
 -- workers up to n are measured at once.
 function Run:loop()
   local s = self.session
-  local window = math.max(self.workers, 1)
+  local width = math.max(self.workers, 1)
+  -- while the start kernel is due, one candidate at a time: each is judged
+  -- against the figures taken beside the first one timed (kwb.loop.session)
+  local function window() return s.start_due and 1 or width end
   local flight, flying = {}, {}
   local function complete_oldest()
     local item = table.remove(flight, 1)
@@ -202,7 +207,7 @@ function Run:loop()
   end
   local stop = false
   while true do
-    while not stop and #flight < window do
+    while not stop and #flight < window() do
       local cand = self:next_candidate(#flight)
       if not cand then stop = true; break end
       while flying[cand.id] do complete_oldest() end   -- proposed again while in flight: known once it lands
@@ -234,11 +239,19 @@ function Run:loop()
   -- builds ahead that the budget's end or the run's end left unused finish before the run
   -- returns, so none is still compiling when the process ends
   if self.prebuilt then s:prebuilds_settle(30) end
+  -- no candidate reached its timing: the start kernel timed again alone, so the run has its own figures
+  if s.start_due then
+    s:retime_start()
+    local again = s:take_start_again()
+    if again then self.progress:start_again(self, again) end
+  end
 end
 
 -- run(recipe, opts) -> summary, run. opts: candidates, minutes, strategy,
 -- seed, workers, ahead (candidates built ahead, default M.AHEAD; 0: none),
--- mode ("tty" | "plain" | "json" | "quiet"), json, store.
+-- certify (the final round's bound in seconds, default
+-- kwb.loop.certify.seconds; 0: none), mode ("tty" | "plain" | "json" |
+-- "quiet"), json, store.
 -- profile(recipe, id [, shape]) -> the profile (Session:profile), its table printed.
 function M.profile(recipe, id, key)
   local p = recipe:session():profile(id, key)
@@ -265,6 +278,7 @@ function M.run(recipe, opts)
                              funnel = outcomes.counts(), results = {}, feedback = {}, repeats = 0, duplicates = 0,
                              evaluated = 0, partial = 0, timing_s = 0,
                              skipped = 0, misses = 0, started = core.now(), ahead_n = opts.ahead,
+                             certify_seconds = opts.certify,
                              progress = progress.new(opts.mode or (opts.json and "json") or progress.default_mode()) },
                            Run)
   run.ends_at = run.started + budget.minutes * 60
@@ -282,6 +296,10 @@ function M.run(recipe, opts)
   run.start_s = core.now() - t_start - (after.ceilings - before.ceilings) - (after.sanitize - before.sanitize)
   if not ok_start then error(start, 0) end
   if fresh ~= nil then run.progress:start_kernel(s, start, fresh) end
+  -- the start kernel's figures are this run's: measured now, or timed again
+  -- in turns beside the first candidate that reaches its timing (kwb.loop.session)
+  s.start_due = start.run ~= run.record.id
+  s.start_error = nil
   for _, c in ipairs(s:take_start_changes()) do run.progress:revised(run, c.res, c.was) end   -- (not this run's)
   -- the recipe's baseline, once a run, right after the start kernel; never a
   -- candidate; kept with the run's record for kwb report (kwb.measure.baseline)
@@ -303,6 +321,10 @@ function M.run(recipe, opts)
     if strat.init then strat:init(run) end
     run:loop()
     run:settle()
+    -- the final round: the pick, the winners and "faster elsewhere" certified (kwb.loop.certify)
+    local t_cert = core.now()
+    run.certificate, run.uncertified = require("kwb.loop.certify").run(run)
+    run.certify_s = core.now() - t_cert
   end)
   if run.putoff then run.putoff:abandon() end   -- (an error before the settling: the run's unsanitized best is not the session's)
   run.best = s.best

@@ -19,6 +19,7 @@ local rng = require "kwb.base.rng"
 local sanitizer = require "kwb.loop.sanitizer"
 local outcomes = require "kwb.base.outcomes"
 local standings = require "kwb.loop.standings"
+local start_figures = require "kwb.loop.start"
 local store = require "kwb.loop.store"
 local text = require "kwb.base.text"
 local tools = require "kwb.loop.tools"
@@ -137,13 +138,17 @@ end
 -- ---- evaluation ---------------------------------------------------------
 
 -- submit(cand [, { start = true, full = true }]) -> pending: the candidate handed to a
--- worker, or measured here when the session has no pool.
+-- worker, or measured here when the session has no pool. While the run's
+-- start kernel is due (start_due), it goes along as the candidate's
+-- companion, timed in turns beside it (complete takes its figures).
 function Session:submit(cand, opts)
   opts = opts or {}
   local recipe = self.recipe
   self.seq = self.seq + 1
   local res = result.new(cand, self.seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq))
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
+  local companion
+  companion, pending.companion = start_figures.companion(self, cand, opts)
   if cand.no_code then   -- a model's reply with no kernel: nothing to build
     res.outcome, res.reason = "no-code", cand.no_code
     return pending
@@ -164,10 +169,11 @@ function Session:submit(cand, opts)
   local pool = self:workers()
   if not pool then
     self.harness:take(request())
-    self.harness:measure(cand, res, opts)
+    self.harness:measure(cand, res, { start = opts.start, full = opts.full, companion = companion })
     return pending
   end
-  local args = { { recipe = files.absolute(recipe.returned_by), cand = candidate.for_worker(cand), seed = tostring(res.seed) } }
+  local args = { { recipe = files.absolute(recipe.returned_by), cand = candidate.for_worker(cand), seed = tostring(res.seed),
+                   companion = companion } }
   pending.send = function()
     -- (the request made again on each sending: the run's end as the seconds
     -- left then, not this host's monotonic time, which a fleet's worker would
@@ -292,6 +298,7 @@ function Session:complete(pending)
     end
     result.take(res, answer)
   end
+  if pending.companion then self:take_companion(pending) end
   if res.outcome == "duplicate" then
     local of = original(self, res)
     -- (its original gone since: measured after all, its digest no longer named)
@@ -321,6 +328,7 @@ function Session:complete(pending)
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
   self:note_code(res)
+  res.run = self.run_record and self.run_record.id   -- (as kwb.loop.store's known gives it)
   self:note_times(res)
   if res.outcome == "accepted" then
     self.best = res
@@ -333,6 +341,19 @@ function Session:complete(pending)
     end
   end
   return res
+end
+
+-- take_companion(pending), retime_start(): the start kernel's figures timed
+-- again in a run (kwb.loop.start)
+function Session:take_companion(pending) return start_figures.take(self, pending) end
+function Session:retime_start() return start_figures.retime(self) end
+
+-- take_start_again() -> the start kernel's result timed again in this run
+-- since the last call (take_companion, retime_start), once, or nil
+function Session:take_start_again()
+  local r = self.start_again
+  self.start_again = nil
+  return r
 end
 
 -- put_off() -> a PutOff (kwb.loop.sanitizer): compute-sanitizer ("best")

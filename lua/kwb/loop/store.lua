@@ -222,6 +222,11 @@ end
 
 function Store:runs() return self.cache:runs() end
 
+-- certificate(run, cert): the run's final round (kwb.loop.certify) kept with its record
+function Store:certificate(run, cert)
+  self.cache:put_certificate(run.id, cert)
+end
+
 -- note_baseline(run, baseline, recipe): the run's baseline (kwb.measure.baseline),
 -- with the recipe and problem it was measured for, into the run's record
 -- (settings.baseline), where kwb report finds it.

@@ -60,7 +60,8 @@ end
 -- the shapes' winners and an earlier best at the start, whichever run's
 -- result), the start kernel's judging (`start`: with the workers' start and
 -- their reference builds when it is not known), the device's ceilings where
--- measured (`ceilings`), and the rest of the loop's wall time (references,
+-- measured (`ceilings`), the final round (`certify`: its builds and
+-- rounds, kwb.loop.certify), and the rest of the loop's wall time (references,
 -- scheduling, the store, the reports); and the candidates built ahead
 -- (kwb.loop.run's look_ahead).
 local function stage_sums(run, elapsed)
@@ -78,7 +79,8 @@ local function stage_sums(run, elapsed)
   sums.baseline = run.baseline and run.baseline.seconds or nil
   sums.start = math.max(0, run.start_s or 0) + (sums.baseline or 0)
   sums.ceilings = math.max(0, spent.ceilings - (run.ceilings_base or 0))
-  sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings)
+  sums.certify = run.certify_s   -- (the final round: kwb.loop.certify)
+  sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings - (sums.certify or 0))
   return sums
 end
 
@@ -128,6 +130,40 @@ Summary.__tostring = function(sm)
 end
 M.Summary = Summary
 
+-- The pick as the final round certified it (kwb.loop.certify): its score and
+-- speedups are the round's medians, each with its interval, its times the
+-- round's, its floor's share and names the session's record of it; the
+-- shapes faster elsewhere are the round's winners'.
+local function certified(run, cert, bl)
+  local s = run.session
+  local certify = require "kwb.loop.certify"
+  local e = certify.entry(cert, cert.pick)
+  local start_id = certify.role(cert, "start")
+  local is_start = e.role == "start"
+  local res = is_start and s.start or s:known({ id = cert.pick }) or {}
+  local score = certify.find(cert, "score", cert.pick, start_id)
+  local speedup, interval, floor, against = {}, {}, {}, {}
+  for _, sh in ipairs(run.recipe.shapes) do
+    local r = certify.find(cert, "speedup", cert.pick, start_id, sh.key)
+    speedup[sh.key] = r and r.median or 1
+    interval[sh.key] = r and { r.lo, r.hi } or nil
+    local mine = res.shapes and res.shapes[sh.key]
+    floor[sh.key] = mine and mine.floor_frac or nil
+    -- (the baseline's median over the pick's in the round; the certificate has their ratio in turns too)
+    against[sh.key] = vs(bl, sh.key, e.median[sh.key])
+  end
+  local best = { id = e.id, short = e.short, score = score and score.median or 1,
+                 score_interval = score and { score.lo, score.hi } or nil, speedup = speedup,
+                 interval = next(interval) and interval or nil, params = e.params, origin = e.origin, start = is_start,
+                 floor = next(floor) and floor or nil, vs_baseline = next(against) and against or nil,
+                 certified = true }
+  local faster = certify.elsewhere(cert)
+  for _, x in ipairs(faster) do
+    x.baseline, x.vs_baseline = bl and bl.median and bl.median[x.shape], vs(bl, x.shape, x.median)
+  end
+  return best, e.median, faster
+end
+
 function M.summary(run)
   local s = run.session
   local elapsed = core.now() - run.started
@@ -142,7 +178,13 @@ function M.summary(run)
     floor[sh.key] = r and r.floor_frac or nil
     against[sh.key] = vs(bl, sh.key, r and r.median)
   end
-  local faster = elsewhere(s, run.recipe.shapes, best, best_times, bl)
+  local pick = { id = best.id, short = best.short, score = best.score, speedup = speedup, params = best.params,
+                 origin = best.origin, start = best.outcome == "start", floor = next(floor) and floor or nil,
+                 vs_baseline = next(against) and against or nil }
+  local faster
+  local cert = run.certificate
+  if cert then pick, best_times, faster = certified(run, cert, bl)
+  else faster = elsewhere(s, run.recipe.shapes, best, best_times, bl) end
   local model, proposals = model_part(run)
   return setmetatable({
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
@@ -152,11 +194,14 @@ function M.summary(run)
     prebuilt = run.prebuilt,
     exhausted = run.exhausted or false, seconds = elapsed,
     per_second = elapsed > 0 and run.evaluated / elapsed or 0,
-    best = { id = best.id, short = best.short, score = best.score, speedup = speedup, params = best.params,
-             origin = best.origin, start = best.outcome == "start", floor = next(floor) and floor or nil,
-             vs_baseline = next(against) and against or nil },
+    best = pick,
+    -- the run's own best before the final round, where the round named another pick
+    run_best = cert and cert.pick ~= best.id and { id = best.id, short = best.short, score = best.score } or nil,
+    certificate = cert, uncertified = not cert and run.uncertified or nil,
     baseline = baseline_part(bl),
-    start = { id = s.start.id, median = start_times },
+    -- the start kernel's figures every speed-up of the run is computed against, and the run that timed them
+    start = { id = s.start.id, median = start_times, run = s.start.run, this_run = s.start.run == run.record.id,
+              error = s.start_error },
     best_median = best_times,
     -- absent when the pick is the fastest at every shape (an empty table would be a JSON object)
     elsewhere = #faster > 0 and faster or nil, shape_count = #run.recipe.shapes,

@@ -40,7 +40,9 @@ Harness.__index = Harness
 
 -- harness(recipe) -> a harness for the recipe's problem on its backend.
 function M.harness(recipe)
+  -- (its limits too, for the measure stage's other modules: kwb.measure.rounds)
   return setmetatable({ recipe = recipe, problem = recipe.problem, backend = backend.load(recipe.backend),
+                        build_limit = M.build_limit, harness_limit = M.harness_limit,
                         benches = {}, fixed = {}, fixed_done = {}, best_time = {},
                         timing = recipe.timing, race = recipe.race, timeout = recipe.budget.timeout }, Harness)
 end
@@ -88,7 +90,7 @@ end
 -- What a harness writes into a result (the measured part); the rest of the
 -- record, the verdict and the sanitizer's marks, is the loop's (kwb.loop.result).
 -- (code: the build's digest, kwb.measure.backends' build)
-M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds", "code" }
+M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds", "code", "companion" }
 
 -- blank(cand, seed) -> a result for a harness to fill
 function M.blank(cand, seed)
@@ -274,8 +276,34 @@ local function verify_all(h, fn, res)
   return out, why, call_s
 end
 
--- The candidate's calls: verify every shape, then time every shape; its
--- sandbox (where it has one) ends here, with its last call.
+-- A shape timed in turns with the companion (the start kernel: kwb.loop.session's
+-- start_due), A B A B ... (kwb.measure.rounds), until each one's turn times
+-- meet the stop rule (their median's interval within the target) or the
+-- cap for the two of them: each one's figures from its turn times. -> the
+-- candidate's figures, the companion's | nil, why, outcome (the candidate's
+-- failure) | nil, nil, nil, why (the companion's).
+local function time_beside(h, fn, res, comp, sh)
+  local rounds = require "kwb.measure.rounds"
+  local t = h.timing
+  local target = t.target or 0.01
+  local function settled(times)
+    local key = sh.key
+    return core.stats(times[1][key], target).converged and core.stats(times[2][key], target).converged
+  end
+  local got, why, out, which = rounds.time(h, { { fn = fn, seed = res.seed }, { fn = comp.fn, seed = comp.seed } },
+                                           { shapes = { sh }, seconds = 2 * (t.cap or 1), target = target,
+                                             max_rounds = math.max(t.max_samples or 0, rounds.min_rounds),
+                                             done = settled })
+  h.seed = res.seed
+  if not got and which == 2 then return nil, nil, nil, string.format("%s: %s", out or "crashed", why or "?") end
+  if not got then return nil, why, out end
+  return rounds.figures(got.times[1][sh.key], target), rounds.figures(got.times[2][sh.key], target)
+end
+
+-- The candidate's calls: verify every shape, then time every shape (in
+-- turns with opts.companion where it is given: the start kernel timed again
+-- beside a run's first timed candidate; its figures, or why not, are
+-- res.companion); its sandbox (where it has one) ends here, with its last call.
 function Harness:evaluate(fn, res, opts)
   local mt = getmetatable(fn)   -- a sandbox ends with the measurement
   local _k <close> = type(mt) == "table" and mt.__close and fn or nil
@@ -295,7 +323,15 @@ function Harness:evaluate(fn, res, opts)
     if out then res.outcome, res.reason = out, why; break end
     local b = self:bench(sh)
     self:phase(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
-    local st, terr, tout = self:time_shape(fn, b, opts.start)
+    local st, terr, tout
+    local comp = opts.companion
+    if comp and comp.fn and not comp.error then
+      local a, b, c, cerr = time_beside(self, fn, res, comp, sh)
+      if cerr then comp.error = cerr
+      elseif a then st, comp.shapes[sh.key] = a, b
+      else terr, tout = b, c end
+    end
+    if not st and not tout then st, terr, tout = self:time_shape(fn, b, opts.start) end
     if st and not st.partial and robust_spread(st) > M.noisy_spread then   -- timed again; still noisy, it says so
       local again
       self:phase(timing_limit(self.timing, call_s[sh.key]), "timing again at " .. sh.key)
@@ -314,7 +350,7 @@ function Harness:evaluate(fn, res, opts)
     end
     res.shapes[sh.key] = { median = st.median, min = st.min, p10 = st.p10, p90 = st.p90, spread = st.spread, n = st.n,
                            ci_lo = st.ci_lo, ci_hi = st.ci_hi, capped = st.capped, partial = st.partial or false,
-                           noisy = st.noisy or nil }
+                           noisy = st.noisy or nil, turns = st.turns }
     for _, e in pairs(b.errors or {}) do   -- the error of the timed runs' output (one output: its own)
       res.shapes[sh.key].max_abs, res.shapes[sh.key].rel_l2 = e.max_abs, e.rel_l2
     end
@@ -342,6 +378,15 @@ function Harness:measure(cand, res, opts)
   channel.limit(M.build_limit, "the build")
   local fn = self:build(cand, res, not opts.start and self.codes or nil)
   if not fn then return res end
+  -- the start kernel to be timed beside it (kwb.loop.session's start_due): built now, its figures res.companion
+  local comp = opts.companion and { seed = math.tointeger(tonumber(opts.companion.seed)) or 0, shapes = {} }
+  if comp then
+    local cres = { seconds = {}, shapes = {} }
+    comp.fn = self:build(opts.companion, cres)
+    if not comp.fn then comp.error = string.format("%s: %s", cres.outcome or "compile-error", cres.reason or "?") end
+    opts = setmetatable({ companion = comp }, { __index = opts })
+  end
+  local _kc <close> = comp and comp.fn and getmetatable(comp.fn) and getmetatable(comp.fn).__close and comp.fn or nil
   self.seed = res.seed
   -- the candidate runs on the device only while no other worker does: the
   -- next candidates build meanwhile, and no run disturbs another's timing
@@ -355,6 +400,7 @@ function Harness:measure(cand, res, opts)
   channel.limit(M.harness_limit, "checking the harness's buffers after the candidate")
   local out, why = verify.sweep(self, "found after its last call")
   if out and not res.outcome then res.outcome, res.reason = out, why end
+  if comp then res.companion = { shapes = comp.shapes, error = comp.error } end
   return res
 end
 

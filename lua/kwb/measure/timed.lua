@@ -67,7 +67,9 @@ end
 -- shape(h, kernel, b, t, seed) -> stats | nil, message, outcome ("wrong",
 -- "crashed", "forbidden", "timeout"). t: the recipe's timing (warmup,
 -- warmup_min, min_samples, max_samples, cap, target, verify_runs, and
--- race_above: a time its median is raced against); seed: the candidate's.
+-- race_above: a time its median is raced against, and round: the turn of
+-- an interleaved measurement, kwb.measure.rounds, whose inputs are drawn
+-- apart from every other turn's); seed: the candidate's.
 function M.shape(h, kernel, b, t, seed)
   local backend = h.backend
   local call = backend.timed_call or backend.call
@@ -105,7 +107,8 @@ function M.shape(h, kernel, b, t, seed)
         pool[j] = (seed + b.pools) % sets + 1
         b.pools = b.pools + 1
       end
-      inputs.fresh(h, set[j], seed, string.format("timed %d %d", runs, j), pool[j], check)
+      inputs.fresh(h, set[j], seed, string.format("timed %s%d %d", t.round and ("round " .. t.round .. " ") or "", runs, j),
+                   pool[j], check)
       if check and not pool[j] and inputs.inout(h) then
         -- its own inputs and an inout buffer, whose reference starts from the
         -- copy fresh() made: before the call (after it, the candidate could

@@ -65,7 +65,8 @@ M.key_min = 32           -- the fleet key's least length (characters)
 M.tasks = { ["kwb.worker.task.measure"] = true, ["kwb.worker.task.sanitize"] = true,
             ["kwb.worker.task.build"] = true, ["kwb.worker.task.ceilings"] = true,
             ["kwb.worker.task.device"] = true, ["kwb.worker.task.profile"] = true,
-            ["kwb.worker.task.baseline"] = true }   -- (a recipe's baseline: kwb.measure.baseline)
+            ["kwb.worker.task.baseline"] = true,   -- (a recipe's baseline: kwb.measure.baseline)
+            ["kwb.worker.task.rounds"] = true }    -- (kernels timed in turns: kwb.measure.rounds)
 
 local function unescape(s)
   return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))

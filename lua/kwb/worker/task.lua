@@ -37,12 +37,13 @@ end
 -- measure(args) -> the measured part of a result (kwb.measure.measured).
 -- args = { recipe = absolute file, cand = { source, name, defines,
 -- define_list, params (the launch plan reads them), id, short }, seed =
--- "decimal", req = kwb.measure.request's table }.
+-- "decimal", req = kwb.measure.request's table, companion = the start kernel
+-- to time beside it (its candidate fields and seed), or nil }.
 function M.measure(args)
   local h = harness(args.recipe)
   h:take(args.req)
   local res = measure.blank(args.cand, math.tointeger(tonumber(args.seed)))
-  h:measure(args.cand, res, { start = args.req.start })
+  h:measure(args.cand, res, { start = args.req.start, companion = args.companion })
   -- a failed call or timing (a CUDA error) may leave the process spoiled
   if res.outcome == "crashed" then channel.retire() end
   return measure.measured(res)
@@ -55,6 +56,18 @@ function M.baseline(args)
   -- context spoiled), retires the worker as a crashed candidate does
   if (res.error or ""):match("^crashed") or (res.error and args.name) then channel.retire() end
   return res
+end
+
+-- rounds(args) -> the kernels timed in turns (kwb.measure.rounds.measure).
+-- args = { recipe =, req = a request (never raced), cands = { { source,
+-- name, defines, define_list, params, id, short, fn, seed } }, o = { seconds =,
+-- target =, max_rounds = } }.
+function M.rounds(args)
+  local h = harness(args.recipe)
+  h:take(args.req)
+  local got = require("kwb.measure.rounds").measure(h, args.cands, args.o)
+  if (got.error or ""):match("^crashed") then channel.retire() end
+  return got
 end
 
 -- sanitize(args) -> {} or the first finding (kwb.checks.sanitize.check), with the

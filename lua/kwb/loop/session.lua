@@ -136,13 +136,15 @@ end
 
 -- ---- evaluation ---------------------------------------------------------
 
--- submit(cand [, { start = true, full = true }]) -> pending: the candidate handed to a
--- worker, or measured here when the session has no pool.
+-- submit(cand [, { start = true, full = true, plant = true }]) -> pending: the candidate handed to a
+-- worker, or measured here when the session has no pool. A plant (the judge's
+-- self-test, kwb.loop.selftest) takes no number of the context's (seq 0).
 function Session:submit(cand, opts)
   opts = opts or {}
   local recipe = self.recipe
-  self.seq = self.seq + 1
-  local res = result.new(cand, self.seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq))
+  local seq = opts.plant and 0 or self.seq + 1
+  self.seq = opts.plant and self.seq or seq
+  local res = result.new(cand, seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, seq))
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
   if cand.no_code then   -- a model's reply with no kernel: nothing to build
     res.outcome, res.reason = "no-code", cand.no_code
@@ -156,7 +158,8 @@ function Session:submit(cand, opts)
   -- start kernel's checks count against the run's minutes
   local function request()
     return measure.request(recipe, { run_seed = self.run_seed, best_time = self.standings.best_time, start = opts.start,
-                                     ends_at = opts.start and self.ends_at or nil, race = not opts.full and nil })
+                                     ends_at = opts.start and self.ends_at or nil,
+                                     race = not opts.full and nil, plant = opts.plant })
   end
   local pool = self:workers()
   if not pool then
@@ -227,9 +230,9 @@ function Session:note_times(res)
   self.standings:note(res, named)
 end
 
--- complete(pending) -> result: its measurement (from the worker), judged,
--- recorded in the cache and noted (per-shape bests, the best).
-function Session:complete(pending)
+-- collect(pending) -> result: its measurement (from the worker), not yet
+-- judged or recorded (a plant's is only that: kwb.loop.selftest).
+function Session:collect(pending)
   local res = pending.res
   if pending.task then
     local answer = self.pool:wait(pending.task)
@@ -241,6 +244,13 @@ function Session:complete(pending)
     end
     result.take(res, answer)
   end
+  return res
+end
+
+-- complete(pending) -> result: its measurement (from the worker), judged,
+-- recorded in the cache and noted (per-shape bests, the best).
+function Session:complete(pending)
+  local res = self:collect(pending)
   local start = pending.opts.start
   -- a candidate measured again (try, --retime) that is the best is judged against the start kernel
   local best = self.best

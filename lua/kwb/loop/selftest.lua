@@ -21,6 +21,8 @@
 -- for it again.
 local cache = require "kwb.cache"
 local core = require "kwb.core"
+local host = require "kwb.host"
+local ids = require "kwb.base.ids"
 local plants = require "kwb.measure.plants"
 
 local M = {}
@@ -65,7 +67,7 @@ local function kept(s, key)
     local j = run.settings.judge
     if type(j) == "table" and j.key == key and cache.as_measured(run.settings, false) then
       found = j
-      found.from = require("kwb.base.ids").short(run.id)
+      found.from = ids.short(run.id)
     end
   end
   return found
@@ -83,13 +85,14 @@ function M.run(s, record)
   local r = s.recipe
   local start = s:candidate(r.start, "start")
   local list, skipped = plants.derive(r, start)
+  -- (kwb's own code, outside the recipe's budget.source_bytes, which bounds what proposals may send)
   local cands = {}
   for i, p in ipairs(list) do
-    local ext = r.backend == "cuda" and ".cu" or ".c"
-    local c = s:candidate({ source = p.source, defines = p.defines,
-                            name = "plant_" .. p.name:gsub("%W+", "_") .. ext }, "plant")
-    c.plant = p.own_plan and "own" or "wraps"
-    cands[i] = c
+    local id = cache.candidate_id(r.problem:key(), p.source, p.defines, r.flags)
+    cands[i] = { source = p.source, defines = p.defines, define_list = host.define_list(p.defines),
+                 params = next(p.defines) and p.defines or nil, id = id, short = ids.short(id), origin = "plant",
+                 name = "plant_" .. p.name:gsub("%W+", "_") .. (r.backend == "cuda" and ".cu" or ".c"),
+                 plant = p.own_plan and "own" or "wraps" }
   end
   local key = key_of(s, cands)
   local v = key and kept(s, key)
@@ -98,8 +101,19 @@ function M.run(s, record)
   local pending = {}
   for i, c in ipairs(cands) do pending[i] = s:submit(c, { plant = true }) end
   v = { planted = #list, rejected = 0, plants = {}, skipped = skipped, key = key }
-  local results = {}   -- (every one collected before any verdict: none left in flight)
-  for i in ipairs(list) do results[i] = s:collect(pending[i]) end
+  -- (every one collected before any verdict: none left in flight)
+  local results, failed = {}, nil
+  for i in ipairs(list) do
+    local ok, res = pcall(s.collect, s, pending[i])
+    results[i], failed = ok and res or nil, failed or not ok and res or nil
+  end
+  if failed then
+    -- a failure of kwb's own, not a plant's (the shapes' buffers cannot be
+    -- allocated): the recipe's error, which the start kernel's evaluation
+    -- meets and names as it always has; else it is said as it came
+    s:ensure_start()
+    error(failed, 0)
+  end
   -- (a problem whose tolerance a constant output passes, found on the way: kwb.measure.verify.degenerate)
   local degenerate
   for _, res in ipairs(results) do degenerate = degenerate or res.degenerate end

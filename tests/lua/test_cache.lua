@@ -689,6 +689,41 @@ t.test("cache_check_reports_each_unsound_row_planted_in_the_database", function(
   c:close()
 end)
 
+-- kwb cache check --repair puts right what it reports of rows: the results
+-- and builds that make no sense removed (evaluated and built again when met),
+-- the candidate's and run's fields that make no sense cleared; then the cache
+-- checks sound, and the sane rows are as they were.
+t.test("cache_check_repair_puts_right_each_unsound_row", function()
+  local c = fresh()
+  local a = c:put_candidate { problem = "mm", source = "a", created = 10 }
+  local b = c:put_candidate { problem = "mm", source = "b", created = 11 }
+  c:add_result { candidate = a, device = "d", shape = "ok", outcome = "accepted", timing = { median = 1e-3, n = 5 },
+                 verify = { outcome = "accepted", seq = 1 }, created = 20 }
+  local run = c:begin_run { recipe = "r.lua", source = "-- r", started = 1000 }
+  c:end_run(run, { accepted = 1 }, 1100)
+  c:exec("UPDATE candidate SET outcome = 'pwned' WHERE id = ?1", b)
+  c:exec("INSERT INTO result(candidate, device, shape, outcome, median, verify, timing, clocks, run, created) "
+         .. "VALUES (?1, 'd', 's1', 'accepted', 1e-3, '{}', '{\"median\":0.001,\"min\":0.003}', '{}', NULL, 21)", a)
+  c:exec("UPDATE run SET ended = 990 WHERE id = ?1", run)
+  local out = sh("./kwb --cache " .. c.path .. " cache check --repair; echo \"exit $?\"")
+  t.eq(out, table.concat({
+    "candidate " .. b .. ": its outcome 'pwned' is not one kwb gives: cleared",
+    "result of " .. a .. " at s1 on d: its min time 0.003 is over its median time 0.001: removed",
+    "run " .. run .. ": its end 990.0 is before its start 1000.0: cleared",
+    "checked 2 blobs (2 stored frames): all sound; 3 rows put right",
+    "exit 0", "" }, "\n"))
+  t.eq(sh("./kwb --cache " .. c.path .. " cache check; echo \"exit $?\""),
+       "checked 2 blobs (2 stored frames): all sound\nexit 0\n")
+  t.eq(c:exec("SELECT outcome FROM candidate WHERE id = ?1", b)[1].outcome, nil)
+  local results = c:results(a)
+  t.eq(#results, 1)
+  t.eq(results[1].shape, "ok")
+  local runs = c:runs()
+  t.eq(runs[1].ended, nil)
+  t.eq(runs[1].funnel.accepted, 1, "the run's sane fields as they were")
+  c:close()
+end)
+
 -- A time no device of its kind could give: under the floor of a host that
 -- moves 2 TB/s and computes 100 TFLOP/s (a matmul at n=64 moves 49152 bytes:
 -- 24.6 ns), or of a CUDA device at 10 TB/s and 10 PFLOP/s (4.9 ns).

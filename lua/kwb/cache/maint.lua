@@ -79,10 +79,49 @@ local function unsound_rows(db)
     for _, row in ipairs(db:exec(queries[tbl])) do
       n = n + 1
       local why = sense.why(tbl, row) or tbl == "result" and sense.floor_why(row, row.problem)
-      if why then out[#out + 1] = { table = tbl, what = sense.what(tbl, row), message = why } end
+      if why then out[#out + 1] = { table = tbl, what = sense.what(tbl, row), message = why, row = row } end
     end
   end
   return n, out
+end
+
+local function finite_time(x) return type(x) == "number" and x == x and x >= 0 and x < math.huge end
+
+-- What --repair does with a row that makes no sense -> "removed" or "cleared":
+-- a result is removed (its candidate is then evaluated again where a run
+-- meets it; its measurements stay as history), and so is a build (made again
+-- when needed); a candidate or a run, a record, is kept with the fields that
+-- make no sense cleared (an outcome kwb does not give, a field that is not a
+-- string, a time that is not one; a run's settings that are not an object
+-- become {}, an end before its start or a funnel that is not one is dropped).
+local function repair_row(db, e)
+  local row = e.row
+  if e.table == "result" then
+    db:exec("DELETE FROM result WHERE candidate = ?1 AND device = ?2 AND shape = ?3", row.candidate, row.device, row.shape)
+    return "removed"
+  elseif e.table == "build" then
+    db:exec("DELETE FROM build WHERE id = ?1", row.id)
+    return "removed"
+  elseif e.table == "candidate" then
+    if row.outcome ~= nil and not require("kwb.base.outcomes").known(row.outcome) then
+      db:exec("UPDATE candidate SET outcome = NULL WHERE id = ?1", row.id)
+    end
+    for _, k in ipairs { "parent", "strategy", "model", "rationale", "run" } do
+      if row[k] ~= nil and type(row[k]) ~= "string" then db:exec("UPDATE candidate SET " .. k .. " = NULL WHERE id = ?1", row.id) end
+    end
+    if not finite_time(row.created) then db:exec("UPDATE candidate SET created = 0 WHERE id = ?1", row.id) end
+    return "cleared"
+  end
+  local settings = base.decode(row.settings)
+  if type(settings) ~= "table" then settings = {} end
+  if settings.imported ~= nil and type(settings.imported) ~= "string" then settings.imported = nil end
+  local started = finite_time(row.started) and row.started or 0
+  local ended = finite_time(row.ended) and row.ended >= started and row.ended or nil
+  local funnel = row.funnel
+  if funnel ~= nil and sense.why("run", { settings = "{}", started = 0, funnel = funnel }) then funnel = nil end
+  db:exec("UPDATE run SET settings = ?2, started = ?3, ended = ?4, funnel = ?5 WHERE id = ?1", row.id,
+          base.canon(settings), started, ended, funnel)
+  return "cleared"
 end
 
 -- check{repair = false} decodes every stored copy of every blob's frame, and
@@ -94,7 +133,9 @@ end
 --     unreadable = {{blob, message}...},   -- blobs whose base is lost (so they are too)
 --     unmirrored = {id...}}                -- bases without a mirror (repair adds one)
 -- A corrupt copy with a sound other copy is recoverable: reads use the sound
--- one, and repair = true rewrites the corrupt one from it.
+-- one, and repair = true rewrites the corrupt one from it. With repair = true
+-- a row that makes no sense is put right (repair_row: e.repaired says how)
+-- and the rows are checked again: `unsound` then lists what is left.
 function Cache:check(opts)
   opts = check_table(opts, "options")
   local r = { blobs = 0, frames = 0, corrupt = {}, unreadable = {}, unmirrored = {} }
@@ -124,6 +165,16 @@ function Cache:check(opts)
   end
   if opts.repair then self:transaction(pass) else pass() end
   r.rows, r.unsound = unsound_rows(self.db)
+  if opts.repair and #r.unsound > 0 then
+    r.repaired = r.unsound
+    self:transaction(function()
+      for _, e in ipairs(r.repaired) do e.repaired = repair_row(self.db, e) end
+    end)
+    r.rows, r.unsound = unsound_rows(self.db)
+  end
+  for _, list in ipairs { r.unsound, r.repaired or {} } do
+    for _, e in ipairs(list) do e.row = nil end
+  end
   r.ok = #r.corrupt == 0 and #r.unreadable == 0 and #r.unmirrored == 0 and #r.unsound == 0
   return r
 end

@@ -409,11 +409,13 @@ function commands.check(c, words)
   for _, id in ipairs(r.unmirrored) do
     print(string.format("blob %s: is a base without a mirror (--repair adds one)", id))
   end
+  for _, e in ipairs(r.repaired or {}) do print(string.format("%s: %s: %s", e.what, e.message, e.repaired)) end
   for _, e in ipairs(r.unsound) do print(string.format("%s: %s", e.what, e.message)) end
   local blobs_ok = #r.corrupt == 0 and #r.unreadable == 0 and #r.unmirrored == 0
-  print(string.format("checked %s (%s): %s%s", count(r.blobs, "blob"), count(r.frames, "stored frame"),
+  print(string.format("checked %s (%s): %s%s%s", count(r.blobs, "blob"), count(r.frames, "stored frame"),
                       r.ok and "all sound" or blobs_ok and "all blobs sound" or lost > 0 and count(lost, "blob") .. " lost"
                       or opts.repair and "repaired" or "no blob lost",
+                      r.repaired and string.format("; %s put right", count(#r.repaired, "row")) or "",
                       #r.unsound > 0 and string.format("; %d of %s make no sense", #r.unsound, count(r.rows, "row")) or ""))
   return (lost > 0 or #r.unsound > 0) and 1 or 0
 end

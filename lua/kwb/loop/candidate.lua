@@ -110,7 +110,7 @@ end
 -- for_worker(cand) -> what of a candidate a worker's task needs (plain data)
 function M.for_worker(cand)
   return { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
-           params = cand.params, id = cand.id, short = cand.short }
+           params = cand.params, id = cand.id, short = cand.short, plant = cand.plant }
 end
 
 return M

@@ -290,6 +290,7 @@ function Reporter:summary(run, sm)
   if self.mode ~= "quiet" and sm.model then self:model(sm) end
   if sm.stopped then print("stopped: " .. sm.stopped) end
   print(summary.funnel_line(sm))
+  if sm.judge then print(sm.judge.line) end
   local st = sm.stages
   if st and sm.candidates > 0 then
     print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"

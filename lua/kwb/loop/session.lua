@@ -137,18 +137,21 @@ end
 
 -- ---- evaluation ---------------------------------------------------------
 
--- submit(cand [, { start = true, full = true }]) -> pending: the candidate handed to a
--- worker, or measured here when the session has no pool. While the run's
--- start kernel is due (start_due), it goes along as the candidate's
--- companion, timed in turns beside it (complete takes its figures).
+-- submit(cand [, { start = true, full = true, plant = true }]) -> pending: the candidate
+-- handed to a worker, or measured here when the session has no pool. While the
+-- run's start kernel is due (start_due), it goes along as the candidate's
+-- companion, timed in turns beside it (complete takes its figures). A plant (the
+-- judge's self-test, kwb.loop.selftest) takes no number of the context's (seq 0),
+-- no companion, and is never taken as a duplicate.
 function Session:submit(cand, opts)
   opts = opts or {}
   local recipe = self.recipe
-  self.seq = self.seq + 1
-  local res = result.new(cand, self.seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, self.seq))
+  local seq = opts.plant and 0 or self.seq + 1
+  self.seq = opts.plant and self.seq or seq
+  local res = result.new(cand, seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, seq))
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
   local companion
-  companion, pending.companion = start_figures.companion(self, cand, opts)
+  if not opts.plant then companion, pending.companion = start_figures.companion(self, cand, opts) end
   if cand.no_code then   -- a model's reply with no kernel: nothing to build
     res.outcome, res.reason = "no-code", cand.no_code
     return pending
@@ -160,11 +163,11 @@ function Session:submit(cand, opts)
   -- the recipe's settings as they are now (the REPL may change them); the
   -- start kernel's checks count against the run's minutes
   -- (a candidate asked for by name, try or --retime, and the start kernel are measured whatever code they build to)
-  local codes = not (opts.start or opts.full) and self:measured_codes(cand.id) or nil
+  local codes = not (opts.start or opts.full or opts.plant) and self:measured_codes(cand.id) or nil
   local function request()
     return measure.request(recipe, { run_seed = self.run_seed, best_time = self.standings.best_time, start = opts.start,
                                      ends_at = opts.start and self.ends_at or nil, race = not opts.full and nil,
-                                     codes = codes })
+                                     codes = codes, plant = opts.plant })
   end
   local pool = self:workers()
   if not pool then
@@ -284,9 +287,9 @@ function Session:note_times(res)
   self.standings:note(res, named)
 end
 
--- complete(pending) -> result: its measurement (from the worker), judged,
--- recorded in the cache and noted (per-shape bests, the best).
-function Session:complete(pending)
+-- collect(pending) -> result: its measurement (from the worker), not yet
+-- judged or recorded (a plant's is only that: kwb.loop.selftest).
+function Session:collect(pending)
   local res = pending.res
   if pending.task then
     local answer = self.pool:wait(pending.task)
@@ -298,6 +301,13 @@ function Session:complete(pending)
     end
     result.take(res, answer)
   end
+  return res
+end
+
+-- complete(pending) -> result: its measurement (from the worker), judged,
+-- recorded in the cache and noted (per-shape bests, the best).
+function Session:complete(pending)
+  local res = self:collect(pending)
   if pending.companion then self:take_companion(pending) end
   if res.outcome == "duplicate" then
     local of = original(self, res)

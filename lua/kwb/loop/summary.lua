@@ -207,6 +207,8 @@ function M.summary(run)
     elsewhere = #faster > 0 and faster or nil, shape_count = #run.recipe.shapes,
     model = model, proposals = proposals and #proposals > 0 and proposals or nil, stopped = run.stop_reason,
     stopped_by = run.stopped_by,
+    judge = run.judge and { planted = run.judge.planted, rejected = run.judge.rejected, from = run.judge.from,
+                            line = require("kwb.loop.selftest").line(run.judge) },
   }, Summary)
 end
 

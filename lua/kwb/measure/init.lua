@@ -58,7 +58,10 @@ end
 -- another host's. codes: the digests of code measured already (a candidate
 -- that builds to one of them is "duplicate", not measured again).
 -- o: { run_seed =, best_time =, start =, ends_at = (this process's
--- monotonic time), race = false (a baseline: never raced), codes = }.
+-- monotonic time), race = false (a baseline: never raced), codes =, plant = true (a
+-- planted candidate of the judge's self-test, kwb.loop.selftest: the check
+-- that the problem itself tells computing from not computing is left to the
+-- candidates after it, so the plant's own verdict is what it gets) }.
 function M.request(recipe, o)
   o = o or {}
   local best = {}
@@ -67,7 +70,8 @@ function M.request(recipe, o)
   if o.race == false then race = false end
   return { timing = recipe.timing, race = race, timeout = recipe.budget.timeout, best_time = best,
            run_seed = tostring(o.run_seed or recipe.seed or 0), start = o.start or false,
-           time_left = o.ends_at and math.max(0, o.ends_at - core.now()) or nil, codes = o.codes }
+           time_left = o.ends_at and math.max(0, o.ends_at - core.now()) or nil, codes = o.codes,
+           plant = o.plant or nil }
 end
 
 -- take(req): the harness's settings for its next measurements, from a
@@ -85,12 +89,15 @@ function Harness:take(req)
     self.codes = self.codes or {}
     self.codes[c] = true
   end
+  self.planting = req.plant or nil
 end
 
 -- What a harness writes into a result (the measured part); the rest of the
 -- record, the verdict and the sanitizer's marks, is the loop's (kwb.loop.result).
--- (code: the build's digest, kwb.measure.backends' build)
-M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds", "code", "companion" }
+-- (code: the build's digest, kwb.measure.backends' build; degenerate: a plant's,
+-- kwb.measure.verify.degenerate's finding, kwb.loop.selftest)
+M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds", "code", "companion",
+                      "degenerate" }
 
 -- blank(cand, seed) -> a result for a harness to fill
 function M.blank(cand, seed)
@@ -141,8 +148,11 @@ function Harness:round(fn, b, seed, round, timeout, note, per_run)
   inputs.prepare(self, b, seed, round, per_run)
   if not b.sound then   -- once per shape: a problem a constant output passes is an error of the recipe
     local why = verify.degenerate(self.problem, self.backend, b)
-    if why then error(string.format("recipe %s: %s", self.recipe.name, why), 0) end
-    b.sound = true
+    why = why and string.format("recipe %s: %s", self.recipe.name, why)
+    -- (a plant's measurement goes on, the finding in its result: the self-test says it, kwb.loop.selftest)
+    if why and self.planting then self.degenerate = self.degenerate or why
+    elseif why then error(why, 0) end
+    b.sound = not self.planting
   end
   if b.on_call then b.on_call() end   -- a worker arms the candidate's timeout here
   local clock = self.backend.clock
@@ -397,6 +407,7 @@ function Harness:measure(cand, res, opts)
   local _, before = verify.sweep(self, "found before the next candidate's first call", "an earlier task")
   if before then self.repaired = before end
   self:evaluate(fn, res, opts)
+  res.degenerate, self.degenerate = self.degenerate, nil
   channel.limit(M.harness_limit, "checking the harness's buffers after the candidate")
   local out, why = verify.sweep(self, "found after its last call")
   if out and not res.outcome then res.outcome, res.reason = out, why end

@@ -327,8 +327,11 @@ end
 
 -- The launcher of a built candidate: every kernel any shape's plan names
 -- must exist (steps), or the problem's entry point.
+-- A planted candidate of kwb's own (kwb.measure.plants: cand.plant == "own")
+-- is launched by the plants' plan instead.
 function B.entry(mod, cand, recipe, prototype)
   local launch = recipe.launch or recipe.problem.launch
+  if cand.plant == "own" then launch = require("kwb.measure.plants").launch(recipe.problem) end
   if not launch then error("recipe " .. recipe.name .. ": the cuda backend needs a launch plan (recipe or problem 'launch')", 0) end
   local fn = launcher(mod, launch, cand.params)
   fn.problem = recipe.problem

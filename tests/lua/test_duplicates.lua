@@ -135,13 +135,13 @@ t.test("a_duplicate_whose_original_left_the_cache_meanwhile_is_measured_after_al
   s:ensure_start()
   local first = s:evaluate(s:candidate({ source = ikj }, "test"))
   t.truthy(outcomes.verified[first.outcome], first.outcome)
-  s:code_ids()   -- (the session knows the first's code) ...
+  require("kwb.loop.codes").ids(s)   -- (the session knows the first's code) ...
   s.store.cache:exec("DELETE FROM result WHERE candidate = ?1", first.id)   -- ... another process removes its result
   local again = s:evaluate(s:candidate({ source = ikj_renamed }, "test"))
   t.truthy(outcomes.verified[again.outcome], "measured: " .. again.outcome)
   t.eq(again.duplicate_of, nil)
   t.eq(again.seq, first.seq + 2, "its first request came back duplicate (a number spent), the second measured it")
-  t.eq(s:code_ids()[s.store:codes(s.ctx)[again.id]], again.id, "now the code's first measured result")
+  t.eq(require("kwb.loop.codes").ids(s)[s.store:codes(s.ctx)[again.id]], again.id, "now the code's first measured result")
 end)
 
 -- ---- the cache: builds keep their code; an older cache opens as it was ----

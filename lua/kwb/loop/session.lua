@@ -12,6 +12,7 @@
 local core = require "kwb.core"
 local files = require "kwb.base.files"
 local candidate = require "kwb.loop.candidate"
+local codes_of = require "kwb.loop.codes"
 local judge = require "kwb.loop.judge"
 local measure = require "kwb.measure"
 local result = require "kwb.loop.result"
@@ -70,6 +71,7 @@ end
 local function due_elsewhere(self, res)
   return res.sanitize_due and not (self.putoff and self.putoff:holds(res.id))
 end
+Session.due_elsewhere = due_elsewhere
 
 -- The stored result of a candidate under this session's context, or nil
 -- (also for a best still due its sanitizer run elsewhere: evaluated again).
@@ -163,7 +165,7 @@ function Session:submit(cand, opts)
   -- the recipe's settings as they are now (the REPL may change them); the
   -- start kernel's checks count against the run's minutes
   -- (a candidate asked for by name, try or --retime, and the start kernel are measured whatever code they build to)
-  local codes = not (opts.start or opts.full or opts.plant) and self:measured_codes(cand.id) or nil
+  local codes = not (opts.start or opts.full or opts.plant) and codes_of.measured(self, cand.id) or nil
   local function request()
     return measure.request(recipe, { run_seed = self.run_seed, best_time = self.standings.best_time, start = opts.start,
                                      ends_at = opts.start and self.ends_at or nil, race = not opts.full and nil,
@@ -226,54 +228,6 @@ function Session:build(cand)
   return { outcome = outcome, reason = answer.reason }
 end
 
--- ---- duplicates: candidates that build to code measured before ------------
-
--- code_ids() -> { [code digest] = the id of the first result known under the
--- session's context with a build of that code }, read from the cache once
--- and kept up to date as results are recorded (note_code). A duplicate's
--- own build is never its code's original; nor is a best still due its
--- put-off sanitizer run elsewhere.
-function Session:code_ids()
-  if self.codes then return self.codes end
-  local of = self.store:codes(self.ctx)
-  self.codes = {}
-  for _, r in ipairs(self.store:results(self.ctx)) do
-    local code = of[r.id]
-    if code and not self.codes[code] and r.outcome ~= "duplicate" and not due_elsewhere(self, r) then
-      self.codes[code] = r.id
-    end
-  end
-  return self.codes
-end
-
--- measured_codes(id) -> the digests of code_ids, sorted: what a measurement's
--- request names as measured (kwb.measure.request's codes), less candidate
--- id's own (a candidate measured again is no duplicate of itself)
-function Session:measured_codes(id)
-  local list = {}
-  for code, of in pairs(self:code_ids()) do
-    if of ~= id then list[#list + 1] = code end
-  end
-  table.sort(list)
-  return list
-end
-
--- note_code(res): a recorded result's code, the first of its digest, for the
--- candidates that follow
-function Session:note_code(res)
-  if res.code and res.outcome ~= "duplicate" and self.codes and not self.codes[res.code] then
-    self.codes[res.code] = res.id
-  end
-end
-
--- The result a duplicate's code was measured in, or nil where it is no
--- longer known (gone from the cache since the request was made).
-local function original(self, res)
-  local id = self.codes and self.codes[res.code]
-  local of = id and self.store:known(self.ctx, id)
-  if of and not due_elsewhere(self, of) then return of end
-end
-
 -- note_times(res): a verified result into the standings (kwb.loop.standings):
 -- its per-shape times for the race bars, and the shapes it wins where it may
 -- be named a winner (kwb.base.outcomes.may_be_best; a start kernel only this
@@ -310,7 +264,7 @@ function Session:complete(pending)
   local res = self:collect(pending)
   if pending.companion then self:take_companion(pending) end
   if res.outcome == "duplicate" then
-    local of = original(self, res)
+    local of = codes_of.original(self, res)
     -- (its original gone since: measured after all, its digest no longer named)
     if not of then
       self.codes[res.code] = nil
@@ -337,7 +291,7 @@ function Session:complete(pending)
   end
   res.seconds.total = core.now() - pending.t0
   self.store:record(self.ctx, pending.cand, res, self.run_record)
-  self:note_code(res)
+  codes_of.note(self, res)
   res.run = self.run_record and self.run_record.id   -- (as kwb.loop.store's known gives it)
   self:note_times(res)
   if res.outcome == "accepted" then

@@ -161,6 +161,34 @@ t.test("certify_cache_show_run_shows_the_certificate", function()
   t.eq(#j.certificate.ratios, 10)
 end)
 
+-- A kernel that is neither the run's best nor a shape's winner still enters
+-- the round where its score is among the next best (certify.top): here the
+-- second-best kernel, slower than the best at both shapes.
+t.test("certify_the_next_best_scores_enter_the_round", function()
+  local rr = kwb.recipe {
+    name = "next_best_here", problem = require("kwb.problems.matmul") {}, shapes = { n = { 48, 96 } },
+    start = { file = "../candidates/shape_reps.c", defines = { SMALL_REPS = 10, LARGE_REPS = 10 } },
+    template = "../candidates/shape_reps.c",
+    strategy = require("kwb.strategies.list")({ { SMALL_REPS = 2, LARGE_REPS = 2 },
+                                                { SMALL_REPS = 4, LARGE_REPS = 4 } }, "next"),
+    flags = { "-O1" }, budget = { candidates = 10, minutes = 2, timeout = 5 },
+    timing = { warmup = 0.002, min_samples = 3, cap = 0.05, target = 0.05 }, seed = 11,
+  }
+  local sm3, run3 = rr:run { mode = "quiet", store = store.open(fresh("next")), certify = 0.5 }
+  local fast, second = run3.results[1], run3.results[2]
+  t.eq(fast.outcome, "accepted")
+  t.eq(second.outcome, "slower")
+  local cert = sm3.certificate
+  t.eq(#cert.entries, 3, "the start kernel, the best, and the next best score")
+  t.eq(cert.entries[3].id, second.id)
+  t.eq(cert.entries[3].role, "candidate")
+  t.eq(cert.winners["n=48"], fast.id)
+  t.eq(cert.winners["n=96"], fast.id, "a winner nowhere")
+  t.eq(cert.pick, fast.id)
+  local sc = require("kwb.loop.certify").find(cert, "score", second.id, cert.entries[1].id)
+  t.truthy(sc and sc.lo > 1, "its score measured in the round")
+end)
+
 -- A kernel that wins the run but is slower in the final round is not the
 -- pick: the host's timer is faked, for the run's best alone, during the round.
 t.test("certify_a_kernel_that_loses_the_final_round_is_not_the_pick", function()

@@ -1,6 +1,7 @@
 -- kwb/loop/certify.lua: a run's final round. Before a run names its pick and
 -- each shape's winner, the leading kernels (the start kernel, the run's best,
--- each shape's winner, and the recipe's baseline where it is a source) are
+-- each shape's winner, the next best scores, and the recipe's baseline where
+-- it is a source) are
 -- timed again in turns, A B C A B C ... at each shape (kwb.measure.rounds),
 -- until every comparison's 95% interval is decided or the bound (seconds)
 -- is reached. The pick, the winners and "faster elsewhere" come from that
@@ -25,6 +26,7 @@ local core = require "kwb.core"
 local files = require "kwb.base.files"
 local ids = require "kwb.base.ids"
 local measure = require "kwb.measure"
+local outcomes = require "kwb.base.outcomes"
 local rng = require "kwb.base.rng"
 local rounds = require "kwb.measure.rounds"
 local standings = require "kwb.loop.standings"
@@ -95,8 +97,16 @@ function M.entries(s, want)
   return list
 end
 
+-- Besides the best and the winners, the round takes the next M.top scores
+-- known under the session's context (this run's and earlier runs'): kernels
+-- within each other's noise in the run are told apart by the round, so two
+-- runs that found the same kernels name the same pick.
+M.top = 3
+
 -- leading(s) -> the ids the round decides between: the session's best, then
--- each shape's winner (kwb.loop.standings), in the recipe's shape order.
+-- each shape's winner (kwb.loop.standings), in the recipe's shape order, then
+-- the next best scores (M.top) of the results that may be named a best
+-- (kwb.base.outcomes.may_be_best), highest first.
 function M.leading(s)
   local out, seen = {}, {}
   local function add(id) if id and not seen[id] then seen[id] = true; out[#out + 1] = id end end
@@ -105,6 +115,15 @@ function M.leading(s)
     local w = s.standings.winners[sh.key]
     if w and not w.start then add(w.id) end
   end
+  local ranked, san = {}, s:sanitizing()
+  for _, r in ipairs(s.store:results(s.ctx)) do
+    if (r.outcome == "accepted" or r.outcome == "slower") and type(r.score) == "number" and not seen[r.id]
+       and outcomes.may_be_best(r, san) then
+      ranked[#ranked + 1] = r
+    end
+  end
+  table.sort(ranked, function(a, b) if a.score ~= b.score then return a.score > b.score end return a.id < b.id end)
+  for i = 1, math.min(M.top, #ranked) do add(ranked[i].id) end
   return out
 end
 
@@ -189,14 +208,18 @@ function M.certificate(recipe, list, got, o)
       add("score", e.id, start.id, nil, sc)
     end
   end
-  -- the pick: the run's own best where its score's interval lies above the
-  -- start kernel's 1, else the start kernel; then any candidate whose
-  -- interval lies above 1 and wholly above the pick's (beyond the noise:
-  -- the highest of several near-equal medians would overstate the figure)
-  local pick = scores[o.best] and scores[o.best].lo > 1 and o.best or start.id
+  -- the pick: of the candidates whose score's interval lies above the start
+  -- kernel's 1, the highest score in the round (ties: the run's own best,
+  -- then the order of the list); none: the start kernel. Its figure is the
+  -- round's, where the kernels were timed alike: the run's own figures, by
+  -- which they entered, decide nothing here.
+  local pick = start.id
   for _, e in ipairs(list) do
     local sc = scores[e.id]
-    if sc and e.id ~= pick and sc.lo > 1 and (pick == start.id or sc.lo > scores[pick].hi) then pick = e.id end
+    if sc and sc.lo > 1 then
+      local cur = scores[pick]
+      if not cur or sc.median > cur.median or (sc.median == cur.median and e.id == o.best) then pick = e.id end
+    end
   end
   cert.pick = pick
   -- each shape's winner: the kernel with the largest gain over the pick there

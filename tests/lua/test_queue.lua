@@ -590,6 +590,26 @@ t.test("queue_a_fleets_session_measures_on_the_fleet_after_its_run", function()
   s:close_workers()
 end)
 
+-- kwb verify-pick --queue: the fleet run's final round timed again by a worker of the fleet, not here.
+t.test("queue_verify_pick_times_the_round_on_the_fleet", function()
+  local run_id
+  for l in io.lines(out .. ".jsonl") do
+    local e = require("cjson").decode(l)
+    if e.event == "summary" and e.certificate then run_id = e.certificate.run end
+  end
+  t.truthy(run_id, "the fleet run kept a certificate")
+  local before = fleet().done_minute
+  local r = core.exec({ "./kwb", "--cache", cache, "verify-pick", run_id:sub(1, 8), "--queue", url, "--queue-password-file",
+                        pwfile, "--fleet-key-file", keyfile, "--seconds", "0.5" }, { timeout = 120 })
+  t.truthy(r.status == 0 or r.status == 1, (r.out or "") .. (r.err or ""))
+  t.truthy(r.out:find("^run " .. run_id:sub(1, 8) .. ": its final round again on host:", 1), r.out .. r.err)
+  t.truthy(r.out:find("\n%d+ of %d+ ratios agree[^\n]*\n$"), r.out)
+  t.eq(fleet().done_minute, before + 1, "one task done by the fleet: the round")
+  local bad = core.exec({ "./kwb", "--cache", cache, "verify-pick", run_id:sub(1, 8), "--device", "host:x" })
+  t.eq(bad.status, 1)
+  t.eq(bad.err, "kwb verify-pick: '--device' is for a round on a queue: it needs --queue\n")
+end)
+
 t.test("queue_a_forged_result_posted_before_the_workers_on_a_run_is_ignored_the_honest_one_recorded", function()
   local o, db = tmp .. "/forged", tmp .. "/forged.db"
   assert(sh(string.format("(./kwb --cache %s recipes/host_matmul.lua --queue '%s' --queue-password-file %s "

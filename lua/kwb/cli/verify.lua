@@ -1,21 +1,24 @@
 -- kwb/cli/verify.lua: `kwb verify-pick RUN [--recipe FILE] [--seconds S]
--- [--json]`: a run's final round (kwb.loop.certify) timed again on this
--- machine, each ratio of its certificate against the same ratio now.
+-- [--json] [--queue URL ...]`: a run's final round (kwb.loop.certify) timed
+-- again on this machine, or by a fleet's worker of the certificate's device
+-- kind, each ratio of its certificate against the same ratio now.
 local certify = require "kwb.loop.certify"
 local ids = require "kwb.base.ids"
 
 local M = {}
 
--- again(cache, cert, file, seconds) -> the new round's certificate, the
+-- again(cache, cert, file, seconds, fleet) -> the new round's certificate, the
 -- session's device | raises with one sentence: the certificate's kernels
--- built from the cache and timed in turns here, in the certificate's order.
-local function again(cache, cert, file, seconds)
+-- built from the cache and timed in turns here (or by a fleet's worker:
+-- fleet = { queue =, queue_password_file =, fleet_key_file =, device = },
+-- kwb.loop.session's), in the certificate's order.
+local function again(cache, cert, file, seconds, fleet)
   local recipe = require("kwb.load").load(file)
   if recipe.problem:key() ~= cert.problem then
     error(string.format("recipe %s is of problem %s, the certificate's of %s", file, recipe.problem:key(),
                         tostring(cert.problem)), 0)
   end
-  local s = recipe:session()
+  local s = recipe:session(fleet)
   if s.ctx.device ~= cert.device then
     error(string.format("the certificate was measured on %s; this machine is %s: verify it on one of that kind",
                         tostring(cert.device), s.ctx.device), 0)
@@ -47,8 +50,12 @@ end
 function M.main(...)
   local help = require "kwb.help"
   local usage = "usage: " .. help.command("verify-pick").usage
+  local nonempty = require("kwb.base.args").nonempty
   local pos, opts = require("kwb.base.args").parse({ ... }, {
-    recipe = "value", json = "flag", help = "flag",
+    recipe = "value", json = "flag", help = "flag", queue = { "value", what = "a redis:// URL" },
+    ["queue-password-file"] = { "value", conv = nonempty, what = "a file" },
+    ["fleet-key-file"] = { "value", conv = nonempty, what = "a file" },
+    device = { "value", conv = nonempty, what = "a device kind" },
     seconds = { "value", conv = function(v) local n = tonumber(v); return n and n > 0 and n < math.huge and n or nil end,
                 what = "a number of seconds > 0" } })
   if pos and (opts.help or pos[1] == "-h") then
@@ -77,7 +84,19 @@ function M.main(...)
       error(string.format("run %s came in bundle %s, whose run names a recipe file of another machine's: name it with "
                           .. "--recipe FILE", ids.short(run.id), cert.imported), 0)
     end
-    local now = again(cache, cert, file or run.recipe, opts.seconds or cert.limit or cert.seconds)
+    local fleet
+    if opts.queue then   -- a fleet's worker of the certificate's kind times it (--device: that kind by default)
+      local queue = require "kwb.runners.queue"
+      local q, perr = queue.parse(opts.queue, { password_file = opts.queue_password_file })
+      if not q then error(perr, 0) end
+      fleet = { queue = opts.queue, queue_password_file = opts.queue_password_file,
+                fleet_key_file = opts.fleet_key_file, device = opts.device or cert.device }
+    else
+      for _, w in ipairs { "queue_password_file", "fleet_key_file", "device" } do
+        if opts[w] then error(string.format("'--%s' is for a round on a queue: it needs --queue", (w:gsub("_", "-"))), 0) end
+      end
+    end
+    local now = again(cache, cert, file or run.recipe, opts.seconds or cert.limit or cert.seconds, fleet)
     return { cert = cert, now = now }
   end)
   if not ok then

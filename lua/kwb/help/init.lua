@@ -92,19 +92,25 @@ M.commands = {
       { "--json", "the profile as one JSON object" },
     } },
   { name = "verify-pick", module = "kwb.cli.verify",
-    usage = "kwb verify-pick RUN [--recipe FILE] [--seconds S] [--json]",
+    usage = "kwb verify-pick RUN [--recipe FILE] [--seconds S] [--json] [--queue URL [--queue-password-file F] "
+      .. "[--fleet-key-file F] [--device KIND]]",
     summary = "repeat a run's final round on this machine and say, ratio by ratio, whether it agrees with the certificate",
     text = "The certificate a run kept of its final round (kwb cache show RUN) timed again here: the same kernels, "
       .. "built from the cache, in turns at every shape until every comparison is decided or the bound is reached. "
       .. "Each ratio (each kernel's speed-up over the start kernel at each shape and its score, each kernel against "
       .. "the pick, the pick against the baseline) agrees where its new 95% interval overlaps the certificate's; "
       .. "exit 1 if any disagrees, or if this machine is not of the certificate's device kind. The recipe is the "
-      .. "run's, unless --recipe names one (a run a bundle brought needs it). Measured on this machine's workers "
-      .. "(not a fleet's).",
+      .. "run's, unless --recipe names one (a run a bundle brought needs it). Measured on this machine's workers, "
+      .. "or with --queue by a fleet's worker of the certificate's device kind (--device names another kind, which "
+      .. "the device check then refuses).",
     options = {
       { "--recipe FILE", "the recipe to build and time the kernels with" },
       { "--seconds S", "the round's bound (default: the certificate's)" },
       { "--json", "the certificate, the new round's and each ratio's agreement, as one JSON object" },
+      { "--queue URL", "time the round on a fleet (kwb fleet): a worker of the certificate's device kind" },
+      { "--queue-password-file F", "with --queue: the queue's password, the first line of F" },
+      { "--fleet-key-file F", "with --queue: the fleet's key, the first line of F (default $KWB_FLEET_KEY)" },
+      { "--device KIND", "with --queue: the device kind to ask for (default: the certificate's)" },
     } },
   { name = "doctor", module = "kwb.cli.doctor", usage = "kwb doctor [--no-measure] [--own-gemm] [--json]",
     summary = "report the GPU, driver, CUDA, NVRTC and tools, and measure the device's ceilings",

@@ -1428,17 +1428,23 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 #ifndef SP_ORD
 #define SP_ORD 1
 #endif
+// Registers after setmaxnreg: the producer's and each consumer's counts add up
+// to three times the entry count (168 at 384 threads, one block an SM), as
+// CUTLASS's (40, 232) and others' (24, 240) do (hwdocs/hopper.md, section 9).
 #ifndef SP_PREG
 #define SP_PREG 72
 #endif
 #ifndef SP_CREG
-#define SP_CREG 208
+#define SP_CREG 216
 #endif
 #ifndef SP_TMA
 #define SP_TMA 0
 #endif
 #if SP_N != 64 && SP_N != 128
 #error "SP_N must be 64 or 128"
+#endif
+#if SP_PREG + 2 * SP_CREG != 504
+#error "SP_PREG + 2 * SP_CREG must be 504 (3 x 168)"
 #endif
 #if SP_LAG < 1 || SP_LAG > SP_S - 2
 #error "SP_LAG must be 1 .. SP_S - 2"

@@ -1281,6 +1281,41 @@ __device__ __forceinline__ int rg_item(long long wi, int ntiles, int rblocks, co
     return rb;
 }
 
+// The epilogues of one 64-row group's accumulators (R = tokens / 2 of them a
+// thread, wgmma's m64nN layout): up, SiLU(gate) * up rounded to bf16 into h
+// column i (gate and up of one i in accumulators 4j + b and 4j + 2 + b);
+// down, the f32 rows of y, columns n and n + 8. Only the tile's count tokens
+// are stored.
+template <int R>
+__device__ __forceinline__ void rg_put_h(const float (&acc)[R], float s2, u16 *h, int first, int count, int I, int i,
+                                         int q) {
+#pragma unroll
+    for (int j = 0; j < R / 4; j++)
+#pragma unroll
+        for (int b = 0; b < 2; b++) {
+            const int tok = 8 * j + 2 * q + b;
+            if (tok < count) {
+                const float gv = acc[4 * j + b] * s2, uv = acc[4 * j + 2 + b] * s2;
+                h[(long long)(first + tok) * I + i] = f32_to_bf16(__fdividef(gv, 1.0f + __expf(-gv)) * uv);
+            }
+        }
+}
+template <int R>
+__device__ __forceinline__ void rg_put_y(const float (&acc)[R], float s2, float *y, const int *pairs, int first,
+                                         int count, int H, int n, int q) {
+#pragma unroll
+    for (int j = 0; j < R / 4; j++)
+#pragma unroll
+        for (int b = 0; b < 2; b++) {
+            const int tok = 8 * j + 2 * q + b;
+            if (tok < count) {
+                float *yp = y + (long long)pairs[first + tok] * H + n;
+                yp[0] = acc[4 * j + b] * s2;
+                yp[8] = acc[4 * j + 2 + b] * s2;
+            }
+        }
+}
+
 // The GEMMs of one configuration: up (gate, up, SiLU-and-mul into h) and down (into y).
 template <class C>
 __device__ __forceinline__ void rg_up(UP_ARGS) {
@@ -1309,17 +1344,7 @@ __device__ __forceinline__ void rg_up(UP_ARGS) {
         rg_kloop_m<C>(acc, sm, H / 128, wq, ws, x, rows, tid);
         const float s2 = w13s2[e] * 256.0f;
 #pragma unroll
-        for (int m = 0; m < C::m; m++)
-#pragma unroll
-            for (int j = 0; j < C::n / 8; j++)
-#pragma unroll
-                for (int b = 0; b < 2; b++) {
-                    const int tok = 8 * j + 2 * q + b;
-                    if (tok < count) {
-                        const float gv = acc[m][4 * j + b] * s2, uv = acc[m][4 * j + 2 + b] * s2;
-                        h[(long long)(first + tok) * I + i[m]] = f32_to_bf16(__fdividef(gv, 1.0f + __expf(-gv)) * uv);
-                    }
-                }
+        for (int m = 0; m < C::m; m++) rg_put_h(acc[m], s2, h, first, count, I, i[m], q);
     }
 }
 
@@ -1350,18 +1375,7 @@ __device__ __forceinline__ void rg_down(DN_ARGS) {
         rg_kloop_m<C>(acc, sm, I / 128, wq, ws, h, rows, tid);
         const float s2 = w2s2[e] * 256.0f;
 #pragma unroll
-        for (int m = 0; m < C::m; m++)
-#pragma unroll
-            for (int j = 0; j < C::n / 8; j++)
-#pragma unroll
-                for (int b = 0; b < 2; b++) {
-                    const int tok = 8 * j + 2 * q + b;
-                    if (tok < count) {
-                        float *yp = y + (long long)pairs[first + tok] * H + n[m];
-                        yp[0] = acc[m][4 * j + b] * s2;
-                        yp[8] = acc[m][4 * j + 2 + b] * s2;
-                    }
-                }
+        for (int m = 0; m < C::m; m++) rg_put_y(acc[m], s2, y, pairs, first, count, H, n[m], q);
     }
 }
 #define RG_UP_CALL T, H, I, E, K, x, pairs, tiles, meta, w13q, w13sf, w13s2, h
@@ -1627,32 +1641,8 @@ __device__ __forceinline__ void sp_consume_item(int up, int H, int I, int e, int
     const float s2 = s2v[e] * 256.0f;
 #pragma unroll
     for (int m = 0; m < 2; m++) {
-        if (up) {
-            const int i = 128 * rb + 32 * (2 * cw + m) + 8 * w + g;
-#pragma unroll
-            for (int j = 0; j < C::n / 8; j++)
-#pragma unroll
-                for (int b = 0; b < 2; b++) {
-                    const int tok = 8 * j + 2 * q + b;
-                    if (tok < count) {
-                        const float gv = acc[m][4 * j + b] * s2, uv = acc[m][4 * j + 2 + b] * s2;
-                        h[(long long)(first + tok) * I + i] = f32_to_bf16(__fdividef(gv, 1.0f + __expf(-gv)) * uv);
-                    }
-                }
-        } else {
-            const int n = 256 * rb + 64 * (2 * cw + m) + 16 * w + g;
-#pragma unroll
-            for (int j = 0; j < C::n / 8; j++)
-#pragma unroll
-                for (int b = 0; b < 2; b++) {
-                    const int tok = 8 * j + 2 * q + b;
-                    if (tok < count) {
-                        float *yp = y + (long long)pairs[first + tok] * H + n;
-                        yp[0] = acc[m][4 * j + b] * s2;
-                        yp[8] = acc[m][4 * j + 2 + b] * s2;
-                    }
-                }
-        }
+        if (up) rg_put_h(acc[m], s2, h, first, count, I, 128 * rb + 32 * (2 * cw + m) + 8 * w + g, q);
+        else rg_put_y(acc[m], s2, y, pairs, first, count, H, 256 * rb + 64 * (2 * cw + m) + 16 * w + g, q);
     }
 }
 

@@ -40,14 +40,11 @@ function M.main(...)
     return 2
   end
   local ok, res = pcall(function()
-    local path = require("kwb.core").cache_path or "cache/kwb.db"
-    local f = io.open(path, "rb")   -- a profile is of a candidate the cache has: it makes none
-    if not f then error(string.format("no cache at %s (a run makes one; kwb --cache PATH names another)", path), 0) end
-    f:close()
+    local st = require("kwb.loop.store").open_existing()   -- (a profile is of a candidate the cache has)
     local file = opts.recipe
     if not file then
       local why
-      file, why = M.recipe_of(require("kwb.loop.store").open().cache, pos[1])
+      file, why = M.recipe_of(st.cache, pos[1])
       if not file then error(why, 0) end
     end
     local recipe = require("kwb.load").load(file)

@@ -67,11 +67,7 @@ function M.main(...)
     return 2
   end
   local ok, res = pcall(function()
-    local path = require("kwb.core").cache_path or "cache/kwb.db"
-    local f = io.open(path, "rb")   -- (a run's certificate is in a cache: it makes none)
-    if not f then error(string.format("no cache at %s (a run makes one; kwb --cache PATH names another)", path), 0) end
-    f:close()
-    local cache = require("kwb.loop.store").open().cache
+    local cache = require("kwb.loop.store").open_existing().cache   -- (a run's certificate is in a cache)
     local run, msg = cache:find_run(pos[1])
     if not run then error(msg, 0) end
     local cert = cache:certificate(run.id)

@@ -35,6 +35,17 @@ function M.open(path)
   return setmetatable({ cache = c, path = c.path }, Store)
 end
 
+-- open_existing() -> the store of kwb's cache (kwb --cache, else the
+-- default path); raises "no cache at PATH ..." where there is none: a command
+-- that reads what runs recorded makes no cache.
+function M.open_existing()
+  local path = require("kwb.core").cache_path or "cache/kwb.db"
+  local f = io.open(path, "rb")
+  if not f then error(string.format("no cache at %s (a run makes one; kwb --cache PATH names another)", path), 0) end
+  f:close()
+  return M.open()
+end
+
 function Store:context(c)
   return { problem = c.problem, device = c.device or host.kind(), shapes = c.shapes, flags = c.flags or {},
            toolchain = c.toolchain or "cc", verified_on = c.verified_on or {}, trust_imported = c.trust_imported == true }

@@ -259,15 +259,16 @@ local function entry(cert, id)
 end
 M.entry = entry
 
--- elsewhere(cert, margin) -> the shapes whose winner beats the pick there by
--- more than the margin (kwb.loop.standings.elsewhere_margin), as the
--- summary lists them, each with its gain's interval.
+-- elsewhere(cert) -> the shapes whose winner beats the pick there by more
+-- than the margin (kwb.loop.standings.elsewhere_margin) and beyond the noise
+-- (its gain's interval above 1), as the summary lists them, each with its
+-- gain's interval.
 function M.elsewhere(cert)
   local out = {}
   for _, key in ipairs(cert.shapes) do
     local w = cert.winners[key]
     local g = w ~= cert.pick and M.find(cert, "gain", w, cert.pick, key)
-    if g and g.median > 1 + standings.elsewhere_margin then
+    if g and g.median > 1 + standings.elsewhere_margin and g.lo > 1 then
       local e, p = entry(cert, w), entry(cert, cert.pick)
       out[#out + 1] = { shape = key, id = w, short = e.short, median = e.median[key], pick = p.median[key],
                         gain = { median = g.median, lo = g.lo, hi = g.hi, n = g.n, decided = g.decided },

@@ -278,18 +278,61 @@ function M.elsewhere(cert)
   return out
 end
 
+-- A candidate's failure in a turn of the round that is its own doing, as
+-- in its evaluation: wrong (a timed run of the round is verified like any
+-- other), a forbidden call, a crash, the timeout.
+M.its_own = { wrong = true, forbidden = true, crashed = true, timeout = true }
+
+-- found(run, e, outcome, why) -> whether the candidate's result was revised:
+-- a candidate of the round that failed in it (M.its_own) has that outcome
+-- from now, its stored result revised (in the run that recorded it, this run
+-- or an earlier one), counted in this run's funnel where it is this run's
+-- and never named a best (the session's best is found again without it); the
+-- round is then timed again without it (run). A kernel right in its
+-- evaluation and wrong in the round kept its state to tell them apart.
+function M.found(run, e, outcome, why)
+  local s = run.session
+  local now = s.store:known(s.ctx, e.id)
+  if not now or now.outcome == outcome then return false end
+  local mine
+  for _, r in ipairs(run.results) do if r.id == e.id and r.seq == now.seq then mine = r end end
+  local r = mine or now
+  local was = { outcome = now.outcome, sanitized = now.sanitized, sanitize_due = now.sanitize_due }
+  local before = r.outcome
+  r.outcome, r.reason, r.score = outcome, "in the final round: " .. tostring(why), nil
+  if not s.store:revise(s.ctx, e.cand, r, { id = now.run }, was) then return false end
+  if mine then
+    run.funnel[before] = run.funnel[before] - 1
+    run.funnel[outcome] = run.funnel[outcome] + 1
+  end
+  run.progress:revised(run, r, before)
+  if s.best and s.best.id == e.id then
+    s.best = s.start
+    require("kwb.loop.sanitizer").known_best(s, s.store:results(s.ctx))
+  end
+  s:recount()
+  return true
+end
+
 -- run(run) -> the certificate, or nil with why there was no round (nothing
 -- but the start kernel to time, the bound 0, the round failed): the run's
 -- final round, timed, its certificate kept with the run's record.
 function M.run(run)
   local s = run.session
   if run.certify_seconds == 0 then return nil, "no final round (--certify 0)" end
-  local want = M.leading(s)
-  if #want == 0 then return nil, "nothing but the start kernel to time" end
-  local list = M.entries(s, want)
-  local limit = M.bound(run, #list)
   local t = s.recipe.timing or {}
-  local got = M.time(s, list, { seconds = limit, target = t.target or 0.01, precise = 1 })   -- (1: the start kernel)
+  local list, limit, got
+  while true do
+    local want = M.leading(s)
+    if #want == 0 then return nil, "nothing but the start kernel to time" end
+    list = M.entries(s, want)
+    limit = M.bound(run, #list)
+    got = M.time(s, list, { seconds = limit, target = t.target or 0.01, precise = 1 })   -- (1: the start kernel)
+    local e = got.error and got.which and list[got.which]
+    if not (e and e.role == "candidate" and M.its_own[got.outcome] and M.found(run, e, got.outcome, got.reason)) then
+      break
+    end
+  end
   if got.error then
     return nil, string.format("the final round failed%s: %s", got.which and list[got.which]
                               and (" on " .. list[got.which].short) or "", got.error)

@@ -2,9 +2,10 @@
 -- shape, so that whatever the machine does meanwhile (another job's load, the
 -- clock's frequency, the caches) weighs on all of them alike. A turn is a
 -- short timing of one kernel (a warm-up call, `samples` timed runs on fresh
--- inputs drawn for that turn alone, a verified run among them and one after,
--- kwb.measure.timed; on a backend that times otherwise, one verified call on
--- fresh inputs, its timer, and its outputs checked); the turn's time is the
+-- inputs drawn for that turn alone, each of them verified, kwb.measure.timed;
+-- on a backend that verifies none of its timed runs, only one run after
+-- them; on a backend that times otherwise, one verified call on fresh
+-- inputs, its timer, and its outputs checked); the turn's time is the
 -- median of its runs. A comparison of two kernels at a shape is the ratio of
 -- their times turn by turn, round by round: its median and the 95%
 -- confidence interval of that median (kwb_stats, core.stats, as every
@@ -91,9 +92,15 @@ local function turn(h, k, b, round)
   local t = h.timing or {}
   h.seed = k.seed
   if h.backend.fresh_timing then
-    -- (one of its runs verified, and one after; none among them where the backend verifies none)
+    -- (every timed run verified: a turn is short and alike for every kernel,
+    -- so a place drawn for its verified run is one a kernel that keeps state
+    -- learns in its first turn, from the reference's pause after it, and
+    -- idles elsewhere in the turns after; where the backend verifies none of
+    -- its timed runs, only the one after them)
+    local none = h.backend.verify_runs == 0
     local short = setmetatable({ warmup = 0, warmup_min = 1, min_samples = M.samples, max_samples = M.samples,
-                                 cap = math.huge, verify_runs = h.backend.verify_runs == 0 and 0 or 1, round = round },
+                                 cap = math.huge, verify_runs = none and 0 or M.samples, verify_all = not none,
+                                 round = round },
                                { __index = t })
     local st, why, out = timed.shape(h, k.fn, b, short, k.seed)
     if not st then return nil, why, out end
@@ -149,7 +156,8 @@ function M.time(h, kernels, o)
 end
 
 -- measure(h, cands, o) -> kwb.measure.rounds.time's answer, or { error =,
--- which = i }: each candidate ({ source, name, defines, define_list, params,
+-- which = i, outcome =, reason = } (kernel i's failure in a turn: its
+-- outcome and reason as an evaluation records them): each candidate ({ source, name, defines, define_list, params,
 -- id, short, fn = its entry point where not the problem's, seed =
 -- "decimal" }) built, then all of them timed in rounds with the device to
 -- themselves (the device lock) and the harness's buffers swept before and
@@ -179,7 +187,10 @@ function M.measure(h, cands, o)
   channel.limit(h.harness_limit, "checking the harness's buffers before the rounds")
   verify.sweep(h, "found before the rounds", "an earlier task")
   local got, why, out, i = M.time(h, kernels, o)
-  if not got then return { error = string.format("%s: %s", out or "crashed", why or "?"), which = i } end
+  if not got then
+    return { error = string.format("%s: %s", out or "crashed", why or "?"), which = i, outcome = out or "crashed",
+             reason = why }
+  end
   channel.limit(h.harness_limit, "checking the harness's buffers after the rounds")
   local bad, swept = verify.sweep(h, "found after the rounds", "a kernel of the rounds")
   if bad then return { error = string.format("%s: %s", bad, swept) } end

@@ -67,9 +67,10 @@ end
 -- shape(h, kernel, b, t, seed) -> stats | nil, message, outcome ("wrong",
 -- "crashed", "forbidden", "timeout"). t: the recipe's timing (warmup,
 -- warmup_min, min_samples, max_samples, cap, target, verify_runs, and
--- race_above: a time its median is raced against, and round: the turn of
--- an interleaved measurement, kwb.measure.rounds, whose inputs are drawn
--- apart from every other turn's); seed: the candidate's.
+-- race_above: a time its median is raced against, round: the turn of an
+-- interleaved measurement, kwb.measure.rounds, whose inputs are drawn apart
+-- from every other turn's, and verify_all: every timed run verified, none
+-- after them); seed: the candidate's.
 function M.shape(h, kernel, b, t, seed)
   local backend = h.backend
   local call = backend.timed_call or backend.call
@@ -165,12 +166,13 @@ function M.shape(h, kernel, b, t, seed)
   local draw = rng.new(rng.seed_of(seed, b.key, "which timed runs are verified"))
   local checked = {}
   for _ = 1, math.min(verify_runs, expect_n) do checked[draw(expect_n)] = true end
+  local all = t.verify_all
   local samples, capped, verified, partial = {}, false, 0, nil
   local start, next_check = core.now(), min_n
   while true do
     local n = #samples + 1
     if checked[n] then verified = verified + 1 end
-    local s, why, out = run(checked[n], "timed run " .. n)
+    local s, why, out = run(all or checked[n], "timed run " .. n)
     if not s then return nil, why, out end
     samples[n] = s
     if n >= max_n then capped = true; break end
@@ -189,7 +191,7 @@ function M.shape(h, kernel, b, t, seed)
   -- cannot tell these from the timed ones either (a timing raced out, which
   -- never makes a winner, only needs one verified run in all)
   local want = partial and 0 or math.min(verify_runs, expect_n)
-  for _ = verified, want do
+  for _ = verified, all and -1 or want do
     local last, why, out = run(true, "a run after the timed runs")
     if not last then return nil, why, out end
   end

@@ -8,9 +8,10 @@
  * does once loaded, each with its name, type, flags, address, size, links and
  * contents; left out is what only names or describes the build: notes (the
  * build id), debug and line information, the compiler's comment. A shared
- * object is loaded by its segments: only its allocated sections count (its
- * full symbol table, with the source file's and static functions' names, is
- * never loaded). A cubin's loader reads its sections: all count but the
+ * object is loaded by its segments: its allocated sections count, whatever
+ * their names, and only they (its full symbol table, with the source file's
+ * and static functions' names, is never loaded); of its notes only the
+ * build id is left out. A cubin's loader reads its sections: all count but the
  * string tables, and its symbol table counts without the names (relocations
  * and kernel attributes refer to symbols by index, and a kernel's own name
  * is its section's). Every offset and size is checked against the image. */
@@ -52,14 +53,36 @@ static int put_bytes(EVP_MD_CTX *md, const void *p, size_t n) {
 
 enum { SHARED_OBJECT, CUBIN };
 
-/* Does a section only name or describe the build (left out of the digest)? */
+/* Does a section only name or describe the build (left out of the digest)?
+ * A shared object's by whether it is loaded, whatever its name or type: an
+ * allocated section named like debug information or a comment, or an
+ * allocated note, is in memory where the code can read it (a flag there
+ * would make two modules of one digest behave apart); its build id is left
+ * out within its note (build_id). A cubin's by name and type. */
 static int left_out(int kind, const char *name, const Elf64_Shdr *s) {
     static const char *const describe[] = {".debug", ".nv_debug", ".note", ".comment", ".gnu_debug", NULL};
-    if (s->sh_type == SHT_NULL || s->sh_type == SHT_NOTE) return 1;
+    if (s->sh_type == SHT_NULL) return 1;
+    if (kind == SHARED_OBJECT) return !(s->sh_flags & SHF_ALLOC);
+    if (s->sh_type == SHT_NOTE) return 1;
     for (int i = 0; describe[i]; i++)
         if (starts(name, describe[i])) return 1;
-    if (kind == SHARED_OBJECT) return !(s->sh_flags & SHF_ALLOC);
     return s->sh_type == SHT_STRTAB;
+}
+
+/* The bytes of a note section that are its build id (the linker's hash of
+ * the whole file, names and debug information too): where the section is
+ * one note, GNU's NT_GNU_BUILD_ID, its descriptor's offset and size in the
+ * section; else none (0 bytes), and the whole note is hashed. */
+static uint64_t build_id(const unsigned char *p, const Elf64_Shdr *s, uint64_t *off) {
+    Elf64_Nhdr nh;
+    if (s->sh_type != SHT_NOTE || s->sh_size < sizeof nh) return 0;
+    memcpy(&nh, p, sizeof nh);
+    uint64_t name = (nh.n_namesz + 3) & ~(uint64_t)3, desc = (nh.n_descsz + 3) & ~(uint64_t)3;
+    if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 || memcmp(p + sizeof nh, "GNU", 4) != 0 ||
+        sizeof nh + name + desc != s->sh_size)
+        return 0;
+    *off = sizeof nh + name;
+    return nh.n_descsz;
 }
 
 /* A cubin's symbol table without the names: each symbol's binding, type,
@@ -108,7 +131,9 @@ static int put_sections(EVP_MD_CTX *md, const image *im, const Elf64_Ehdr *eh, i
             ok = put_symbols(md, p, &s);
             if (ok < 0) return refuse("its symbol table's entries are not ELF64 symbols");
         } else if (ok && p) {
-            ok = EVP_DigestUpdate(md, p, s.sh_size);
+            uint64_t off = 0, id = kind == SHARED_OBJECT ? build_id(p, &s, &off) : 0;
+            ok = EVP_DigestUpdate(md, p, id ? off : s.sh_size) &&
+                 (!id || EVP_DigestUpdate(md, p + off + id, s.sh_size - off - id));
         }
         if (!ok) return kwb_fail(KWB_EIO, "SHA-256 failed in libcrypto");
     }

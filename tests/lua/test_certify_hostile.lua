@@ -47,4 +47,44 @@ t.test("certify_hostile_a_kernel_idle_in_the_final_rounds_timed_runs_is_never_ce
   t.eq(stored.reason, res.reason)
 end)
 
+-- ---- duplicates by built code -------------------------------------------------
+
+-- The same code with a flag the code reads, kept in an allocated section
+-- named like the compiler's comment: loaded with the module, and once left
+-- out of the code digest by its name (the recipe drops the global-state
+-- rule, which reads the flag as writable data: a label the assembler
+-- defines passes it, tests/lua/test_text_rules.lua). The kernel whose flag says "skip"
+-- (it returns at once) was `duplicate` of the honest one, measured before:
+-- never run, it took its score. Now a loaded section counts whatever its
+-- name: other code, measured, and wrong.
+t.test("certify_hostile_a_flag_in_a_section_named_like_a_comment_is_code", function()
+  local body = "void matmul(int n, const float *a, const float *b, float *c) {\n"
+    .. "    if (skip) return;\n"
+    .. "    for (int i = 0; i < n; i++)\n"
+    .. "        for (int j = 0; j < n; j++) {\n"
+    .. "            float acc = 0;\n"
+    .. "            for (int k = 0; k < n; k++) acc += a[i * n + k] * b[k * n + j];\n"
+    .. "            c[i * n + j] = acc;\n"
+    .. "        }\n"
+    .. "}\n"
+  local function flagged(v)
+    return string.format("__attribute__((section(\".comment.k\"))) const volatile int skip = %d;\n", v) .. body
+  end
+  local r = kwb.recipe {
+    name = "flag_here", problem = require("kwb.problems.matmul") {}, shapes = { n = { 16, 24 } },
+    start = "../../kernels/host/matmul_naive.c", forbid = { "default", "-global-state" },
+    strategy = require("kwb.strategies.list")({ { source = flagged(0), name = "flag0.c" },
+                                                { source = flagged(1), name = "flag1.c" } }, "flag"),
+    flags = { "-O1" }, budget = { candidates = 5, minutes = 1, timeout = 5 },
+    timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.05 }, seed = 7,
+  }
+  local sm, run = r:run { mode = "quiet", store = fresh("flag"), certify = 0 }
+  local honest, skips = run.results[1], run.results[2]
+  t.truthy(honest.outcome == "accepted" or honest.outcome == "slower", honest.outcome)
+  t.eq(skips.outcome, "wrong")
+  t.eq(skips.duplicate_of, nil)
+  t.eq(skips.reason, "output c at n=16 (the first run): 256 elements never written, first c[1]")
+  t.eq(sm.duplicates, 0)
+end)
+
 t.done()

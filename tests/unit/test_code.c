@@ -65,6 +65,36 @@ static void test_code_digest_of_a_shared_object_ignores_comments_and_names(void)
     CHECK(strcmp(d3, d1) != 0);   /* one constant is other code */
 }
 
+/* A flag kept where the code reads it, in an allocated section named like
+ * a comment, like debug information, or an allocated note: loaded with the
+ * module either way. Two modules that differ only in the flag behave apart
+ * (1 makes dot return 0), so their digests differ. */
+static const char dot_body[] =
+    "float dot(const float *a, const float *b, int n) {\n"
+    "    if (skip) return 0;\n"
+    "    float s = 0;\n"
+    "    for (int i = 0; i < n; i++) s += a[i] * b[i];\n"
+    "    return s;\n"
+    "}\n";
+static const char *const flag_in[] = {
+    "__attribute__((section(\".comment.k\"))) const volatile int skip = %d;\n",
+    "__attribute__((section(\".debug_k\"))) const volatile int skip = %d;\n",
+    "__asm__(\".section .note.k,\\\"a\\\",@note\\n.balign 4\\n.long 4, 4, 7\\n.asciz \\\"KWB\\\"\\n"
+    "skip: .long %d\\n.previous\");\nextern const volatile int skip;\n",
+};
+
+static void test_code_digest_of_a_shared_object_counts_its_loaded_sections_whatever_their_names(void) {
+    for (int i = 0; i < 3; i++) {
+        char src[2][768], d[2][65], w[2][65];
+        for (int v = 0; v < 2; v++) {
+            int n = snprintf(src[v], sizeof src[v], flag_in[i], v);
+            snprintf(src[v] + n, sizeof src[v] - (size_t)n, "%s", dot_body);
+            CHECK_INT(build(src[v], "flag.c", d[v], w[v]), 0);
+        }
+        CHECK(strcmp(d[0], d[1]) != 0);   /* the flag is loaded: other behaviour, another digest */
+    }
+}
+
 /* ---- a cubin, made by hand -------------------------------------------- */
 
 typedef struct {
@@ -201,6 +231,7 @@ static void test_code_digest_refuses_what_it_cannot_read(void) {
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/kwb-unit-code.%ld", (long)getpid());
     RUN(test_code_digest_of_a_shared_object_ignores_comments_and_names);
+    RUN(test_code_digest_of_a_shared_object_counts_its_loaded_sections_whatever_their_names);
     RUN(test_code_digest_of_a_cubin_ignores_names_and_line_tables);
     RUN(test_code_digest_refuses_what_it_cannot_read);
     char cmd[128];

@@ -87,4 +87,41 @@ t.test("certify_hostile_a_flag_in_a_section_named_like_a_comment_is_code", funct
   t.eq(sm.duplicates, 0)
 end)
 
+-- ---- a result judged under another tolerance ---------------------------------
+
+-- A kernel off by 0.05 everywhere, right under a loose tolerance (a recipe's
+-- matmul { tolerance = ... }), is accepted there. The problem's key is its
+-- name either way: a recipe of the default tolerance with the same shapes and
+-- flags knew that result as its own, never verified it, and named it its
+-- best. A result records the tolerance it was judged under; one judged
+-- under another is evaluated again.
+t.test("certify_hostile_a_result_accepted_under_a_looser_tolerance_is_judged_again", function()
+  local sloppy = "void matmul(int n, const float *a, const float *b, float *c) {\n"
+    .. "    for (int i = 0; i < n; i++) {\n"
+    .. "        for (int j = 0; j < n; j++) c[i * n + j] = 0.05f;\n"
+    .. "        for (int k = 0; k < n; k++)\n"
+    .. "            for (int j = 0; j < n; j++) c[i * n + j] += a[i * n + k] * b[k * n + j];\n"
+    .. "    }\n"
+    .. "}\n"
+  local st = fresh("tolerance")
+  local function recipe(tolerance)
+    return kwb.recipe {
+      name = "tolerance_here", problem = require("kwb.problems.matmul") { tolerance = tolerance },
+      shapes = { n = { 32, 48 } }, start = "../../kernels/host/matmul_naive.c",
+      strategy = require("kwb.strategies.list")({ { source = sloppy, name = "sloppy.c" } }, "sloppy"),
+      flags = { "-O1" }, budget = { candidates = 5, minutes = 1, timeout = 5 },
+      timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.05 }, seed = 7,
+    }
+  end
+  local _, loose = recipe { atol = 0.5, rtol = 0 }:run { mode = "quiet", store = st, certify = 0 }
+  t.eq(loose.results[1].outcome, "accepted", "right under atol = 0.5")
+  local r = recipe(nil)
+  local sm, run = r:run { mode = "quiet", store = st, certify = 0 }
+  t.eq(sm.known, 0, "not known under the default tolerance")
+  local res = run.results[1]
+  t.eq(res.outcome, "wrong")
+  t.eq(res.reason, "output c at n=32 (the first run): 1024 elements off (max abs error 0.05), first c[1]")
+  t.eq(r:session().best.id, r:session().start.id)
+end)
+
 t.done()

@@ -48,7 +48,16 @@ end
 
 function Store:context(c)
   return { problem = c.problem, device = c.device or host.kind(), shapes = c.shapes, flags = c.flags or {},
-           toolchain = c.toolchain or "cc", verified_on = c.verified_on or {}, trust_imported = c.trust_imported == true }
+           toolchain = c.toolchain or "cc", verified_on = c.verified_on or {}, trust_imported = c.trust_imported == true,
+           tolerance = c.tolerance }
+end
+
+-- tolerance_text(tol) -> a problem's tolerance ({ atol, rtol, rel_l2 },
+-- kwb.problem) as the text a verdict records: "atol=0.001 rtol=0.0001"
+function M.tolerance_text(tol)
+  if not tol then return nil end
+  if tol.rel_l2 then return string.format("rel_l2=%.17g", tol.rel_l2) end
+  return string.format("atol=%.17g rtol=%.17g", tol.atol or 0, tol.rtol or 0)
 end
 
 -- recipe_context(recipe, device) -> the context the loop keys a recipe's
@@ -58,7 +67,8 @@ function Store:recipe_context(recipe, device)
   for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
   return self:context { problem = recipe.problem:key(), shapes = keys, flags = recipe.flags, device = device,
                         toolchain = recipe.cc or os.getenv("CC") or "cc", trust_imported = recipe.trust_imported,
-                        verified_on = require("kwb.measure.unannounced").keys(recipe.verify_shapes or {}) }
+                        verified_on = require("kwb.measure.unannounced").keys(recipe.verify_shapes or {}),
+                        tolerance = M.tolerance_text(recipe.problem.tolerance) }
 end
 
 -- Was a stored result verified on every unannounced shape ctx asks for?
@@ -91,7 +101,12 @@ function Store:known(ctx, id)
   local v = first.verify
   -- a verified result from before these unannounced shapes is evaluated again
   -- (a failure stands: more shapes would not make it right)
-  if (v.outcome == "accepted" or v.outcome == "slower" or v.outcome == "start") and not covers(v, ctx) then return nil end
+  -- and one judged under another tolerance (a recipe may set a problem's; its
+  -- key is the problem's name either way) likewise; one that records none
+  -- (before the verdict kept it) stands
+  local verified = v.outcome == "accepted" or v.outcome == "slower" or v.outcome == "start"
+  if verified and not covers(v, ctx) then return nil end
+  if verified and v.tolerance and ctx.tolerance and v.tolerance ~= ctx.tolerance then return nil end
   local res = { id = id, short = ids.short(id), outcome = v.outcome or first.outcome, reason = v.reason,
                 rule = v.rule, line = v.line, seed = v.seed, score = v.score, origin = v.origin,
                 name = v.name, params = v.params, parent = v.parent, seq = v.seq, run = first.run,
@@ -131,7 +146,7 @@ local function verdict(ctx, res)
            params = res.params, parent = res.parent, seq = res.seq, model = res.model, cost = res.cost,
            transcript = res.transcript, verified_on = #ctx.verified_on > 0 and ctx.verified_on or nil,
            again = res.again, sanitize_due = res.sanitize_due, sanitized = res.sanitized,
-           duplicate_of = res.duplicate_of }
+           duplicate_of = res.duplicate_of, tolerance = ctx.tolerance }
 end
 
 -- record(ctx, cand, result): the candidate, its build log and a result row

@@ -124,4 +124,39 @@ t.test("certify_hostile_a_result_accepted_under_a_looser_tolerance_is_judged_aga
   t.eq(r:session().best.id, r:session().start.id)
 end)
 
+-- ---- a tolerance that admits a constant none of the probes tried ---------------
+
+-- c = a^8 with a drawn uniform in [0, 1]: most of c lies near 0, its mean is
+-- about 0.11 and its largest elements near 1. Under atol = 0.5 the constant
+-- 0.5 (the middle of c's range) is within the tolerance everywhere; 0 and the
+-- mean are not, and every plant is rejected (1 is off by 1 near 0, a copy of
+-- a by 0.65 at a = 0.74). The recipe loaded, its self-test said "7 of 7",
+-- and a kernel that writes 0.5 was accepted. The probes now take the constant
+-- nearest to every element's interval (from the reference's least and
+-- largest elements).
+t.test("certify_hostile_a_tolerance_that_admits_the_middle_of_the_range_is_refused", function()
+  local pow8 = "void pow8(int n, const float *a, float *c) {\n"
+    .. "    for (int i = 0; i < n; i++) { float x = a[i] * a[i]; x = x * x; c[i] = x * x; }\n}\n"
+  local half = "void pow8(int n, const float *a, float *c) {\n    for (int i = 0; i < n; i++) c[i] = 0.5f;\n}\n"
+  local p = kwb.problem.define {
+    name = "pow8", vars = { "n" }, fn = "pow8",
+    args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in", init = { "uniform", 0, 1 } },
+             { "c", "f32", shape = "n", role = "out" } },
+    reference = { source = pow8:gsub("void pow8%(", "void pow8_ref("), fn = "pow8_ref" },
+    tolerance = { atol = 0.5, rtol = 0 },
+  }
+  local r = kwb.recipe {
+    name = "middle_constant", problem = p, shapes = { n = { 4096 } }, verify_shapes = false,
+    start = { source = pow8, name = "pow8.c" },
+    strategy = require("kwb.strategies.list")({ { source = half, name = "half.c" } }, "half"),
+    budget = { candidates = 2, minutes = 1, timeout = 5 },
+    timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 }, seed = 5,
+  }
+  local ok, err = pcall(r.run, r, { mode = "quiet", store = fresh("middle"), certify = 0 })
+  t.eq(ok, false, "refused")
+  t.eq(err, "recipe middle_constant: at shape n=4096 every element of output c set to 0.499267 passes the tolerance: "
+       .. "a kernel that computes nothing would be judged right (choose shapes, inputs or a tolerance under which the "
+       .. "reference's output is not a constant)")
+end)
+
 t.done()

@@ -158,9 +158,32 @@ function M.sweep(h, when, who)
   return nil
 end
 
+-- The constant nearest to passing an element-wise tolerance everywhere:
+-- element r passes c where |c - r| <= atol + rtol |r|, an interval whose
+-- ends rise with r (rtol < 1), so the intervals of the least element (rmin)
+-- and the largest (rmax) bound them all: the middle of [rmax's low end,
+-- rmin's high end] passes every element where any constant does. rmin and
+-- rmax from compare's largest difference against +-max|r|; nil where rtol
+-- >= 1 (0 passes then) or the reference has no finite element.
+local function middle(backend, probe, ref, tol)
+  local huge = { atol = math.huge, rtol = 0 }
+  local d = backend.compare(probe, ref, huge)   -- (probe: zeros)
+  local m = d.max_abs
+  if (tol.rtol or 0) >= 1 or d.ref_nonfinite >= d.n or m ~= m or m == math.huge then return nil end
+  probe:fill(m)
+  local rmin = m - backend.compare(probe, ref, huge).max_abs
+  probe:fill(-m)
+  local rmax = backend.compare(probe, ref, huge).max_abs - m
+  local atol, rtol = tol.atol or 0, tol.rtol or 0
+  local lo, hi = rmax - atol - rtol * math.abs(rmax), rmin + atol + rtol * math.abs(rmin)
+  return (lo + hi) / 2
+end
+
 -- degenerate(problem, backend, b) -> nil, or why the shape's outputs cannot
 -- tell a kernel that computes nothing from one that computes: an output of
--- zeros, or of the reference's mean, passes the tolerance.
+-- zeros, of the reference's mean (the constant nearest in rel_l2), or of
+-- the constant nearest to every element's interval (middle) passes the
+-- tolerance.
 function M.degenerate(problem, backend, b)
   for _, a in ipairs(problem.buffers) do
     if a.role == "out" or a.role == "inout" then
@@ -168,6 +191,10 @@ function M.degenerate(problem, backend, b)
       local probe = backend.buffer(ref.dtype, ref.n)
       probe:fill(0)
       local consts = { 0, backend.compare(probe, ref, { atol = math.huge, rtol = 0 }).ref_mean }   -- and the mean
+      if not problem.tolerance.rel_l2 then
+        probe:fill(0)
+        consts[3] = middle(backend, probe, ref, problem.tolerance)
+      end
       for _, v in ipairs(consts) do
         probe:fill(v)
         local tol = problem.tolerance

@@ -22,7 +22,7 @@ local function outcomes(v)
 end
 
 local seven_host = "writes nothing: wrong; writes zeros: wrong; writes a constant: wrong; copies an input: wrong; "
-                   .. "writes NaN: wrong; mutates an input: wrong; correct once, then returns early: forbidden"
+                   .. "writes NaN: wrong; mutates an input: wrong; correct once, then returns early: wrong"
 
 t.test("selftest_host_recipes_reject_all_seven_plants", function()
   for _, file in ipairs { "recipes/host_matmul.lua", "recipes/host_matmul_llm.lua" } do
@@ -36,8 +36,10 @@ t.test("selftest_host_recipes_reject_all_seven_plants", function()
     t.eq(why["writes nothing"], "output c at n=64 (the first run): 4096 elements never written, first c[1]")
     t.eq(why["writes NaN"], "output c at n=64 (the first run): 4096 NaN and 0 Inf, first c[1]")
     t.eq(why["mutates an input"], "input a changed by the candidate at n=64 (the first run)")
-    t.truthy(why["correct once, then returns early"]:find("^rule 'global%-state': kwb_calls at line %d+"),
-             why["correct once, then returns early"])
+    -- (its counter under an assembler name, which no rule reads: found by the verification, not the
+    -- global-state rule, so the self-test proves the second run finds kept state)
+    t.eq(why["correct once, then returns early"], "output c at n=64 (the second run, other inputs in the same "
+                                                  .. "buffers): 4096 elements never written, first c[1]")
     s:close_workers()
   end
 end)

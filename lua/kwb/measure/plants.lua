@@ -13,7 +13,9 @@
 --   mutates an input      the start kernel's outputs, then one bit of an input flipped
 --   correct once, then returns early
 --                         the start kernel on its first call, nothing after (a
---                         static counter; on the GPU a device global counted
+--                         static counter under an assembler name, which no rule
+--                         reads: the verification must find it, not the
+--                         global-state rule; on the GPU a device global counted
 --                         once a launch by its last block)
 --
 -- derive(recipe, start) -> plants, skipped: plants = { { name =, source =,
@@ -209,7 +211,9 @@ function M.derive(recipe, start)
     "    }",
     "}",
     "#else",
-    "static int kwb_calls;",
+    "/* named by an assembler name (a string), which the rules do not read: the",
+    "   counter reaches the verification, which must find it, rather than a rule */",
+    "static int kwb_calls __asm__(\"kwb_plant_calls\");",
     sig .. " {",
     "    if (kwb_calls++ > 0) return;",
     "    kwb_plant_start(" .. call .. ");",

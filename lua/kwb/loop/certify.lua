@@ -278,10 +278,12 @@ function M.elsewhere(cert)
   return out
 end
 
--- A candidate's failure in a turn of the round that is its own doing, as
--- in its evaluation: wrong (a timed run of the round is verified like any
--- other), a forbidden call, a crash, the timeout.
-M.its_own = { wrong = true, forbidden = true, crashed = true, timeout = true }
+-- A candidate's failure in a turn of the round that can only be its own
+-- doing: wrong (a timed run of the round is verified like any other), a
+-- forbidden call, past the timeout (its own processor time). Not a crash: a
+-- sandbox killed from outside (the machine short of memory) dies so too, and
+-- a round that fails so leaves the candidate's result as it was.
+M.its_own = { wrong = true, forbidden = true, timeout = true }
 
 -- found(run, e, outcome, why) -> whether the candidate's result was revised:
 -- a candidate of the round that failed in it (M.its_own) has that outcome

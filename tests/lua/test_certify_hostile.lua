@@ -15,33 +15,43 @@ end
 -- ---- the final round's timed runs ---------------------------------------------
 
 -- hostile_final_round.c is right in its evaluation and idle in the 2nd and
--- 3rd timed runs of each turn of the final round after its first. Seed 26
+-- 3rd timed runs of each turn of the final round after its first. Seed 7
 -- is one whose round, as it was, verified the 1st timed run of each of its
 -- turns at both shapes (one place a kernel and shape, drawn once): nothing
--- saw the zeros, the round certified them as a 76x speed-up and named the
--- kernel the pick. Every timed run of a turn is verified now; a candidate
--- found wrong in the round is wrong from then on (its stored result revised,
--- never the pick), and the round goes on without it.
+-- saw the zeros, the round certified them as an 85x speed-up and named the
+-- kernel the pick over an honest 5x one. Every timed run of a turn is
+-- verified now; a candidate found wrong in the round is wrong from then on
+-- (its stored result revised, never the pick), and the round goes on without it.
 t.test("certify_hostile_a_kernel_idle_in_the_final_rounds_timed_runs_is_never_certified", function()
+  -- (and an honest kernel, the ikj loop order, which the round certifies once the other is out)
+  local ikj = "void matmul(int n, const float *restrict a, const float *restrict b, float *restrict c) {\n"
+    .. "    for (int i = 0; i < n; i++) {\n        for (int j = 0; j < n; j++) c[i * n + j] = 0;\n"
+    .. "        for (int k = 0; k < n; k++) for (int j = 0; j < n; j++) c[i * n + j] += a[i * n + k] * b[k * n + j];\n"
+    .. "    }\n}\n"
   local r = kwb.recipe {
     name = "final_round_here", problem = require("kwb.problems.matmul") {}, shapes = { n = { 96, 112 } },
     verify_shapes = false, start = "../../kernels/host/matmul_naive.c", forbid = { "default", "-global-state" },
-    strategy = require("kwb.strategies.list")({ { file = "../candidates/hostile_final_round.c" } }, "final-round"),
-    flags = { "-O1" }, budget = { candidates = 5, minutes = 2, timeout = 5 },
-    timing = { warmup = 0.002, min_samples = 3, cap = 0.05, target = 0.05 }, seed = 26,
+    strategy = require("kwb.strategies.list")({ { file = "../candidates/hostile_final_round.c" },
+                                                { source = ikj, name = "ikj.c" } }, "final-round"),
+    flags = { "-O3" }, budget = { candidates = 5, minutes = 2, timeout = 5 },
+    timing = { warmup = 0.002, min_samples = 3, cap = 0.05, target = 0.05 }, seed = 7,
   }
   local sm, run = r:run { mode = "quiet", store = fresh("round"), certify = 2 }
   local res = run.results[1]
   t.eq(res.outcome, "wrong", "found in the round")
   -- (its first turn at n=96 is right: it tells the round by that turn's length)
-  t.eq(res.reason, "in the final round: output c at n=112 (timed run 2): 12542 elements off (max abs error 42.3), "
+  t.eq(res.reason, "in the final round: output c at n=112 (timed run 2): 12542 elements off (max abs error 44.2), "
        .. "first c[1]")
   t.eq(res.score, nil)
   t.eq(sm.funnel.wrong, 1)
-  t.eq(sm.funnel.accepted + sm.funnel.slower, 0)
-  t.eq(sm.certificate, nil, "nothing left to certify")
-  t.eq(sm.uncertified, "nothing but the start kernel to time")
-  t.eq(r:session().best.id, r:session().start.id, "the start kernel is the pick")
+  local honest = run.results[2]
+  t.eq(honest.outcome, "accepted")
+  t.eq(sm.funnel.accepted, 1)
+  local cert = t.truthy(sm.certificate, "the round timed again without it")
+  t.eq(#cert.entries, 2, "the start kernel and the honest one")
+  t.eq(cert.entries[2].id, honest.id)
+  t.eq(cert.pick, honest.id)
+  t.eq(r:session().best.id, honest.id)
   local stored = r:session().store:known(r:session().ctx, res.id)
   t.eq(stored.outcome, "wrong", "revised in the cache")
   t.eq(stored.reason, res.reason)

@@ -53,18 +53,51 @@ t.test("loop_summary_names_the_best_and_its_speedup_per_shape", function()
   t.eq(summary.shape_count, 2)
 end)
 
--- What `r:run {}` shows at the REPL: the summary as its two lines, the run
--- as one; their fields are there as ever (JSON too).
+-- What `r:run {}` shows at the REPL: the summary as the pick, what the final
+-- round certified of it (its score and each shape's speed-up, each with its
+-- 95% interval, from the certificate) and the funnel; the certificate one
+-- index away prints as `kwb cache show RUN` shows it; the run as one line;
+-- their fields are there as ever (JSON too).
 t.test("loop_a_run_prints_as_its_summary", function()
   local pretty = require "kwb.pretty"
+  local certify = require "kwb.loop.certify"
   local text = pretty.format(summary)
-  t.truthy(text:find("^done: best %x+, %d+%.%d+x geomean over the start kernel  BK=32 BM=32 BN=64 UNROLL=4\nfunnel: 6 "
-                     .. "candidates · 4 bad %(67%%%) · accepted 1 · slower 1 · wrong 1 · compile%-error 1 · forbidden 2"),
-           text)
-  t.eq(select(2, text:gsub("\n", "")), 1, "two lines")
+  local lines = {}
+  for l in text:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  t.eq(#lines, 4, text)
+  t.truthy(lines[1]:find("^done: best %x+, %d+%.%d+x geomean over the start kernel  BK=32 BM=32 BN=64 UNROLL=4$"), lines[1])
+  local c = summary.certificate
+  local start = certify.role(c, "start")
+  local sc = certify.find(c, "score", c.pick, start)
+  t.eq(c.pick, run.results[6].id, "the round names the tiled kernel")
+  t.eq(lines[2], string.format("certified: %d rounds in turns; %.2fx over the start kernel, 95%% interval %.2f-%.2f "
+                               .. "(sm.certificate)", c.rounds, sc.median, sc.lo, sc.hi))
+  local a, b = certify.find(c, "speedup", c.pick, start, "n=48"), certify.find(c, "speedup", c.pick, start, "n=96")
+  t.eq(lines[3], string.format("  n=48 %.2fx (%.2f-%.2f) · n=96 %.2fx (%.2f-%.2f)", a.median, a.lo, a.hi, b.median,
+                               b.lo, b.hi))
+  t.truthy(lines[4]:find("^funnel: 6 candidates · 4 bad %(67%%%) · accepted 1 · slower 1 · wrong 1 · compile%-error 1 · "
+                         .. "forbidden 2"), lines[4])
+  -- the details one index away: the certificate as kwb cache show RUN prints it
+  local cert = pretty.format(summary.certificate)
+  t.eq(cert, table.concat(certify.lines(c), "\n"))
+  t.truthy(cert:find(string.format("^certificate  2 kernels in turns, %d rounds, ", c.rounds)), cert)
+  t.truthy(cert:find("\npick         " .. run.results[6].short .. "\n", 1, true), cert)
+  t.truthy(cert:find(string.format("\n  score    %s  %s  all    %.3fx   %.3f%%-%.3f ", run.results[6].short, start:sub(1, 8),
+                                    sc.median, sc.lo, sc.hi)), cert)
   t.truthy(pretty.format(run):find("^kwb%.run planted_matmul: 6 candidates, 6 results %(run%.results%), best %x+$"),
            pretty.format(run))
-  t.eq(cjson.decode(cjson.encode(summary)).funnel.accepted, 1, "the fields, in JSON as ever")
+  -- the REPL shows r:run's two values a line apart where one takes several lines
+  local shown, real_print = {}, print
+  print = function(x) shown[#shown + 1] = x end
+  local ok, err = pcall(require("kwb.cli.repl").show, summary, run)
+  pcall(require("kwb.cli.repl").show, 1, "two")
+  print = real_print
+  assert(ok, err)
+  t.eq(shown[1], text .. "\n" .. pretty.format(run))
+  t.eq(shown[2], '1\t"two"', "one-line values stay tab-separated")
+  local j = cjson.decode(cjson.encode(summary))
+  t.eq(j.funnel.accepted, 1, "the fields, in JSON as ever")
+  t.eq(j.certificate.pick, c.pick, "the certificate's too")
 end)
 
 t.test("loop_records_every_outcome_and_the_run", function()

@@ -253,6 +253,27 @@ function Store:baseline(recipe, device)
   return found
 end
 
+-- latest_certificate(recipe, device, start_id) -> the certificate of the
+-- latest run of this recipe on this device kind that has one (kwb report
+-- reads it), with its run's id as `run`, or nil: one of the recipe's
+-- problem, its shapes in its order and its start kernel (start_id); a run
+-- a bundle brought only where the recipe trusts imports (kwb.cache.as_measured).
+function Store:latest_certificate(recipe, device, start_id)
+  local keys = {}
+  for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
+  local want, found = table.concat(keys, " "), nil
+  for _, r in ipairs(self.cache:runs()) do
+    local c = r.settings.device == device and cache.as_measured(r.settings, recipe.trust_imported)
+              and self.cache:certificate(r.id)
+    if c and c.problem == recipe.problem:key() and table.concat(c.shapes or {}, " ") == want
+       and require("kwb.loop.certify").role(c, "start") == start_id then
+      found = c
+      found.run = r.id
+    end
+  end
+  return found
+end
+
 -- transcript(t [, run]) -> id: one model request and its reply (kwb.model).
 function Store:transcript(t, run)
   t.run = run and run.id

@@ -154,7 +154,10 @@ t.test("baseline_cli_text_and_json_summaries_show_vs_baseline", function()
     return text
   end
   local text = cli("--plain")
-  t.truthy(text:find("\nbaseline shape_reps.c: 2 shapes verified and timed %([%d.]+ s%)\n"), text)
+  -- (checked after the start kernel, timed in turns beside the first candidate, which is then reported)
+  t.truthy(text:find("\nbaseline shape_reps.c: 2 shapes verified %([%d.]+ s%); to be timed in turns beside the run's "
+                     .. "first timed candidate\nbaseline shape_reps.c: timed in turns beside (%x+)\n%[ 1/10%] %1 accepted "),
+           text)
   -- (the pick's table and faster-elsewhere's from the final round, each ratio with its 95% interval)
   t.truthy(text:find("\nshape +start +pick +speedup +95%% interval +baseline +vs baseline +%% floor\n"), text)
   t.truthy(text:find("\nn=96 +[%d.]+ [mu]?s +[%d.]+ [mu]?s +[%d.]+x +[%d.]+%-[%d.]+ +[%d.]+ [mu]?s +[%d.]+x +"), text)
@@ -214,7 +217,8 @@ t.test("baseline_host_matmul_llm_shows_the_column_on_a_cpu_machine", function()
                      .. " recipes/host_matmul_llm.lua --plain --budget 2 2>&1")
   local text = p:read("a")
   t.eq(p:close(), true, text)
-  t.truthy(text:find("\nbaseline matmul_ref.c: 3 shapes verified and timed", 1, true), text)
+  t.truthy(text:find("\nbaseline matmul_ref.c: 3 shapes verified %([%d.]+ s%); to be timed in turns beside the run's "
+                     .. "first timed candidate\nbaseline matmul_ref.c: timed in turns beside (%x+)\n%[1/2%] %1 "), text)
   t.truthy(text:find("\nshape +start +pick +speedup +95%% interval +baseline +vs baseline +"), text)
 end)
 

@@ -100,6 +100,43 @@ t.test("loop_a_run_prints_as_its_summary", function()
   t.eq(j.certificate.pick, c.pick, "the certificate's too")
 end)
 
+-- README's REPL example shows what a run prints there: each of its lines
+-- is of a kind the planted run's printed value has (the same patterns), in
+-- the same order.
+t.test("loop_readme_shows_a_run_as_the_repl_prints_it", function()
+  local kinds = {
+    { "done", "^done: best %x+, [%d.]+x geomean over the start kernel  .+$" },
+    { "certified", "^certified: %d+ rounds in turns; [%d.]+x over the start kernel, 95%% interval [%d.]+%-[%d.]+ "
+                   .. "%(sm%.certificate%)$" },
+    { "funnel", "^funnel: %d+ candidates · %d+ bad %(%d+%%%) · accepted %d+ · " },
+    { "elsewhere", "^%d+ of %d+ shapes faster elsewhere %(sm%.elsewhere%)$" },
+    { "run", "^kwb%.run [%w_]+: %d+ candidates, %d+ results %(run%.results%), best %x+$" },
+  }
+  local function kind(l)
+    if l:sub(1, 2) == "  " then   -- each shape's speed-up and its interval
+      for part in (l:sub(3) .. " · "):gmatch("(.-) · ") do
+        if not part:match("^[%w=,]+ [%d.]+x %([%d.]+%-[%d.]+%)$") then return nil end
+      end
+      return "shapes"
+    end
+    for _, k in ipairs(kinds) do if l:find(k[2]) then return k[1] end end
+  end
+  local function kinds_of(text)
+    local out = {}
+    for l in text:gmatch("[^\n]+") do out[#out + 1] = kind(l) or ("? " .. l) end
+    return table.concat(out, " | ")
+  end
+  local shown = require("kwb.pretty").format(summary) .. "\n" .. require("kwb.pretty").format(run)
+  t.eq(kinds_of(shown), "done | certified | shapes | funnel | run", "the planted run as the REPL shows it")
+  local f = assert(io.open("README.md", "rb"))
+  local readme = f:read("a")
+  f:close()
+  local example = readme:match("\n    > r:run { candidates = 50, strategy = \"genetic\" }\n    %.%.%.\n(.-)\n    > ")
+  t.truthy(example, "README's REPL example")
+  t.eq(kinds_of((example:gsub("\n    ", "\n"):gsub("^    ", ""))), "done | certified | shapes | funnel | elsewhere | run",
+       "README's example")
+end)
+
 t.test("loop_records_every_outcome_and_the_run", function()
   local again = store.open(planted_path)
   local st = again.cache:stats()

@@ -125,6 +125,12 @@ t.test("certify_the_baseline_is_timed_in_turns_beside_the_first_timed_candidate_
   t.eq(run3.baseline.beside, s3.start.id, "the baseline beside it")
   t.eq(run3.baseline.with_start, true)
   in_turns(run3.baseline, s3.start, "the third run")
+  -- a run cut short after the baseline's checks measured nothing of it: kwb report takes the latest timed
+  local st = store.open(path)
+  local cut = st:begin_run { recipe = "tests/recipes/baseline.lua", settings = { device = s3.ctx.device } }
+  st.cache:amend_run(cut.id, { baseline = { recipe = "baseline_matmul", problem = "matmul", name = "shape_reps.c",
+                                            due = true } })
+  t.eq(st:baseline(kwb.load "tests/recipes/baseline.lua", s3.ctx.device).run, run3.record.id)
 end)
 
 -- ---- the final round ------------------------------------------------------------------

@@ -19,6 +19,16 @@ local M = {}
 -- The plots, in the order the page shows them (each an <svg id=...>).
 M.plots = { "convergence-candidates", "convergence-time", "funnel", "speedup", "floor" }
 
+-- lineage(d, r) -> r and its parents through the results, 50 at most
+local function lineage(d, r)
+  local out = {}
+  while r and #out < 50 do
+    out[#out + 1] = r
+    r = r.parent and d.by_id[r.parent] or nil
+  end
+  return out
+end
+
 -- data(recipe, results) -> what both files show.
 function M.data(recipe, results)
   local d = { recipe = recipe, results = results, funnel = outcomes.counts(), conv = {}, conv_time = {} }
@@ -52,14 +62,9 @@ function M.data(recipe, results)
     d.shapes[i] = { key = sh.key, median = b.median, start = s.median,
                     speedup = b.median and s.median and s.median / b.median, floor = b.floor_frac }
   end
-  local by_id = {}
-  for _, r in ipairs(results) do by_id[r.id] = r end
-  d.lineage, d.by_id = {}, by_id
-  local r = pick
-  while r and #d.lineage < 50 do
-    d.lineage[#d.lineage + 1] = r
-    r = r.parent and by_id[r.parent] or nil
-  end
+  d.by_id = {}
+  for _, r in ipairs(results) do d.by_id[r.id] = r end
+  d.lineage = lineage(d, pick)
   return d
 end
 
@@ -98,12 +103,7 @@ function M.certified(d, cert)
                      gain = w ~= cert.pick and certify.find(cert, "gain", w, cert.pick, key) or nil }
   end
   d.elsewhere = certify.elsewhere(cert)
-  local lineage, r = {}, pick
-  while r and #lineage < 50 do
-    lineage[#lineage + 1] = r
-    r = r.parent and d.by_id[r.parent] or nil
-  end
-  d.lineage = lineage
+  d.lineage = lineage(d, pick)
 end
 
 -- What the report says of the pick: its score over the start kernel (the

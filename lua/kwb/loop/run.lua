@@ -347,6 +347,7 @@ function M.run(recipe, opts)
     run.certify_s = core.now() - t_cert
   end)
   if run.putoff then run.putoff:abandon() end   -- (an error before the settling: the run's unsanitized best is not the session's)
+  s.baseline_due = false   -- (the run's baseline goes along with this run's candidates only, even after an error)
   run.best = s.best
   s:close_workers()
   if run.model then run.model:close() end

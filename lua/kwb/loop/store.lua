@@ -230,11 +230,12 @@ end
 -- note_baseline(run, baseline, recipe): the run's baseline (kwb.measure.baseline),
 -- with the recipe and problem it was measured for, into the run's record
 -- (settings.baseline), where kwb report finds it; again once it is timed
--- (the candidate it took turns beside, and whether the start kernel did too).
+-- (the candidate it took turns beside, and whether the start kernel did
+-- too; `due` until then).
 function Store:note_baseline(run, bl, recipe)
   local keep = { recipe = recipe.name, problem = recipe.problem:key(), name = bl.name, id = bl.id,
                  description = bl.description, error = bl.error, shapes = bl.shapes, check = bl.check,
-                 seconds = bl.seconds, beside = bl.beside, with_start = bl.with_start }
+                 seconds = bl.seconds, beside = bl.beside, with_start = bl.with_start, due = bl.due }
   self.cache:amend_run(run.id, { baseline = keep })
 end
 
@@ -247,8 +248,7 @@ function Store:baseline(recipe, device)
   for _, r in ipairs(self.cache:runs()) do
     local b = r.settings.baseline
     -- (one checked but never timed, its run cut short, measured nothing)
-    local measured = b and (b.shapes or b.error)
-    if measured and cache.as_measured(r.settings, recipe.trust_imported) and r.settings.device == device
+    if b and not b.due and cache.as_measured(r.settings, recipe.trust_imported) and r.settings.device == device
        and b.recipe == recipe.name and b.problem == recipe.problem:key() then
       found = b
       found.run, found.started = r.id, r.started

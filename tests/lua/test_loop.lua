@@ -100,6 +100,20 @@ t.test("loop_a_run_prints_as_its_summary", function()
   t.eq(j.certificate.pick, c.pick, "the certificate's too")
 end)
 
+-- The certified lines where the round named the start kernel (the run's
+-- own best not the pick), and where there was no round.
+t.test("loop_a_summary_says_what_the_round_certified_or_why_there_was_none", function()
+  local summary_mod = require "kwb.loop.summary"
+  local lines = summary_mod.certified_lines { certificate = { rounds = 7, shapes = { "n=48" } }, best = { start = true },
+                                              run_best = { short = "abcd1234", score = 1.5 }, candidates = 2, known = 0 }
+  t.eq(table.concat(lines, "\n"), "certified: 7 rounds in turns; no kernel beats the start kernel beyond the noise "
+       .. "(sm.certificate)\nthe run's best abcd1234 (1.50x in the run) is not the pick")
+  t.eq(table.concat(summary_mod.certified_lines { uncertified = "no final round (--certify 0)", best = {}, candidates = 1,
+                                                  known = 0 }, "\n"), "not certified: no final round (--certify 0)")
+  t.eq(#summary_mod.certified_lines { uncertified = "nothing but the start kernel to time", best = {}, candidates = 0,
+                                      known = 0 }, 0, "a run that met no candidate says nothing of it")
+end)
+
 -- README's REPL example shows what a run prints there: each of its lines
 -- is of a kind the planted run's printed value has (the same patterns), in
 -- the same order.

@@ -122,12 +122,27 @@ t.test("baseline_is_kept_with_the_run_and_kwb_report_shows_it", function()
   local f = assert(io.open(dir .. "/report.md"))
   local md = f:read("a")
   f:close()
-  t.truthy(md:find("| shape | start | best | speedup | % of the floor | baseline | vs baseline |\n", 1, true), md)
-  -- (the report reads the best's record; the summary's times are the final round's)
-  local best = st:known(r:session().ctx, sm.best.id)
-  local vs = string.format("%.2fx", sm.baseline.median["n=96"] / best.shapes["n=96"].median)
-  t.truthy(md:find("| n=96 | [^|]+ | [^|]+ | [^|]+ | [^|]+ | [^|]+ | " .. vs:gsub("%.", "%%.") .. " |\n"), md)
-  t.truthy(md:find("Baseline shape_reps.c: measured in run " .. run.record.id:sub(1, 8), 1, true), md)
+  -- (the run's final round timed the baseline in turns with the pick: the
+  -- report's "vs baseline" is that round's ratio, with its interval)
+  local certify, time = require "kwb.loop.certify", require("kwb.figures").time
+  local c = sm.certificate
+  local bl = certify.role(c, "baseline")
+  t.eq(bl, sm.baseline.id, "the round timed the baseline")
+  t.truthy(md:find("| shape | start | best | speedup | 95% interval | % of the floor | baseline | vs baseline |\n", 1,
+                   true), md)
+  local v = certify.find(c, "vs_baseline", c.pick, bl, "n=96")
+  local cell = string.format("| %s | %.2fx (%.2f-%.2f) |\n", time(certify.entry(c, bl).median["n=96"]), v.median, v.lo, v.hi)
+  t.truthy(md:find("\n| n=96 | ", 1, true) and md:find(cell, 1, true), cell .. md)
+  t.truthy(md:find("Baseline shape_reps.c: timed in the final round in turns with the pick; \"vs baseline\" is its time "
+                   .. "over the pick's there, with its 95% interval.", 1, true), md)
+  -- the winner at n=48 and faster elsewhere, from the round
+  local w = c.winners["n=48"]
+  local g = certify.find(c, "gain", w, c.pick, "n=48")
+  t.truthy(md:find(string.format("\n| n=48 | %s | LARGE_REPS=40 SMALL_REPS=1 | %s | %s | %.2fx | %.2f-%.2f |\n",
+                                 w:sub(1, 8), time(certify.entry(c, w).median["n=48"]),
+                                 time(certify.entry(c, c.pick).median["n=48"]), g.median, g.lo, g.hi), 1, true), md)
+  t.truthy(md:find(string.format("\nFaster elsewhere: at 1 of 2 shapes another kernel beats the pick by more than 2%%: "
+                                 .. "%s at n=48, %.2fx (%.2f-%.2f).\n", w:sub(1, 8), g.median, g.lo, g.hi), 1, true), md)
 end)
 
 t.test("baseline_cli_text_and_json_summaries_show_vs_baseline", function()
@@ -139,7 +154,10 @@ t.test("baseline_cli_text_and_json_summaries_show_vs_baseline", function()
     return text
   end
   local text = cli("--plain")
-  t.truthy(text:find("\nbaseline shape_reps.c: 2 shapes verified and timed %([%d.]+ s%)\n"), text)
+  -- (checked after the start kernel, timed in turns beside the first candidate, which is then reported)
+  t.truthy(text:find("\nbaseline shape_reps.c: 2 shapes verified %([%d.]+ s%); to be timed in turns beside the run's "
+                     .. "first timed candidate\nbaseline shape_reps.c: timed in turns beside (%x+)\n%[ 1/10%] %1 accepted "),
+           text)
   -- (the pick's table and faster-elsewhere's from the final round, each ratio with its 95% interval)
   t.truthy(text:find("\nshape +start +pick +speedup +95%% interval +baseline +vs baseline +%% floor\n"), text)
   t.truthy(text:find("\nn=96 +[%d.]+ [mu]?s +[%d.]+ [mu]?s +[%d.]+x +[%d.]+%-[%d.]+ +[%d.]+ [mu]?s +[%d.]+x +"), text)
@@ -199,7 +217,8 @@ t.test("baseline_host_matmul_llm_shows_the_column_on_a_cpu_machine", function()
                      .. " recipes/host_matmul_llm.lua --plain --budget 2 2>&1")
   local text = p:read("a")
   t.eq(p:close(), true, text)
-  t.truthy(text:find("\nbaseline matmul_ref.c: 3 shapes verified and timed", 1, true), text)
+  t.truthy(text:find("\nbaseline matmul_ref.c: 3 shapes verified %([%d.]+ s%); to be timed in turns beside the run's "
+                     .. "first timed candidate\nbaseline matmul_ref.c: timed in turns beside (%x+)\n%[1/2%] %1 "), text)
   t.truthy(text:find("\nshape +start +pick +speedup +95%% interval +baseline +vs baseline +"), text)
 end)
 

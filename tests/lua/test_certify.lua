@@ -76,6 +76,63 @@ t.test("certify_a_run_that_times_no_candidate_times_its_start_alone", function()
   t.eq(r2:session().start.beside, nil, "alone")
 end)
 
+-- The recipe's baseline (a source: tests/recipes/baseline.lua) is checked at
+-- a run's start and timed in the same run in turns: beside the first timed
+-- candidate (a fresh cache: the start kernel measured already), beside it
+-- and the start kernel where both are due (the same rounds: the same count
+-- of turns), and beside the start kernel's own timing again where no
+-- candidate is timed; each run's figures kept with its record.
+t.test("certify_the_baseline_is_timed_in_turns_beside_the_first_timed_candidate_and_the_start", function()
+  local path = fresh("baseline")
+  local function run_of(o)
+    local r = kwb.load "tests/recipes/baseline.lua"
+    o.mode, o.store, o.certify = "quiet", store.open(path), 0
+    local sm, run = r:run(o)
+    return sm, run, r:session()
+  end
+  local function in_turns(bl, with, what)
+    for _, key in ipairs { "n=48", "n=96" } do
+      t.eq(bl.shapes[key].turns, true, what .. ": figures from turns at " .. key)
+      if with then t.eq(bl.shapes[key].n, with.shapes[key].n, what .. ": as many turns as the start kernel at " .. key) end
+    end
+  end
+  -- a fresh cache: the start kernel measured at the run's start; the baseline beside the first candidate
+  local sm1, run1 = run_of { candidates = 1 }
+  local first = run1.results[1]
+  t.eq(first.outcome, "accepted")
+  t.eq(run1.baseline.beside, first.id, "beside the first timed candidate")
+  t.eq(run1.baseline.with_start, false, "the start kernel was measured at the run's start")
+  t.eq(run1.baseline.due, nil)
+  in_turns(run1.baseline, nil, "the first run")
+  t.eq(sm1.baseline.median["n=96"], run1.baseline.shapes["n=96"].median, "the summary's medians are those")
+  -- the start kernel known: it and the baseline both go along with the one candidate left
+  local sm2, run2, s2 = run_of {}
+  local res = run2.results[1]
+  t.eq(sm2.candidates, 1)
+  t.eq(res.outcome, "slower")
+  t.eq(s2.start.beside, res.id, "the start kernel beside it")
+  t.eq(run2.baseline.beside, res.id, "the baseline beside it")
+  t.eq(run2.baseline.with_start, true, "in the same turns as the start kernel")
+  in_turns(run2.baseline, s2.start, "the second run")
+  local kept = store.open(path):baseline(kwb.load "tests/recipes/baseline.lua", s2.ctx.device)
+  t.eq(kept.run, run2.record.id, "kept with the run's record")
+  t.eq(kept.beside, res.id)
+  t.eq(kept.shapes["n=48"].median, sm2.baseline.median["n=48"])
+  -- nothing left to time: the baseline in turns beside the start kernel's own timing again
+  local sm3, run3, s3 = run_of {}
+  t.eq(sm3.candidates, 0)
+  t.eq(s3.start.run, run3.record.id, "the start kernel timed again in this run")
+  t.eq(run3.baseline.beside, s3.start.id, "the baseline beside it")
+  t.eq(run3.baseline.with_start, true)
+  in_turns(run3.baseline, s3.start, "the third run")
+  -- a run cut short after the baseline's checks measured nothing of it: kwb report takes the latest timed
+  local st = store.open(path)
+  local cut = st:begin_run { recipe = "tests/recipes/baseline.lua", settings = { device = s3.ctx.device } }
+  st.cache:amend_run(cut.id, { baseline = { recipe = "baseline_matmul", problem = "matmul", name = "shape_reps.c",
+                                            due = true } })
+  t.eq(st:baseline(kwb.load "tests/recipes/baseline.lua", s3.ctx.device).run, run3.record.id)
+end)
+
 -- ---- the final round ------------------------------------------------------------------
 
 -- The elsewhere recipe (tests/recipes/elsewhere.lua) built here, so that its

@@ -53,18 +53,102 @@ t.test("loop_summary_names_the_best_and_its_speedup_per_shape", function()
   t.eq(summary.shape_count, 2)
 end)
 
--- What `r:run {}` shows at the REPL: the summary as its two lines, the run
--- as one; their fields are there as ever (JSON too).
+-- What `r:run {}` shows at the REPL: the summary as the pick, what the final
+-- round certified of it (its score and each shape's speed-up, each with its
+-- 95% interval, from the certificate) and the funnel; the certificate one
+-- index away prints as `kwb cache show RUN` shows it; the run as one line;
+-- their fields are there as ever (JSON too).
 t.test("loop_a_run_prints_as_its_summary", function()
   local pretty = require "kwb.pretty"
+  local certify = require "kwb.loop.certify"
   local text = pretty.format(summary)
-  t.truthy(text:find("^done: best %x+, %d+%.%d+x geomean over the start kernel  BK=32 BM=32 BN=64 UNROLL=4\nfunnel: 6 "
-                     .. "candidates · 4 bad %(67%%%) · accepted 1 · slower 1 · wrong 1 · compile%-error 1 · forbidden 2"),
-           text)
-  t.eq(select(2, text:gsub("\n", "")), 1, "two lines")
+  local lines = {}
+  for l in text:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  t.eq(#lines, 4, text)
+  t.truthy(lines[1]:find("^done: best %x+, %d+%.%d+x geomean over the start kernel  BK=32 BM=32 BN=64 UNROLL=4$"), lines[1])
+  local c = summary.certificate
+  local start = certify.role(c, "start")
+  local sc = certify.find(c, "score", c.pick, start)
+  t.eq(c.pick, run.results[6].id, "the round names the tiled kernel")
+  t.eq(lines[2], string.format("certified: %d rounds in turns; %.2fx over the start kernel, 95%% interval %.2f-%.2f "
+                               .. "(sm.certificate)", c.rounds, sc.median, sc.lo, sc.hi))
+  local a, b = certify.find(c, "speedup", c.pick, start, "n=48"), certify.find(c, "speedup", c.pick, start, "n=96")
+  t.eq(lines[3], string.format("  n=48 %.2fx (%.2f-%.2f) · n=96 %.2fx (%.2f-%.2f)", a.median, a.lo, a.hi, b.median,
+                               b.lo, b.hi))
+  t.truthy(lines[4]:find("^funnel: 6 candidates · 4 bad %(67%%%) · accepted 1 · slower 1 · wrong 1 · compile%-error 1 · "
+                         .. "forbidden 2"), lines[4])
+  -- the details one index away: the certificate as kwb cache show RUN prints it
+  local cert = pretty.format(summary.certificate)
+  t.eq(cert, table.concat(certify.lines(c), "\n"))
+  t.truthy(cert:find(string.format("^certificate  2 kernels in turns, %d rounds, ", c.rounds)), cert)
+  t.truthy(cert:find("\npick         " .. run.results[6].short .. "\n", 1, true), cert)
+  t.truthy(cert:find(string.format("\n  score    %s  %s  all    %.3fx   %.3f%%-%.3f ", run.results[6].short, start:sub(1, 8),
+                                    sc.median, sc.lo, sc.hi)), cert)
   t.truthy(pretty.format(run):find("^kwb%.run planted_matmul: 6 candidates, 6 results %(run%.results%), best %x+$"),
            pretty.format(run))
-  t.eq(cjson.decode(cjson.encode(summary)).funnel.accepted, 1, "the fields, in JSON as ever")
+  -- the REPL shows r:run's two values a line apart where one takes several lines
+  local shown, real_print = {}, print
+  print = function(x) shown[#shown + 1] = x end
+  local ok, err = pcall(require("kwb.cli.repl").show, summary, run)
+  pcall(require("kwb.cli.repl").show, 1, "two")
+  print = real_print
+  assert(ok, err)
+  t.eq(shown[1], text .. "\n" .. pretty.format(run))
+  t.eq(shown[2], '1\t"two"', "one-line values stay tab-separated")
+  local j = cjson.decode(cjson.encode(summary))
+  t.eq(j.funnel.accepted, 1, "the fields, in JSON as ever")
+  t.eq(j.certificate.pick, c.pick, "the certificate's too")
+end)
+
+-- The certified lines where the round named the start kernel (the run's
+-- own best not the pick), and where there was no round.
+t.test("loop_a_summary_says_what_the_round_certified_or_why_there_was_none", function()
+  local summary_mod = require "kwb.loop.summary"
+  local lines = summary_mod.certified_lines { certificate = { rounds = 7, shapes = { "n=48" } }, best = { start = true },
+                                              run_best = { short = "abcd1234", score = 1.5 }, candidates = 2, known = 0 }
+  t.eq(table.concat(lines, "\n"), "certified: 7 rounds in turns; no kernel beats the start kernel beyond the noise "
+       .. "(sm.certificate)\nthe run's best abcd1234 (1.50x in the run) is not the pick")
+  t.eq(table.concat(summary_mod.certified_lines { uncertified = "no final round (--certify 0)", best = {}, candidates = 1,
+                                                  known = 0 }, "\n"), "not certified: no final round (--certify 0)")
+  t.eq(#summary_mod.certified_lines { uncertified = "nothing but the start kernel to time", best = {}, candidates = 0,
+                                      known = 0 }, 0, "a run that met no candidate says nothing of it")
+end)
+
+-- README's REPL example shows what a run prints there: each of its lines
+-- is of a kind the planted run's printed value has (the same patterns), in
+-- the same order.
+t.test("loop_readme_shows_a_run_as_the_repl_prints_it", function()
+  local kinds = {
+    { "done", "^done: best %x+, [%d.]+x geomean over the start kernel  .+$" },
+    { "certified", "^certified: %d+ rounds in turns; [%d.]+x over the start kernel, 95%% interval [%d.]+%-[%d.]+ "
+                   .. "%(sm%.certificate%)$" },
+    { "funnel", "^funnel: %d+ candidates · %d+ bad %(%d+%%%) · accepted %d+ · " },
+    { "elsewhere", "^%d+ of %d+ shapes faster elsewhere %(sm%.elsewhere%)$" },
+    { "run", "^kwb%.run [%w_]+: %d+ candidates, %d+ results %(run%.results%), best %x+$" },
+  }
+  local function kind(l)
+    if l:sub(1, 2) == "  " then   -- each shape's speed-up and its interval
+      for part in (l:sub(3) .. " · "):gmatch("(.-) · ") do
+        if not part:match("^[%w=,]+ [%d.]+x %([%d.]+%-[%d.]+%)$") then return nil end
+      end
+      return "shapes"
+    end
+    for _, k in ipairs(kinds) do if l:find(k[2]) then return k[1] end end
+  end
+  local function kinds_of(text)
+    local out = {}
+    for l in text:gmatch("[^\n]+") do out[#out + 1] = kind(l) or ("? " .. l) end
+    return table.concat(out, " | ")
+  end
+  local shown = require("kwb.pretty").format(summary) .. "\n" .. require("kwb.pretty").format(run)
+  t.eq(kinds_of(shown), "done | certified | shapes | funnel | run", "the planted run as the REPL shows it")
+  local f = assert(io.open("README.md", "rb"))
+  local readme = f:read("a")
+  f:close()
+  local example = readme:match("\n    > r:run { candidates = 50, strategy = \"genetic\" }\n    %.%.%.\n(.-)\n    > ")
+  t.truthy(example, "README's REPL example")
+  t.eq(kinds_of((example:gsub("\n    ", "\n"):gsub("^    ", ""))), "done | certified | shapes | funnel | elsewhere | run",
+       "README's example")
 end)
 
 t.test("loop_records_every_outcome_and_the_run", function()

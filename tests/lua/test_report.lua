@@ -18,7 +18,9 @@ t.test("report_needs_a_start_kernel_in_the_cache", function()
            "recipe planted_matmul: the cache holds no start kernel's result on this device (run the recipe first)")
 end)
 
-local sm, run = recipe:run { mode = "quiet", store = st }
+-- (no final round: the report reads the stored medians, as for a run from before
+-- there were certificates; a certified run's report is the last test's)
+local sm, run = recipe:run { mode = "quiet", store = st, certify = 0 }
 local d = rr.write(recipe, dir, { store = st })
 
 local function read(path)
@@ -152,6 +154,65 @@ t.test("report_refuses_a_device_where_a_file_goes", function()
   t.eq(io.open(d .. "/report.html"), nil, "nothing written before the refusal")
   t.raises(function() rr.write(recipe, "/dev/full", { store = st }) end,
            "cannot write into the directory /dev/full: it is a character device, not a directory")
+end)
+
+-- A run with a final round: the report's pick, its speed-ups with their
+-- intervals, each shape's winner and "faster elsewhere" are the round's
+-- (its certificate's), and it says so; kwb report's line and JSON too. The
+-- report of the run without one (above) has none of it.
+t.test("report_of_a_certified_run_takes_its_figures_from_the_certificate", function()
+  local certify = require "kwb.loop.certify"
+  local before = read(dir .. "/report.md")
+  t.eq(before:find("Certified:", 1, true), nil, "no round, no certificate")
+  t.eq(before:find("winner", 1, true), nil, "nor winners")
+  t.truthy(before:find("| shape | start | best | speedup | % of the floor |\n", 1, true), before)
+  local again = kwb.load "tests/recipes/planted.lua"
+  local sm2, run2 = again:run { mode = "quiet", store = st }
+  local c = sm2.certificate
+  t.truthy(c, "the second run certifies the cached best")
+  local sub = dir .. "/certified"
+  local cd = rr.write(recipe, sub, { store = st })
+  local md = read(sub .. "/report.md")
+  local start = certify.role(c, "start")
+  local sc = certify.find(c, "score", c.pick, start)
+  t.eq(cd.cert.run, run2.record.id, "the latest run's certificate")
+  t.eq(cd.best.id, c.pick)
+  t.truthy(md:find(string.format("; the best is %s at %.2fx the start kernel (the geometric mean over 2 shapes, 95%% "
+                                 .. "interval %.2f-%.2f).\n", cd.best.short, sc.median, sc.lo, sc.hi), 1, true), md)
+  t.truthy(md:find(string.format("\nCertified: %d rounds in turns (run %s's final round, 2 kernels, ", c.rounds,
+                                 run2.record.short), 1, true), md)
+  t.truthy(md:find("| shape | start | best | speedup | 95% interval | % of the floor |\n", 1, true), md)
+  local pe, se = certify.entry(c, c.pick), certify.entry(c, start)
+  for _, key in ipairs { "n=48", "n=96" } do
+    local r = certify.find(c, "speedup", c.pick, start, key)
+    local row = string.format("| %s | %s | %s | %.2fx | %.2f-%.2f | %.0f%% |\n", key, require("kwb.figures").time(se.median[key]),
+                              require("kwb.figures").time(pe.median[key]), r.median, r.lo, r.hi,
+                              100 * cd.best.shapes[key].floor_frac)
+    t.truthy(md:find(row, 1, true), row .. md)
+  end
+  t.truthy(md:find("\n## Each shape's winner (the final round)\n\n| shape | winner | what | its time | the pick's | gain "
+                   .. "| 95% interval |\n", 1, true), md)
+  t.truthy(md:find(string.format("\n| n=96 | %s | the pick | %s | %s | - | - |\n", pe.short,
+                                 require("kwb.figures").time(pe.median["n=96"]),
+                                 require("kwb.figures").time(pe.median["n=96"])), 1, true), md)
+  t.truthy(md:find("\nFaster elsewhere: nowhere; no kernel beats the pick by more than 2% at any shape.\n", 1, true), md)
+  local html = read(sub .. "/report.html")
+  t.truthy(html:find(string.format("<p>Certified: %d rounds in turns (run %s's final round", c.rounds, run2.record.short),
+                     1, true), "the page says so")
+  t.truthy(html:find("<h2>Each shape's winner (the final round)</h2><table>", 1, true), "and shows the winners")
+  local r = assert(core.exec({ "./kwb", "--cache", dir .. "/planted.db", "report", "tests/recipes/planted.lua",
+                               dir .. "/certified_cli" }, { timeout = 120 }))
+  t.eq(r.status, 0, r.err)
+  t.eq(r.out, string.format("wrote %s/report.md and %s/report.html: 6 candidates, best %s at %.2fx (certified: %d rounds "
+                            .. "in turns, 95%% interval %.2f-%.2f)\n", dir .. "/certified_cli", dir .. "/certified_cli",
+                            pe.short, sc.median, c.rounds, sc.lo, sc.hi))
+  local rj = assert(core.exec({ "./kwb", "--cache", dir .. "/planted.db", "report", "tests/recipes/planted.lua", "--json",
+                                dir .. "/certified_cli" }, { timeout = 120 }))
+  local j = require("cjson").decode(rj.out)
+  t.eq(j.certified.run, run2.record.id)
+  t.eq(j.certified.rounds, c.rounds)
+  t.near(j.best_score, sc.median, 1e-9)
+  t.near(j.certified.interval[1], sc.lo, 1e-9)
 end)
 
 t.done()

@@ -64,36 +64,9 @@ function commands.ls(c, pos)
 end
 
 -- print_certificate(cert): a run's final round (kwb.loop.certify) as text:
--- its kernels and each ratio with its 95% interval.
+-- its kernels and each ratio with its 95% interval (certify.lines).
 function M.print_certificate(cert)
-  local certify = require "kwb.loop.certify"
-  print(string.format("certificate  %d kernels in turns, %d rounds, %.1f s: %s", #cert.entries, cert.rounds,
-                      cert.seconds, cert.bound == "decided" and "every comparison decided"
-                      or string.format("bound reached (%s)", cert.bound)))
-  print(string.format("device       %s", cert.device or "-"))
-  print(string.format("kwb          %s (commit %s)%s", cert.kwb or "-", cert.commit or "unknown",
-                      cert.imported and ("; brought by bundle " .. cert.imported) or ""))
-  print(string.format("pick         %s%s", short(cert.pick), cert.best and cert.best ~= cert.pick
-                      and string.format(" (the run's own best was %s)", short(cert.best)) or ""))
-  local rows = {}
-  for _, e in ipairs(cert.entries) do
-    local times = {}
-    for _, key in ipairs(cert.shapes) do times[#times + 1] = key .. " " .. fmt_time(e.median[key]) end
-    rows[#rows + 1] = { short(e.id), e.role, e.params and next(e.params) and require("kwb.base.text").params_text(e.params)
-                        or e.name or "", table.concat(times, "  ") }
-  end
-  print("kernels")
-  for _, l in ipairs(figures.table({ { "id", align = "left" }, { "role", align = "left" }, { "what", align = "left" },
-                                    { "median per shape", align = "left" } }, rows)) do print("  " .. l) end
-  rows = {}
-  for _, r in ipairs(cert.ratios) do
-    rows[#rows + 1] = { r.kind, short(r.id), short(r.over), r.shape or "all", string.format("%.3fx", r.median),
-                        string.format("%.3f-%.3f", r.lo, r.hi), tostring(r.n or "-"), r.decided and "yes" or "no" }
-  end
-  print("ratios (" .. certify.ratio_words .. ")")
-  for _, l in ipairs(figures.table({ { "kind", align = "left" }, { "kernel", align = "left" }, { "over", align = "left" },
-                                    { "shape", align = "left" }, "median", "95% interval", "rounds",
-                                    { "decided", align = "left" } }, rows)) do print("  " .. l) end
+  for _, l in ipairs(require("kwb.loop.certify").lines(cert)) do print(l) end
 end
 
 -- A run: its record, and the certificate of its final round where it has one.

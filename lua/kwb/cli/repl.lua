@@ -10,16 +10,19 @@ function M.banner(cache)
   return string.format("kwb %s · %s · cache %s", kwb and kwb.version or "?", _VERSION, cache)
 end
 
--- show(...): the values of a bare expression; one of kwb's functions prints
--- as its signature (help(f) says more), not as function: 0x...
+-- show(...): the values of a bare expression, tab-separated, or a line
+-- apart where one of them takes several lines (a run's summary and the
+-- run); one of kwb's functions prints as its signature (help(f) says
+-- more), not as function: 0x...
 function M.show(...)
-  local out = {}
+  local out, lines = {}, false
   for i = 1, select("#", ...) do
     local v = (select(i, ...))
     local sig = type(v) == "function" and require("kwb.cli.show").signature(v)
     out[i] = sig and ("function " .. sig) or pretty.format(v)
+    lines = lines or out[i]:find("\n", 1, true) ~= nil
   end
-  print(table.concat(out, "\t"))
+  print(table.concat(out, lines and "\n" or "\t"))
 end
 
 local keywords = {

@@ -21,13 +21,19 @@ function M.main(...)
     io.stderr:write("kwb report: ", tostring(res), "\n")
     return 1
   end
+  -- (certified: the pick and its score are the latest run's final round's, kwb.insight.report's certified)
+  local sc, c = res.score, res.cert
+  local certified = c and { run = c.run, rounds = c.rounds, interval = sc and { sc.lo, sc.hi } or nil } or nil
+  local score = sc and sc.median or c and res.best == res.start and 1 or res.best.score
   if opts.json then
     print(require("cjson").encode { markdown = dir .. "/report.md", html = dir .. "/report.html", candidates = #res.conv,
-                                    best = res.best.id, best_score = res.best.score })
+                                    best = res.best.id, best_score = score, certified = certified })
     return 0
   end
-  print(string.format("wrote %s/report.md and %s/report.html: %d candidates, best %s at %.2fx", dir, dir, #res.conv,
-                      res.best.short, res.best.score or 1))
+  print(string.format("wrote %s/report.md and %s/report.html: %d candidates, best %s at %.2fx%s", dir, dir, #res.conv,
+                      res.best.short, score or 1, not c and ""
+                      or string.format(" (certified: %d rounds in turns%s)", c.rounds,
+                                       sc and string.format(", 95%% interval %.2f-%.2f", sc.lo, sc.hi) or "")))
   return 0
 end
 

@@ -72,10 +72,13 @@ M.commands = {
     summary = "write report.md and report.html of a recipe's runs: convergence, outcomes, speedups, floor, lineage",
     text = "report.md and one self-contained report.html (inline SVG, nothing fetched) in DIR (default .; made if "
       .. "missing, its parent must exist): the best score over candidates and over time, the outcome funnel, per-shape speedup over the "
-      .. "start kernel and share of the physical floor, the best's lineage.",
+      .. "start kernel and share of the physical floor, the best's lineage. Where the latest run has a certificate (its final "
+      .. "round), the pick, its speed-ups, each shape's winner and faster elsewhere are that round's, each with its 95% "
+      .. "interval, and the report says so.",
     options = {
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
-      { "--json", "the files written, the candidates and the best, as one JSON object" },
+      { "--json", "the files written, the candidates and the best (and `certified`: the round's run, rounds and "
+        .. "interval), as one JSON object" },
     } },
   { name = "profile", module = "kwb.cli.profile", usage = "kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]",
     summary = "ncu on a cached CUDA candidate: per kernel time, throughputs, occupancy, stalls, and the bottleneck",
@@ -225,7 +228,8 @@ M.recipe_fields = {
   { "shapes", "the timed shapes: { n = { 64, 128 } } (the product of the lists) or a list of shapes (required)" },
   { "start", "the start kernel every score is relative to: a file path or { file = | source =, defines =, name = } "
     .. "(required)" },
-  { "baseline", "what a user would otherwise run, timed in the same run with the same timer and shown beside the "
+  { "baseline", "what a user would otherwise run, timed in the same run with the same timer (in turns beside its first "
+    .. "timed candidate) and shown beside the "
     .. "speed-ups (\"vs baseline\": its median over the kernel's); never a candidate: a name of the problem's "
     .. "baselines (\"cublas\") or { file = | source =, defines =, fn = } (fn: its entry point)" },
   { "template", "a source file whose parameters the strategies fill in as #defines" },

@@ -3,7 +3,11 @@
 -- (inline SVG, no script, nothing fetched): the best score over candidates
 -- and over time, the outcome funnel, the best's speedup over the start
 -- kernel and its share of the physical floor at each shape, the best's
--- lineage, and the best's bottleneck where kwb profile looked at it.
+-- lineage, and the best's bottleneck where kwb profile looked at it. Where
+-- the latest run has a certificate (its final round, kwb.loop.certify), the
+-- pick, its speed-ups, each shape's winner and "faster elsewhere" are that
+-- round's, each ratio with its 95% interval, and the report says so; a
+-- cache with none reads the best's stored medians.
 local ids = require "kwb.base.ids"
 local outcomes = require "kwb.base.outcomes"
 local figures = require "kwb.figures"
@@ -14,6 +18,16 @@ local M = {}
 
 -- The plots, in the order the page shows them (each an <svg id=...>).
 M.plots = { "convergence-candidates", "convergence-time", "funnel", "speedup", "floor" }
+
+-- lineage(d, r) -> r and its parents through the results, 50 at most
+local function lineage(d, r)
+  local out = {}
+  while r and #out < 50 do
+    out[#out + 1] = r
+    r = r.parent and d.by_id[r.parent] or nil
+  end
+  return out
+end
 
 -- data(recipe, results) -> what both files show.
 function M.data(recipe, results)
@@ -48,121 +62,78 @@ function M.data(recipe, results)
     d.shapes[i] = { key = sh.key, median = b.median, start = s.median,
                     speedup = b.median and s.median and s.median / b.median, floor = b.floor_frac }
   end
-  local by_id = {}
-  for _, r in ipairs(results) do by_id[r.id] = r end
-  d.lineage, d.by_id = {}, by_id
-  local r = pick
-  while r and #d.lineage < 50 do
-    d.lineage[#d.lineage + 1] = r
-    r = r.parent and by_id[r.parent] or nil
-  end
+  d.by_id = {}
+  for _, r in ipairs(results) do d.by_id[r.id] = r end
+  d.lineage = lineage(d, pick)
   return d
 end
 
-
-local function esc(s) return (tostring(s):gsub("&", "&amp;"):gsub("<", "&lt;"):gsub(">", "&gt;"):gsub('"', "&quot;")) end
-
-local W, H, PAD = 560, 240, 44
-
--- ticks(top) -> tick values 0, step, 2 step, ... up to top: step 1, 2 or 5
--- times a power of ten, about five of them
-function M.ticks(top)
-  if not (top > 0) then return { 0 } end
-  local raw = top / 5
-  local mag = 10 ^ math.floor(math.log(raw, 10))
-  local step = mag
-  for _, m in ipairs { 1, 2, 5, 10 } do
-    if m * mag >= raw then step = m * mag; break end
+-- certified(d, cert): the pick, its speed-ups and each shape's winner from
+-- a run's final round (the latest certificate: kwb.loop.store's
+-- latest_certificate) in place of the stored medians: d.best the pick's
+-- record (the start kernel's where the round named none faster), d.score its
+-- score's ratio, each shape's start and pick the round's medians, its
+-- speed-up the round's with its interval, "vs baseline" the round's where it
+-- timed the baseline; d.winners each shape's winner and its gain over the
+-- pick there, d.elsewhere those beyond the margin (kwb.loop.certify.elsewhere).
+-- A pick the cache holds no result of under this context (another
+-- recipe's flags) leaves d as it was.
+function M.certified(d, cert)
+  local certify = require "kwb.loop.certify"
+  local start = certify.role(cert, "start")
+  local pick = cert.pick == start and d.start or d.by_id[cert.pick]
+  if not pick then return end
+  d.cert, d.best = cert, pick
+  d.score = certify.find(cert, "score", cert.pick, start)
+  local e, s0, bl = certify.entry(cert, cert.pick), certify.entry(cert, start), certify.role(cert, "baseline")
+  for _, row in ipairs(d.shapes) do
+    local r = certify.find(cert, "speedup", cert.pick, start, row.key)
+    local mine = pick.shapes[row.key] or {}
+    row.start, row.median, row.floor = s0.median[row.key], e.median[row.key], mine.floor_frac
+    row.speedup, row.interval = r and r.median or 1, r and { r.lo, r.hi } or nil
+    row.vs_baseline = bl and certify.find(cert, "vs_baseline", cert.pick, bl, row.key) or nil
+    row.baseline = bl and certify.entry(cert, bl).median[row.key] or nil
   end
-  local out = {}
-  for i = 0, math.floor(top / step + 1e-9) do out[#out + 1] = i * step end
-  return out
+  d.winners = {}
+  for i, key in ipairs(cert.shapes) do
+    local w = cert.winners[key]
+    local we = certify.entry(cert, w)
+    d.winners[i] = { key = key, id = w, short = we.short, role = we.role, name = we.name, params = we.params,
+                     median = we.median[key], pick = e.median[key],
+                     gain = w ~= cert.pick and certify.find(cert, "gain", w, cert.pick, key) or nil }
+  end
+  d.elsewhere = certify.elsewhere(cert)
+  d.lineage = lineage(d, pick)
 end
 
--- The marks and labels of an axis's ticks (class="tick"): along x under the
--- plot (x(v) its position) or along y left of it (y(v)), labelled by fmt.
-local function tick_marks(values, fmt, x, y)
-  local parts = {}
-  for _, v in ipairs(values) do
-    if x then
-      parts[#parts + 1] = string.format('<g class="tick"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#444"/>'
-        .. '<text x="%.1f" y="%d" font-size="10" text-anchor="middle">%s</text></g>', x(v), H - PAD, x(v), H - PAD + 4,
-        x(v), H - PAD + 15, esc(string.format(fmt, v)))
-    else
-      parts[#parts + 1] = string.format('<g class="tick"><line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#444"/>'
-        .. '<text x="%d" y="%.1f" font-size="10" text-anchor="end">%s</text></g>', PAD - 4, y(v), PAD, y(v), PAD - 6,
-        y(v) + 3, esc(string.format(fmt, v)))
-    end
+-- What the report says of the pick: its score over the start kernel (the
+-- round's median and interval where certified, else the best's stored score).
+local function pick_text(d)
+  local n = #d.recipe.shapes
+  if d.cert and d.best == d.start then
+    return "the final round found no kernel faster than the start kernel beyond the noise"
   end
-  return table.concat(parts)
+  if d.score then
+    return string.format("the best is %s at %.2fx the start kernel (the geometric mean over %d shapes, 95%% interval "
+                         .. "%.2f-%.2f)", d.best.short, d.score.median, n, d.score.lo, d.score.hi)
+  end
+  return string.format("the best is %s at %.2fx the start kernel (the geometric mean over %d shapes)", d.best.short,
+                       d.best.score or 1, n)
 end
 
--- A step line of points { x, y } with axes, their ticks and their ranges.
-local function line_svg(id, title, xlabel, ylabel, pts)
-  local xs, ys = { 0 }, { 1 }
-  for _, p in ipairs(pts) do xs[#xs + 1], ys[#ys + 1] = p[1], p[2] end
-  local x1, y1 = math.max(table.unpack(xs)), math.max(table.unpack(ys)) * 1.1
-  if x1 <= 0 then x1 = 1 end
-  local function X(v) return PAD + (W - 2 * PAD) * v / x1 end
-  local function Y(v) return H - PAD - (H - 2 * PAD) * v / y1 end
-  local path = { string.format("M%.1f %.1f", X(0), Y(1)) }
-  local last = 1
-  for _, p in ipairs(pts) do
-    path[#path + 1] = string.format("L%.1f %.1f L%.1f %.1f", X(p[1]), Y(last), X(p[1]), Y(p[2]))
-    last = p[2]
-  end
-  return table.concat {
-    string.format('<svg id="%s" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img">', id, W, H),
-    string.format('<title>%s</title>', esc(title)),
-    string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, H - PAD, W - PAD, H - PAD),
-    string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, PAD, PAD, H - PAD),
-    string.format('<path d="%s" fill="none" stroke="#1f6feb" stroke-width="2"/>', table.concat(path, " ")),
-    tick_marks(M.ticks(x1), "%g", X, nil), tick_marks(M.ticks(y1), "%gx", nil, Y),
-    string.format('<text x="%d" y="%d" font-size="12" text-anchor="middle">%s (0 to %.3g)</text>', W // 2, H - 2,
-                  esc(xlabel), x1),
-    string.format('<text x="10" y="%d" font-size="12">%s (up to %.3gx)</text>', PAD - 16, esc(ylabel), y1 / 1.1),
-    "</svg>",
-  }
+-- One sentence on the final round the figures come from, or nil.
+local function certified_line(d)
+  local c = d.cert
+  if not c then return nil end
+  return string.format("Certified: %d rounds in turns (run %s's final round, %d kernels, %s): the pick, its speed-ups, "
+                       .. "each shape's winner and \"faster elsewhere\" come from it, each ratio with its 95%% interval.",
+                       c.rounds, ids.short(c.run) or "?", #c.entries,
+                       c.bound == "decided" and "every comparison decided"
+                       or "bound reached, not every comparison decided")
 end
 
--- A tick's label format from a bar's ("%d", "%.2fx", "%.0f%%"): the same
--- unit, as few digits as the value needs ("%g", "%gx", "%g%%").
-local function tick_format(fmt)
-  return (fmt:gsub("%%%.?%d*[df]", "%%g"))
-end
-
--- Bars of { label, value } (value nil: no bar), with each value written
--- above and the value axis ticked; top: the axis's end (default the largest
--- value), so a share is drawn against its whole (the floor's %: 100).
-local function bars_svg(id, title, items, fmt, top)
-  if not top then
-    top = 0
-    for _, it in ipairs(items) do top = math.max(top, it[2] or 0) end
-    if top <= 0 then top = 1 end
-  end
-  local n = math.max(#items, 1)
-  local bw = (W - 2 * PAD) / n
-  local parts = {
-    string.format('<svg id="%s" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img">', id, W, H),
-    string.format('<title>%s</title>', esc(title)),
-    string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, H - PAD, W - PAD, H - PAD),
-    string.format('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#444"/>', PAD, PAD, PAD, H - PAD),
-    tick_marks(M.ticks(top), tick_format(fmt), nil, function(v) return H - PAD - (H - 2 * PAD) * v / top end),
-  }
-  for i, it in ipairs(items) do
-    local x = PAD + (i - 1) * bw
-    local v = math.min(it[2] or 0, top)
-    local h = (H - 2 * PAD) * v / top
-    parts[#parts + 1] = string.format('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#2da44e"/>', x + bw * 0.15,
-                                      H - PAD - h, bw * 0.7, h)
-    parts[#parts + 1] = string.format('<text x="%.1f" y="%.1f" font-size="11" text-anchor="middle">%s</text>', x + bw / 2,
-                                      H - PAD - h - 4, it[2] and esc(string.format(fmt, it[2])) or "-")
-    parts[#parts + 1] = string.format('<text x="%.1f" y="%d" font-size="10" text-anchor="middle">%s</text>', x + bw / 2,
-                                      H - PAD + 14, esc(it[1]))
-  end
-  parts[#parts + 1] = "</svg>"
-  return table.concat(parts)
-end
+local plots = require "kwb.insight.plots"
+local esc, line_svg, bars_svg = plots.esc, plots.line_svg, plots.bars_svg
 
 local function funnel_items(d)
   local items = {}
@@ -175,30 +146,85 @@ end
 -- The table's columns: shape, start, best, speedup, the floor %, and where
 -- a run measured the recipe's baseline, its time and the best's "vs
 -- baseline" (the baseline's median over the best's).
+-- Did the final round time the baseline? (its id, or nil)
+local function certify_baseline(d)
+  return d.cert and require("kwb.loop.certify").role(d.cert, "baseline")
+end
+
+-- Certified, the speed-up's 95% interval follows it, and the baseline's
+-- columns are the round's where it timed the baseline.
 local function shape_head(d)
   local head = { "shape", "start", "best", "speedup", "% of the floor" }
-  if d.baseline and d.baseline.shapes then head[6], head[7] = "baseline", "vs baseline" end
+  if d.cert then table.insert(head, 5, "95% interval") end
+  if d.cert and certify_baseline(d) or d.baseline and d.baseline.shapes then
+    head[#head + 1] = "baseline"
+    head[#head + 1] = "vs baseline"
+  end
   return head
 end
+
+local function interval(iv) return iv and string.format("%.2f-%.2f", iv[1], iv[2]) or "-" end
 
 local function shape_rows(d)
   local rows = {}
   local bl = d.baseline and d.baseline.shapes
+  local in_round = d.cert and certify_baseline(d)
   for i, s in ipairs(d.shapes) do
     rows[i] = { s.key, figures.time(s.start), figures.time(s.median), s.speedup and string.format("%.2fx", s.speedup) or "-",
                 s.floor and string.format("%.0f%%", 100 * s.floor) or "-" }
-    if bl then
+    if d.cert then table.insert(rows[i], 5, interval(s.interval)) end
+    if in_round then   -- (the round's: the baseline's median, and its time over the pick's in turns)
+      local v = s.vs_baseline
+      rows[i][#rows[i] + 1] = figures.time(s.baseline)
+      rows[i][#rows[i] + 1] = v and string.format("%.2fx (%s)", v.median, interval { v.lo, v.hi }) or "-"
+    elseif bl then
       local b = bl[s.key] and bl[s.key].median
-      rows[i][6] = b and figures.time(b) or "-"
-      rows[i][7] = b and s.median and string.format("%.2fx", b / s.median) or "-"
+      rows[i][#rows[i] + 1] = b and figures.time(b) or "-"
+      rows[i][#rows[i] + 1] = b and s.median and string.format("%.2fx", b / s.median) or "-"
     end
   end
   return rows
 end
 
+-- Each shape's winner in the final round: its time, the pick's, and its
+-- gain over the pick with its interval ("-" where the pick wins there).
+local winner_head = { "shape", "winner", "what", "its time", "the pick's", "gain", "95% interval" }
+
+local function winner_rows(d)
+  local rows = {}
+  for i, w in ipairs(d.winners or {}) do
+    local what = w.role == "start" and "the start kernel" or w.id == d.cert.pick and "the pick"
+                 or w.params and next(w.params) and require("kwb.base.text").params_text(w.params) or w.name or ""
+    rows[i] = { w.key, w.short, what, figures.time(w.median), figures.time(w.pick),
+                w.gain and string.format("%.2fx", w.gain.median) or "-", w.gain and interval { w.gain.lo, w.gain.hi } or "-" }
+  end
+  return rows
+end
+
+-- "faster elsewhere" from the round: where another kernel beats the pick by
+-- more than the margin (kwb.loop.standings.elsewhere_margin).
+local function elsewhere_line(d)
+  local margin = 100 * require("kwb.loop.standings").elsewhere_margin
+  local n = #(d.elsewhere or {})
+  if n == 0 then
+    return string.format("Faster elsewhere: nowhere; no kernel beats the pick by more than %.0f%% at any shape.", margin)
+  end
+  local parts = {}
+  for i, e in ipairs(d.elsewhere) do
+    parts[i] = string.format("%s at %s, %.2fx (%s)", e.short, e.shape, e.gain.median, interval { e.gain.lo, e.gain.hi })
+  end
+  return string.format("Faster elsewhere: at %d of %d shapes another kernel beats the pick by more than %.0f%%: %s.", n,
+                       #d.shapes, margin, table.concat(parts, "; "))
+end
+
 -- One sentence on the baseline of the latest run that measured one.
 local function baseline_line(d)
   local b = d.baseline
+  if certify_baseline(d) then
+    local e = require("kwb.loop.certify").entry(d.cert, certify_baseline(d))
+    return string.format("Baseline %s: timed in the final round in turns with the pick; \"vs baseline\" is its time "
+                         .. "over the pick's there, with its 95%% interval.", e.name or e.short)
+  end
   if not b then return nil end
   if b.error then
     return string.format("Baseline %s: not measured in run %s (an error of the recipe: %s).", b.name,
@@ -234,15 +260,20 @@ function M.markdown(d)
   local L = {
     "# " .. r.name .. ": what the cache knows",
     "",
-    string.format("Problem %s on %s. %d candidates after the start kernel %s; the best is %s at %.2fx the start "
-                  .. "kernel (the geometric mean over %d shapes).", r.problem:key(), d.device, #d.conv, d.start.short,
-                  d.best.short, d.best.score or 1, #r.shapes),
+    string.format("Problem %s on %s. %d candidates after the start kernel %s; %s.", r.problem:key(), d.device, #d.conv,
+                  d.start.short, pick_text(d)),
     "",
+  }
+  if certified_line(d) then
+    L[#L + 1] = certified_line(d)
+    L[#L + 1] = ""
+  end
+  for _, l in ipairs {
     "## Outcomes",
     "",
     "| outcome | candidates |",
     "|---|---:|",
-  }
+  } do L[#L + 1] = l end
   for _, it in ipairs(funnel_items(d)) do L[#L + 1] = string.format("| %s | %d |", it[1], it[2]) end
   L[#L + 1] = ""
   L[#L + 1] = "## The best at each shape"
@@ -254,6 +285,16 @@ function M.markdown(d)
   L[#L + 1] = ""
   if baseline_line(d) then
     L[#L + 1] = baseline_line(d)
+    L[#L + 1] = ""
+  end
+  if d.winners then
+    L[#L + 1] = "## Each shape's winner (the final round)"
+    L[#L + 1] = ""
+    L[#L + 1] = "| " .. table.concat(winner_head, " | ") .. " |"
+    L[#L + 1] = "|---|---|---" .. string.rep("|---:", #winner_head - 3) .. "|"
+    for _, row in ipairs(winner_rows(d)) do L[#L + 1] = "| " .. table.concat(row, " | ") .. " |" end
+    L[#L + 1] = ""
+    L[#L + 1] = elsewhere_line(d)
     L[#L + 1] = ""
   end
   L[#L + 1] = "## Convergence"
@@ -291,6 +332,18 @@ function M.html(d)
     rows[#rows + 1] = "<tr>" .. table.concat(cells) .. "</tr>"
   end
   for i, h in ipairs(shape_head(d)) do head[i] = "<th>" .. esc(h) .. "</th>" end
+  local winners = ""
+  if d.winners then
+    local wh, wr = {}, {}
+    for i, h in ipairs(winner_head) do wh[i] = "<th>" .. esc(h) .. "</th>" end
+    for _, row in ipairs(winner_rows(d)) do
+      local cells = {}
+      for i = 1, #row do cells[i] = "<td>" .. esc(row[i]) .. "</td>" end
+      wr[#wr + 1] = "<tr>" .. table.concat(cells) .. "</tr>"
+    end
+    winners = "<h2>Each shape's winner (the final round)</h2><table><tr>" .. table.concat(wh) .. "</tr>"
+              .. table.concat(wr) .. "</table><p>" .. esc(elsewhere_line(d)) .. "</p>"
+  end
   return table.concat({
     "<!DOCTYPE html>",
     '<html lang="en"><head><meta charset="utf-8"><title>' .. esc(r.name) .. ": kwb report</title>",
@@ -298,8 +351,9 @@ function M.html(d)
       .. "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style>",
     "</head><body>",
     "<h1>" .. esc(r.name) .. "</h1>",
-    string.format("<p>Problem %s on %s. %d candidates after the start kernel %s; the best is %s at %.2fx.</p>",
-                  esc(r.problem:key()), esc(d.device), #d.conv, esc(d.start.short), esc(d.best.short), d.best.score or 1),
+    string.format("<p>Problem %s on %s. %d candidates after the start kernel %s; %s.</p>", esc(r.problem:key()),
+                  esc(d.device), #d.conv, esc(d.start.short), esc(pick_text(d))),
+    certified_line(d) and ("<p>" .. esc(certified_line(d)) .. "</p>") or "",
     "<section><h2>Best score over candidates</h2>"
       .. line_svg("convergence-candidates", "best score over candidates", "candidate", "best score", d.conv) .. "</section>",
     "<section><h2>Best score over time</h2>"
@@ -311,6 +365,7 @@ function M.html(d)
       .. bars_svg("floor", "the best's % of the floor at each shape", floor, "%.0f%%", 100) .. "</section>",
     "<h2>The best at each shape</h2><table><tr>" .. table.concat(head) .. "</tr>" .. table.concat(rows) .. "</table>",
     baseline_line(d) and ("<p>" .. esc(baseline_line(d)) .. "</p>") or "",
+    winners,
     "<h2>Lineage of the best</h2><p>" .. esc(lineage_text(d)) .. "</p>",
     #profile_lines(d) > 0 and ("<h2>The best's bottleneck</h2><ul><li>" .. esc(table.concat(profile_lines(d), "\n"))
       :gsub("\n", "</li><li>") .. "</li></ul>") or "",
@@ -333,6 +388,8 @@ function M.write(recipe, dir, opts)
   local d = M.data(recipe, st:results(st:recipe_context(recipe, device)))
   d.device = device
   d.baseline = st:baseline(recipe, device)   -- (the latest run's that measured one)
+  local cert = st:latest_certificate(recipe, device, d.start.id)   -- (the latest run's final round, where it had one)
+  if cert then M.certified(d, cert) end
   for _, row in ipairs(st.cache:profiles(d.best.id) or {}) do   -- the best's bottleneck, where it was profiled
     if row.device == device then d.profiles = d.profiles or {}; d.profiles[#d.profiles + 1] = row end
   end

@@ -383,4 +383,47 @@ function M.interval(r)
   return string.format("%.3fx [%.3f, %.3f]", r.median, r.lo, r.hi)
 end
 
+
+-- lines(cert) -> the certificate as text, as `kwb cache show RUN` prints it
+-- and a certificate prints at the REPL (M.Certificate): how the round ended,
+-- its device and kwb, the pick, each kernel's median per shape, and each
+-- ratio with its 95% interval.
+function M.lines(cert)
+  local figures = require "kwb.figures"
+  local function short(id) return ids.short(id) or "-" end
+  local out = {
+    string.format("certificate  %d kernels in turns, %d rounds, %.1f s: %s", #cert.entries, cert.rounds, cert.seconds,
+                  cert.bound == "decided" and "every comparison decided" or string.format("bound reached (%s)", cert.bound)),
+    string.format("device       %s", cert.device or "-"),
+    string.format("kwb          %s (commit %s)%s", cert.kwb or "-", cert.commit or "unknown",
+                  cert.imported and ("; brought by bundle " .. cert.imported) or ""),
+    string.format("pick         %s%s", short(cert.pick), cert.best and cert.best ~= cert.pick
+                  and string.format(" (the run's own best was %s)", short(cert.best)) or ""),
+    "kernels",
+  }
+  local rows = {}
+  for _, e in ipairs(cert.entries) do
+    local times = {}
+    for _, key in ipairs(cert.shapes) do times[#times + 1] = key .. " " .. figures.time(e.median[key]) end
+    rows[#rows + 1] = { short(e.id), e.role, e.params and next(e.params) and require("kwb.base.text").params_text(e.params)
+                        or e.name or "", table.concat(times, "  ") }
+  end
+  for _, l in ipairs(figures.table({ { "id", align = "left" }, { "role", align = "left" }, { "what", align = "left" },
+                                    { "median per shape", align = "left" } }, rows)) do out[#out + 1] = "  " .. l end
+  rows = {}
+  for _, r in ipairs(cert.ratios) do
+    rows[#rows + 1] = { r.kind, short(r.id), short(r.over), r.shape or "all", string.format("%.3fx", r.median),
+                        string.format("%.3f-%.3f", r.lo, r.hi), tostring(r.n or "-"), r.decided and "yes" or "no" }
+  end
+  out[#out + 1] = "ratios (" .. M.ratio_words .. ")"
+  for _, l in ipairs(figures.table({ { "kind", align = "left" }, { "kernel", align = "left" }, { "over", align = "left" },
+                                    { "shape", align = "left" }, "median", "95% interval", "rounds",
+                                    { "decided", align = "left" } }, rows)) do out[#out + 1] = "  " .. l end
+  return out
+end
+
+-- A certificate a run returns (its summary's `certificate`) prints at the
+-- REPL as its lines; its fields stay plain (JSON encodes it as ever).
+M.Certificate = { __tostring = function(cert) return table.concat(M.lines(cert), "\n") end }
+
 return M

@@ -79,7 +79,7 @@ end
 
 -- rescore(recipe, res, start) -> a copy of a judged result with its
 -- speedups and score taken against other figures of the start kernel (a
--- run's own: kwb.loop.session's take_companion); its outcome as it was.
+-- run's own: kwb.loop.start's take); its outcome as it was.
 function M.rescore(recipe, res, start)
   local out = {}
   for k, v in pairs(res) do out[k] = v end

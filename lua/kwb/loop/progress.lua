@@ -87,19 +87,39 @@ function Reporter:start_again(run, res, beside)
   end
 end
 
--- The run's baseline once measured (kwb.measure.baseline): its medians, or why the
--- run goes on without it.
+-- The run's baseline once checked, or measured (a plan: kwb.measure.baseline),
+-- or why the run goes on without it.
 function Reporter:baseline(run, bl)
   -- (--json: the summary event carries it)
   if self.mode ~= "json" and self.mode ~= "quiet" then
     if bl.error then
       out(self, string.format("baseline %s: not measured, an error of the recipe: %s (the run goes on without it)",
                               bl.name, bl.error))
+    elseif bl.due then
+      out(self, string.format("baseline %s: %d shapes verified (%.1f s); to be timed in turns beside the run's first timed "
+                              .. "candidate", bl.name, #run.recipe.shapes, bl.seconds or 0))
     else
       out(self, string.format("baseline %s: %d shapes verified and timed (%.1f s)", bl.name, #run.recipe.shapes,
                               bl.seconds or 0))
     end
   end
+end
+
+-- The run's baseline timed later in the run (kwb.loop.start): in turns beside
+-- a candidate (and the start kernel), beside the start kernel's own timing
+-- again, or alone at the loop's end; or why its timing failed.
+function Reporter:baseline_timed(run, bl)
+  if self.mode == "json" or self.mode == "quiet" then return end
+  if bl.error then
+    out(self, string.format("baseline %s: not timed, an error of the recipe: %s (the run goes on without it)", bl.name,
+                            bl.error))
+    return
+  end
+  local start = run.session.start
+  local how = not bl.beside and "alone, no candidate having reached its timing"
+              or start and bl.beside == start.id and "in turns beside the start kernel"
+              or string.format("in turns beside %s%s", ids.short(bl.beside), bl.with_start and " and the start kernel" or "")
+  out(self, string.format("baseline %s: timed %s", bl.name, how))
 end
 
 local function best_text(run)

@@ -115,11 +115,25 @@ function Run:count(res, by_tool)
   self.funnel[res.outcome] = self.funnel[res.outcome] + 1
   self.feedback[#self.feedback + 1] = res
   if res.outcome ~= outcomes.duplicate then self.misses = 0 end
-  local again = self.session:take_start_again()   -- (timed in turns beside this candidate)
-  if again then self.progress:start_again(self, again, res) end
+  self:report_again(res)   -- (the start kernel and the baseline timed in turns beside this candidate)
   self.progress:candidate(self, res)
   self.best = self.session.best
   if self.strategy.observe and not by_tool then self.strategy:observe(self, res, true) end
+end
+
+-- report_again([beside]): the start kernel's and the baseline's figures
+-- timed again since the last call (kwb.loop.start), in turns beside a
+-- candidate (beside) or at the loop's end, into the report; the baseline's
+-- kept with the run's record (kwb report reads it).
+function Run:report_again(beside)
+  local s = self.session
+  local again = s:take_start_again()
+  if again then self.progress:start_again(self, again, beside) end
+  local bl = s:take_baseline_again()
+  if bl then
+    self.progress:baseline_timed(self, bl)
+    s:note_baseline(bl)
+  end
 end
 
 -- The strategy's next proposal as a candidate, or nil when it has none.
@@ -196,9 +210,10 @@ end
 function Run:loop()
   local s = self.session
   local width = math.max(self.workers, 1)
-  -- while the start kernel is due, one candidate at a time: each is judged
-  -- against the figures taken beside the first one timed (kwb.loop.session)
-  local function window() return s.start_due and 1 or width end
+  -- while the start kernel or the baseline is due, one candidate at a time:
+  -- each is judged against the figures taken beside the first one timed,
+  -- and the baseline goes along with one of them (kwb.loop.start)
+  local function window() return (s.start_due or s.baseline_due) and 1 or width end
   local flight, flying = {}, {}
   local function complete_oldest()
     local item = table.remove(flight, 1)
@@ -239,12 +254,12 @@ function Run:loop()
   -- builds ahead that the budget's end or the run's end left unused finish before the run
   -- returns, so none is still compiling when the process ends
   if self.prebuilt then s:prebuilds_settle(30) end
-  -- no candidate reached its timing: the start kernel timed again alone, so the run has its own figures
-  if s.start_due then
-    s:retime_start()
-    local again = s:take_start_again()
-    if again then self.progress:start_again(self, again) end
-  end
+  -- no candidate reached its timing: the start kernel timed again (the
+  -- baseline in turns beside it where both are due), and a baseline still
+  -- due alone, so that the run has its own figures
+  if s.start_due then s:retime_start() end
+  if s.baseline_due then s:time_baseline_alone() end
+  self:report_again()
 end
 
 -- run(recipe, opts) -> summary, run. opts: candidates, minutes, strategy,
@@ -303,9 +318,12 @@ function M.run(recipe, opts)
   s.start_due = start.run ~= run.record.id
   s.start_error = nil
   for _, c in ipairs(s:take_start_changes()) do run.progress:revised(run, c.res, c.was) end   -- (not this run's)
-  -- the recipe's baseline, once a run, right after the start kernel; never a
-  -- candidate; kept with the run's record for kwb report (kwb.measure.baseline)
+  -- the recipe's baseline, right after the start kernel: a source built and
+  -- checked now, then timed in turns beside the run's first timed candidate
+  -- (kwb.loop.start); a plan measured now; never a candidate; kept with the
+  -- run's record for kwb report (kwb.measure.baseline)
   run.baseline = s:within(run.ends_at, require("kwb.measure.baseline").run, s)
+  s.run_baseline, s.baseline_due, s.baseline_again = run.baseline, run.baseline and run.baseline.due or false, nil
   if run.baseline then
     run.progress:baseline(run, run.baseline)
     s:note_baseline(run.baseline)
@@ -329,6 +347,7 @@ function M.run(recipe, opts)
     run.certify_s = core.now() - t_cert
   end)
   if run.putoff then run.putoff:abandon() end   -- (an error before the settling: the run's unsanitized best is not the session's)
+  s.baseline_due = false   -- (the run's baseline goes along with this run's candidates only, even after an error)
   run.best = s.best
   s:close_workers()
   if run.model then run.model:close() end

@@ -141,10 +141,11 @@ end
 
 -- submit(cand [, { start = true, full = true, plant = true }]) -> pending: the candidate
 -- handed to a worker, or measured here when the session has no pool. While the
--- run's start kernel is due (start_due), it goes along as the candidate's
--- companion, timed in turns beside it (complete takes its figures). A plant (the
--- judge's self-test, kwb.loop.selftest) takes no number of the context's (seq 0),
--- no companion, and is never taken as a duplicate.
+-- run's start kernel or its baseline is due (start_due, baseline_due), it goes
+-- along as the candidate's companion, timed in turns beside it (complete takes
+-- their figures: kwb.loop.start). A plant (the judge's self-test,
+-- kwb.loop.selftest) takes no number of the context's (seq 0), no companion,
+-- and is never taken as a duplicate.
 function Session:submit(cand, opts)
   opts = opts or {}
   local recipe = self.recipe
@@ -152,8 +153,8 @@ function Session:submit(cand, opts)
   self.seq = opts.plant and self.seq or seq
   local res = result.new(cand, seq, rng.seed_of(self.run_seed or recipe.seed or 0, cand.id, seq))
   local pending = { cand = cand, res = res, opts = opts, t0 = core.now() }
-  local companion
-  if not opts.plant then companion, pending.companion = start_figures.companion(self, cand, opts) end
+  local companions
+  companions, pending.companions = start_figures.companions(self, cand, opts)
   if cand.no_code then   -- a model's reply with no kernel: nothing to build
     res.outcome, res.reason = "no-code", cand.no_code
     return pending
@@ -174,11 +175,11 @@ function Session:submit(cand, opts)
   local pool = self:workers()
   if not pool then
     self.harness:take(request())
-    self.harness:measure(cand, res, { start = opts.start, full = opts.full, companion = companion })
+    self.harness:measure(cand, res, { start = opts.start, full = opts.full, companions = companions })
     return pending
   end
   local args = { { recipe = files.absolute(recipe.returned_by), cand = candidate.for_worker(cand), seed = tostring(res.seed),
-                   companion = companion } }
+                   companions = companions } }
   pending.send = function()
     -- (the request made again on each sending: the run's end as the seconds
     -- left then, not this host's monotonic time, which a fleet's worker would
@@ -262,7 +263,7 @@ end
 -- recorded in the cache and noted (per-shape bests, the best).
 function Session:complete(pending)
   local res = self:collect(pending)
-  if pending.companion then self:take_companion(pending) end
+  if pending.companions then start_figures.take(self, pending) end
   if res.outcome == "duplicate" then
     local of = codes_of.original(self, res)
     -- (its original gone since: measured after all, its digest no longer named)
@@ -307,17 +308,25 @@ function Session:complete(pending)
   return res
 end
 
--- take_companion(pending), retime_start(): the start kernel's figures timed
--- again in a run (kwb.loop.start)
-function Session:take_companion(pending) return start_figures.take(self, pending) end
+-- retime_start(), time_baseline_alone(): the start kernel's figures, and
+-- the baseline's, timed at a run's end where no candidate took them along
+-- (kwb.loop.start)
 function Session:retime_start() return start_figures.retime(self) end
+function Session:time_baseline_alone() return start_figures.baseline_alone(self) end
 
 -- take_start_again() -> the start kernel's result timed again in this run
--- since the last call (take_companion, retime_start), once, or nil
+-- since the last call (beside a candidate, retime_start), once, or nil;
+-- take_baseline_again() -> the run's baseline, once timed or failed in
+-- its turns since the last call (kwb.loop.start), or nil
 function Session:take_start_again()
   local r = self.start_again
   self.start_again = nil
   return r
+end
+function Session:take_baseline_again()
+  local b = self.baseline_again
+  self.baseline_again = nil
+  return b
 end
 
 -- put_off() -> a PutOff (kwb.loop.sanitizer): compute-sanitizer ("best")

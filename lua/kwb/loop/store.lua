@@ -255,11 +255,13 @@ end
 
 -- note_baseline(run, baseline, recipe): the run's baseline (kwb.measure.baseline),
 -- with the recipe and problem it was measured for, into the run's record
--- (settings.baseline), where kwb report finds it.
+-- (settings.baseline), where kwb report finds it; again once it is timed
+-- (the candidate it took turns beside, and whether the start kernel did
+-- too; `due` until then).
 function Store:note_baseline(run, bl, recipe)
   local keep = { recipe = recipe.name, problem = recipe.problem:key(), name = bl.name, id = bl.id,
                  description = bl.description, error = bl.error, shapes = bl.shapes, check = bl.check,
-                 seconds = bl.seconds }
+                 seconds = bl.seconds, beside = bl.beside, with_start = bl.with_start, due = bl.due }
   self.cache:amend_run(run.id, { baseline = keep })
 end
 
@@ -271,9 +273,32 @@ function Store:baseline(recipe, device)
   local found
   for _, r in ipairs(self.cache:runs()) do
     local b = r.settings.baseline
-    if b and cache.as_measured(r.settings, recipe.trust_imported) and r.settings.device == device and b.recipe == recipe.name and b.problem == recipe.problem:key() then
+    -- (one checked but never timed, its run cut short, measured nothing)
+    if b and not b.due and cache.as_measured(r.settings, recipe.trust_imported) and r.settings.device == device
+       and b.recipe == recipe.name and b.problem == recipe.problem:key() then
       found = b
       found.run, found.started = r.id, r.started
+    end
+  end
+  return found
+end
+
+-- latest_certificate(recipe, device, start_id) -> the certificate of the
+-- latest run of this recipe on this device kind that has one (kwb report
+-- reads it), with its run's id as `run`, or nil: one of the recipe's
+-- problem, its shapes in its order and its start kernel (start_id); a run
+-- a bundle brought only where the recipe trusts imports (kwb.cache.as_measured).
+function Store:latest_certificate(recipe, device, start_id)
+  local keys = {}
+  for i, sh in ipairs(recipe.shapes) do keys[i] = sh.key end
+  local want, found = table.concat(keys, " "), nil
+  for _, r in ipairs(self.cache:runs()) do
+    local c = r.settings.device == device and cache.as_measured(r.settings, recipe.trust_imported)
+              and self.cache:certificate(r.id)
+    if c and c.problem == recipe.problem:key() and table.concat(c.shapes or {}, " ") == want
+       and require("kwb.loop.certify").role(c, "start") == start_id then
+      found = c
+      found.run = r.id
     end
   end
   return found

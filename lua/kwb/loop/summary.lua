@@ -119,14 +119,51 @@ function M.funnel_line(sm)
                                                    sm.duplicates, sm.duplicates == 1 and "" or "s") or "")
 end
 
--- A summary prints (the REPL, print) as its two lines, its fields one index
--- away (sm.best, sm.elsewhere, sm.stages, ...); JSON encodes it as ever.
+-- certified_lines(sm) -> what the final round certified (kwb.loop.certify),
+-- as the summary prints it: the rounds, the pick's score and each shape's
+-- speed-up, each with its 95% interval, and the run's own best where the
+-- round named another pick; or why there was no round.
+function M.certified_lines(sm)
+  local c, b = sm.certificate, sm.best
+  if not c then
+    return sm.uncertified and sm.candidates + sm.known > 0 and { "not certified: " .. sm.uncertified } or {}
+  end
+  local out = {}
+  if b.start then
+    out[1] = string.format("certified: %d rounds in turns; no kernel beats the start kernel beyond the noise "
+                           .. "(sm.certificate)", c.rounds)
+  else
+    out[1] = string.format("certified: %d rounds in turns; %.2fx over the start kernel, 95%% interval %.2f-%.2f "
+                           .. "(sm.certificate)", c.rounds, b.score, b.score_interval[1], b.score_interval[2])
+    local parts = {}
+    for _, key in ipairs(c.shapes) do
+      local iv = b.interval and b.interval[key]
+      parts[#parts + 1] = string.format("%s %.2fx (%s)", key, b.speedup[key],
+                                        iv and string.format("%.2f-%.2f", iv[1], iv[2]) or "-")
+    end
+    out[2] = "  " .. table.concat(parts, " · ")
+  end
+  if sm.run_best then
+    out[#out + 1] = string.format("the run's best %s (%.2fx in the run) is not the pick", sm.run_best.short,
+                                  sm.run_best.score or 0)
+  end
+  return out
+end
+
+-- A summary prints (the REPL, print) as the pick, what the final round
+-- certified of it and the funnel; its fields are one index away
+-- (sm.certificate, which prints as `kwb cache show RUN` shows it, sm.best,
+-- sm.elsewhere, sm.stages, ...); JSON encodes it as ever.
 local Summary = {}
 Summary.__index = Summary
 Summary.__tostring = function(sm)
-  return M.done_line(sm) .. "\n" .. M.funnel_line(sm)
-    .. (sm.elsewhere and string.format("\n%d of %d shapes faster elsewhere (sm.elsewhere)", #sm.elsewhere, sm.shape_count)
-        or "")
+  local lines = { M.done_line(sm) }
+  for _, l in ipairs(M.certified_lines(sm)) do lines[#lines + 1] = l end
+  lines[#lines + 1] = M.funnel_line(sm)
+  if sm.elsewhere then
+    lines[#lines + 1] = string.format("%d of %d shapes faster elsewhere (sm.elsewhere)", #sm.elsewhere, sm.shape_count)
+  end
+  return table.concat(lines, "\n")
 end
 M.Summary = Summary
 
@@ -197,7 +234,8 @@ function M.summary(run)
     best = pick,
     -- the run's own best before the final round, where the round named another pick
     run_best = cert and cert.pick ~= best.id and { id = best.id, short = best.short, score = best.score } or nil,
-    certificate = cert, uncertified = not cert and run.uncertified or nil,
+    certificate = cert and setmetatable(cert, require("kwb.loop.certify").Certificate),
+    uncertified = not cert and run.uncertified or nil,
     baseline = baseline_part(bl),
     -- the start kernel's figures every speed-up of the run is computed against, and the run that timed them
     start = { id = s.start.id, median = start_times, run = s.start.run, this_run = s.start.run == run.record.id,

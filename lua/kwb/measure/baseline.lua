@@ -4,16 +4,21 @@
 -- candidates, so a speed-up can be read against it as well as against the
 -- start kernel. It is never a candidate: never the best, never raced
 -- against, never exported, never recorded as a result, no outcome in the
--- funnel. Measured once per run, right after the start kernel.
+-- funnel. Checked once per run, right after the start kernel, and timed in
+-- the same run in turns beside its first candidates (see run).
 --
 --   baseline = "cublas"                                  -- a name the problem's `baselines` gives
 --   baseline = { file = "../kernels/host/matmul_ref.c", fn = "matmul_ref", defines = {...} }
 --
 -- Two kinds of baseline:
---   a source (file = | source =, defines =, fn =, name =): built and measured
+--   a source (file = | source =, defines =, fn =, name =): built and checked
 --     like the start kernel (kwb.measure: every shape verified twice and on
---     the unannounced shapes, then fully timed, unraced, fresh inputs each
---     run); fn is its entry point (default the problem's);
+--     the unannounced shapes) right after it, then timed in turns (A B C A B
+--     C ..., kwb.measure.rounds) beside the run's first candidate that
+--     reaches its timing, and the start kernel where the run times that
+--     again too (kwb.loop.start); where no candidate does, timed alone at
+--     the run's end (fully, unraced, fresh inputs each run); fn is its entry
+--     point (default the problem's);
 --   a plan (a problem's baselines entry with `plan = function(h) -> maker`):
 --     trusted library code that kwb drives itself (nvfp4_moe's "cublas").
 --     maker:plan(b) gives the plan of bench b for the inputs in it now
@@ -111,7 +116,8 @@ end
 -- measure(h, args) -> { shapes = { [key] = figures }, check = { [key] = { rel_l2, max_abs } }
 -- (a plan's), error = reason, seconds = }. args: { name = (a problem's
 -- baseline), cand = (a source's candidate, with fn), seed, req = a request
--- (kwb.measure.request: never raced, the run's minutes its limit) }.
+-- (kwb.measure.request: never raced, the run's minutes its limit),
+-- checks_only = true (a source built and checked, not timed: no shapes) }.
 function M.measure(h, args)
   local core = require "kwb.core"
   local t0 = core.now()
@@ -119,7 +125,7 @@ function M.measure(h, args)
   local out = { shapes = {}, check = {} }
   if args.cand then
     local res = require("kwb.measure").blank(args.cand, math.tointeger(tonumber(args.seed)))
-    h:measure(args.cand, res, { start = true })
+    h:measure(args.cand, res, { start = true, checks_only = args.checks_only })
     if res.outcome then
       out.error = string.format("%s: %s", res.outcome, res.reason or "?")
       out.shapes = {}
@@ -143,16 +149,52 @@ end
 
 -- ---- in the main process ----------------------------------------------------
 
--- run(session) -> the run's baseline, or nil where the recipe has none:
--- { name = label, description =, id = (a source's), median = { [key] = s },
--- shapes = { [key] = figures }, check =, seconds =, error = reason }.
--- Measured in a worker where the session has a pool (its own device lock,
--- the run's minutes as its deadline), else by the session's harness. A
--- failure of the baseline's (or of its task) is its error, never the run's.
-function M.run(s)
+-- for_worker(s, cand, tag) -> a source baseline as a worker builds it: its
+-- candidate's fields (a session's candidate of its spec), its entry point
+-- and a seed of its own (tag: what it is measured for).
+function M.for_worker(s, cand, tag)
+  return { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
+           params = cand.params, id = cand.id, short = cand.short, fn = s.recipe.baseline.fn,
+           seed = tostring(require("kwb.base.rng").seed_of(s.run_seed or s.recipe.seed or 0, cand.id, tag)) }
+end
+
+-- measured(s, args) -> measure(h, args)'s answer, from a worker where the
+-- session has a pool (its own device lock, the run's minutes as its
+-- deadline), else from the session's harness; a failure of its task is its error.
+local function measured(s, args)
+  local pool = s:workers()
+  if pool then
+    args.recipe = require("kwb.base.files").resolve(s.recipe.returned_by)
+    local answer = pool:wait(pool:submit("kwb.worker.task.baseline", { args },
+                                         { limit = require("kwb.measure").build_limit, what = "the baseline's build" }))
+    return answer.ok and answer.value or { error = string.format("%s: %s", answer.code, tostring(answer.reason)) }
+  end
+  local ok, r = pcall(M.measure, s.harness, args)
+  return ok and r or { error = tostring(r) }
+end
+
+-- timed(out, shapes [, check]): a baseline's figures at every shape into the
+-- run's record of it (out: run's), its medians beside them.
+function M.timed(out, shapes, check)
+  out.median, out.shapes, out.check, out.due = {}, shapes, check, nil
+  for key, st in pairs(shapes) do out.median[key] = st.median end
+end
+
+-- run(session [, alone]) -> the run's baseline, or nil where the recipe has
+-- none: { name = label, description =, id = (a source's), seconds = (its
+-- build and checks, or its whole measurement), error = reason; median = {
+-- [key] = s }, shapes = { [key] = figures }, check =, once timed; due =
+-- true while a source waits to be timed; beside = the candidate it was
+-- timed in turns beside, with_start = whether the start kernel took those
+-- turns too (kwb.loop.start) }. A source is built and checked here (unless
+-- alone: then checked and timed here, as the start kernel is); a plan is
+-- measured here, checked and timed (kwb drives it with its own timer: it
+-- takes no turns). A failure of the baseline's (or of its task) is its
+-- error, never the run's nor a candidate's.
+function M.run(s, alone)
   local bl = s.recipe.baseline
   if not bl then return nil end
-  local core, rng = require "kwb.core", require "kwb.base.rng"
+  local core = require "kwb.core"
   local run_seed = s.run_seed or s.recipe.seed or 0
   local args = { name = bl.name,
                  req = require("kwb.measure").request(s.recipe, { run_seed = run_seed, race = false, ends_at = s.ends_at }) }
@@ -161,27 +203,26 @@ function M.run(s)
     local cand = s:candidate(bl.spec, "baseline")
     out.id = cand.id
     if cand.too_big then out.error = cand.too_big; return out end   -- (kwb.loop.candidate: never sent)
-    args.cand = { source = cand.source, name = cand.name, defines = cand.defines, define_list = cand.define_list,
-                  params = cand.params, id = cand.id, short = cand.short, fn = bl.fn }
-    args.seed = tostring(rng.seed_of(run_seed, cand.id, "baseline"))
+    args.cand = M.for_worker(s, cand, "baseline")
+    args.seed, args.checks_only = args.cand.seed, not alone
   end
   local t0 = core.now()
-  local pool, got = s:workers(), nil
-  if pool then
-    local file = require("kwb.base.files").resolve(s.recipe.returned_by)
-    args.recipe = file
-    local answer = pool:wait(pool:submit("kwb.worker.task.baseline", { args },
-                                         { limit = require("kwb.measure").build_limit, what = "the baseline's build" }))
-    got = answer.ok and answer.value or { error = string.format("%s: %s", answer.code, tostring(answer.reason)) }
-  else
-    local ok, r = pcall(M.measure, s.harness, args)
-    got = ok and r or { error = tostring(r) }
-  end
+  local got = measured(s, args)
   out.seconds = core.now() - t0
   if got.error then out.error = got.error; return out end
-  out.median, out.shapes, out.check = {}, got.shapes, next(got.check or {}) and got.check or nil
-  for key, st in pairs(got.shapes) do out.median[key] = st.median end
+  if args.checks_only then out.due = true; return out end
+  M.timed(out, got.shapes, next(got.check or {}) and got.check or nil)
   return out
+end
+
+-- alone(s, out): a source baseline still due at the run's end (no candidate
+-- reached its timing) measured alone, checked and timed: its figures into
+-- the run's record of it (out), or its error; its seconds added.
+function M.alone(s, out)
+  local got = M.run(s, true)
+  out.seconds = (out.seconds or 0) + (got.seconds or 0)
+  out.due = nil
+  if got.error then out.error = got.error else M.timed(out, got.shapes) end
 end
 
 -- vs(baseline, key, median) -> baseline median / median at shape key, or nil.

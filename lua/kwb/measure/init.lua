@@ -96,7 +96,7 @@ end
 -- record, the verdict and the sanitizer's marks, is the loop's (kwb.loop.result).
 -- (code: the build's digest, kwb.measure.backends' build; degenerate: a plant's,
 -- kwb.measure.verify.degenerate's finding, kwb.loop.selftest)
-M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds", "code", "companion",
+M.measured_fields = { "outcome", "reason", "rule", "line", "log", "signal", "shapes", "seconds", "code", "companions",
                       "degenerate" }
 
 -- blank(cand, seed) -> a result for a harness to fill
@@ -286,34 +286,52 @@ local function verify_all(h, fn, res)
   return out, why, call_s
 end
 
--- A shape timed in turns with the companion (the start kernel: kwb.loop.session's
--- start_due), A B A B ... (kwb.measure.rounds), until each one's turn times
--- meet the stop rule (their median's interval within the target) or the
--- cap for the two of them: each one's figures from its turn times. -> the
--- candidate's figures, the companion's | nil, why, outcome (the candidate's
--- failure) | nil, nil, nil, why (the companion's).
-local function time_beside(h, fn, res, comp, sh)
+-- A shape timed in turns with the companions (the start kernel and the
+-- recipe's baseline while a run has them due: kwb.loop.start), A B C A B C
+-- ... (kwb.measure.rounds), until each one's turn times meet the stop rule
+-- (their median's interval within the target) or the cap for all of them:
+-- each one's figures from its turn times (comp.shapes). A companion that
+-- fails is set aside (comp.error) and the others are timed again without
+-- it. -> the candidate's figures | nil, why, outcome (the candidate's
+-- failure) | nil (no companion left: the candidate is timed alone).
+local function time_beside(h, fn, res, comps, sh)
   local rounds = require "kwb.measure.rounds"
   local t = h.timing
   local target = t.target or 0.01
-  local function settled(times)
-    local key = sh.key
-    return core.stats(times[1][key], target).converged and core.stats(times[2][key], target).converged
+  while true do
+    local live, kernels = {}, { { fn = fn, seed = res.seed } }
+    for _, c in ipairs(comps) do
+      if c.fn and not c.error then
+        live[#live + 1] = c
+        kernels[#kernels + 1] = { fn = c.fn, seed = c.seed }
+      end
+    end
+    if #live == 0 then return nil end
+    local function settled(times)
+      for i = 1, #kernels do
+        if not core.stats(times[i][sh.key], target).converged then return false end
+      end
+      return true
+    end
+    local got, why, out, which = rounds.time(h, kernels, { shapes = { sh }, seconds = #kernels * (t.cap or 1),
+                                                           target = target, done = settled,
+                                                           max_rounds = math.max(t.max_samples or 0, rounds.min_rounds) })
+    h.seed = res.seed
+    if got then
+      for i, c in ipairs(live) do c.shapes[sh.key] = rounds.figures(got.times[i + 1][sh.key], target) end
+      return rounds.figures(got.times[1][sh.key], target)
+    end
+    if which == 1 then return nil, why, out end
+    live[which - 1].error = string.format("%s: %s", out or "crashed", why or "?")
   end
-  local got, why, out, which = rounds.time(h, { { fn = fn, seed = res.seed }, { fn = comp.fn, seed = comp.seed } },
-                                           { shapes = { sh }, seconds = 2 * (t.cap or 1), target = target,
-                                             max_rounds = math.max(t.max_samples or 0, rounds.min_rounds),
-                                             done = settled })
-  h.seed = res.seed
-  if not got and which == 2 then return nil, nil, nil, string.format("%s: %s", out or "crashed", why or "?") end
-  if not got then return nil, why, out end
-  return rounds.figures(got.times[1][sh.key], target), rounds.figures(got.times[2][sh.key], target)
 end
 
--- The candidate's calls: verify every shape, then time every shape (in
--- turns with opts.companion where it is given: the start kernel timed again
--- beside a run's first timed candidate; its figures, or why not, are
--- res.companion); its sandbox (where it has one) ends here, with its last call.
+-- The candidate's calls: verify every shape, then (unless opts.checks_only:
+-- a baseline's checks, kwb.measure.baseline) time every shape, in turns with
+-- opts.companions where they are given (the start kernel and the recipe's
+-- baseline timed again beside a run's first timed candidate; their figures,
+-- or why not, are res.companions); its sandbox (where it has one) ends
+-- here, with its last call.
 function Harness:evaluate(fn, res, opts)
   local mt = getmetatable(fn)   -- a sandbox ends with the measurement
   local _k <close> = type(mt) == "table" and mt.__close and fn or nil
@@ -325,6 +343,7 @@ function Harness:evaluate(fn, res, opts)
     if out == "crashed" then res.signal = (why or ""):match("died of (SIG%u+)") end
     return res
   end
+  if opts.checks_only then return res end
   local tt = core.now()
   self.calls_s = 0   -- (kwb.measure.timed adds its calls' wall time: res.seconds.calls)
   self.reference_s = 0   -- (and off_the_clock the harness's own work: res.seconds.reference)
@@ -334,13 +353,7 @@ function Harness:evaluate(fn, res, opts)
     local b = self:bench(sh)
     self:phase(timing_limit(self.timing, call_s[sh.key]), "timing at " .. sh.key)
     local st, terr, tout
-    local comp = opts.companion
-    if comp and comp.fn and not comp.error then
-      local a, b, c, cerr = time_beside(self, fn, res, comp, sh)
-      if cerr then comp.error = cerr
-      elseif a then st, comp.shapes[sh.key] = a, b
-      else terr, tout = b, c end
-    end
+    if opts.companions then st, terr, tout = time_beside(self, fn, res, opts.companions, sh) end
     if not st and not tout then st, terr, tout = self:time_shape(fn, b, opts.start) end
     if st and not st.partial and robust_spread(st) > M.noisy_spread then   -- timed again; still noisy, it says so
       local again
@@ -372,7 +385,9 @@ function Harness:evaluate(fn, res, opts)
   return res
 end
 
--- measure(cand, res [, { start = true }]) -> res: build, verify every shape,
+-- measure(cand, res [, { start = true, full = true, companions = { kernels
+-- to time in turns beside it: { role =, seed =, and a candidate's fields } },
+-- checks_only = true }]) -> res: build, verify every shape,
 -- time every shape (the start kernel fully, unraced); res.outcome is set for
 -- a candidate that fails here or builds to code the request names as
 -- measured (duplicate: never run), res.shapes holds the raw timings.
@@ -388,15 +403,25 @@ function Harness:measure(cand, res, opts)
   channel.limit(M.build_limit, "the build")
   local fn = self:build(cand, res, not opts.start and self.codes or nil)
   if not fn then return res end
-  -- the start kernel to be timed beside it (kwb.loop.session's start_due): built now, its figures res.companion
-  local comp = opts.companion and { seed = math.tointeger(tonumber(opts.companion.seed)) or 0, shapes = {} }
-  if comp then
-    local cres = { seconds = {}, shapes = {} }
-    comp.fn = self:build(opts.companion, cres)
-    if not comp.fn then comp.error = string.format("%s: %s", cres.outcome or "compile-error", cres.reason or "?") end
-    opts = setmetatable({ companion = comp }, { __index = opts })
+  -- the kernels to be timed beside it (kwb.loop.start: the start kernel, the
+  -- recipe's baseline): built now, their figures res.companions
+  local comps
+  if opts.companions then
+    comps = {}
+    for i, c in ipairs(opts.companions) do
+      local cres = { seconds = {}, shapes = {} }
+      local cfn = self:build(c, cres)
+      comps[i] = { role = c.role, seed = math.tointeger(tonumber(c.seed)) or 0, shapes = {}, fn = cfn,
+                   error = not cfn and string.format("%s: %s", cres.outcome or "compile-error", cres.reason or "?") or nil }
+    end
+    opts = setmetatable({ companions = comps }, { __index = opts })
   end
-  local _kc <close> = comp and comp.fn and getmetatable(comp.fn) and getmetatable(comp.fn).__close and comp.fn or nil
+  local _kc <close> = comps and setmetatable({}, { __close = function()   -- (their sandboxes end with the measurement)
+    for _, c in ipairs(comps) do
+      local mt = getmetatable(c.fn)
+      if type(mt) == "table" and mt.__close then mt.__close(c.fn) end
+    end
+  end }) or nil
   self.seed = res.seed
   -- the candidate runs on the device only while no other worker does: the
   -- next candidates build meanwhile, and no run disturbs another's timing
@@ -411,7 +436,10 @@ function Harness:measure(cand, res, opts)
   channel.limit(M.harness_limit, "checking the harness's buffers after the candidate")
   local out, why = verify.sweep(self, "found after its last call")
   if out and not res.outcome then res.outcome, res.reason = out, why end
-  if comp then res.companion = { shapes = comp.shapes, error = comp.error } end
+  if comps then
+    res.companions = {}
+    for i, c in ipairs(comps) do res.companions[i] = { role = c.role, shapes = c.shapes, error = c.error } end
+  end
   return res
 end
 

@@ -37,13 +37,14 @@ end
 -- measure(args) -> the measured part of a result (kwb.measure.measured).
 -- args = { recipe = absolute file, cand = { source, name, defines,
 -- define_list, params (the launch plan reads them), id, short }, seed =
--- "decimal", req = kwb.measure.request's table, companion = the start kernel
--- to time beside it (its candidate fields and seed), or nil }.
+-- "decimal", req = kwb.measure.request's table, companions = the kernels to
+-- time in turns beside it (the start kernel, the recipe's baseline: each its
+-- role, candidate fields and seed, kwb.loop.start), or nil }.
 function M.measure(args)
   local h = harness(args.recipe)
   h:take(args.req)
   local res = measure.blank(args.cand, math.tointeger(tonumber(args.seed)))
-  h:measure(args.cand, res, { start = args.req.start, companion = args.companion })
+  h:measure(args.cand, res, { start = args.req.start, companions = args.companions })
   -- a failed call or timing (a CUDA error) may leave the process spoiled
   if res.outcome == "crashed" then channel.retire() end
   return measure.measured(res)

@@ -105,8 +105,8 @@ M.top = 3
 
 -- leading(s) -> the ids the round decides between: the session's best, then
 -- each shape's winner (kwb.loop.standings), in the recipe's shape order, then
--- the next best scores (M.top) of the results that may be named a best
--- (kwb.base.outcomes.may_be_best), highest first.
+-- the next best scores (M.top) above 1 of the results that may be named a
+-- best (kwb.base.outcomes.may_be_best), highest first.
 function M.leading(s)
   local out, seen = {}, {}
   local function add(id) if id and not seen[id] then seen[id] = true; out[#out + 1] = id end end
@@ -117,8 +117,8 @@ function M.leading(s)
   end
   local ranked, san = {}, s:sanitizing()
   for _, r in ipairs(s.store:results(s.ctx)) do
-    if (r.outcome == "accepted" or r.outcome == "slower") and type(r.score) == "number" and not seen[r.id]
-       and outcomes.may_be_best(r, san) then
+    if (r.outcome == "accepted" or r.outcome == "slower") and type(r.score) == "number" and r.score > 1
+       and not seen[r.id] and outcomes.may_be_best(r, san) then
       ranked[#ranked + 1] = r
     end
   end

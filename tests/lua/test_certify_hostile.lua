@@ -37,21 +37,27 @@ t.test("certify_hostile_a_kernel_idle_in_the_final_rounds_timed_runs_is_never_ce
     timing = { warmup = 0.002, min_samples = 3, cap = 0.05, target = 0.05 }, seed = 7,
   }
   local sm, run = r:run { mode = "quiet", store = fresh("round"), certify = 2 }
-  local res = run.results[1]
-  t.eq(res.outcome, "wrong", "found in the round")
+  local res, honest = run.results[1], run.results[2]
+  local cert = t.truthy(sm.certificate, "a certificate")
+  -- whatever the kernel did, it is never the pick: the honest kernel is
+  t.eq(cert.pick, honest.id)
+  t.eq(r:session().best.id, honest.id)
+  t.eq(honest.outcome, "accepted")
+  -- (the kernel tells the round by the length of its first run of calls at a shape, which the
+  -- evaluation's timing decides: on a machine where its guess misses it never idles, and is an
+  -- honest, slower kernel)
+  if res.outcome ~= "wrong" then
+    t.eq(res.outcome, "slower", "never idle: an honest slower kernel")
+    return
+  end
   -- (its first turn at n=96 is right: it tells the round by that turn's length)
   t.eq(res.reason, "in the final round: output c at n=112 (timed run 2): 12542 elements off (max abs error 44.2), "
        .. "first c[1]")
   t.eq(res.score, nil)
   t.eq(sm.funnel.wrong, 1)
-  local honest = run.results[2]
-  t.eq(honest.outcome, "accepted")
   t.eq(sm.funnel.accepted, 1)
-  local cert = t.truthy(sm.certificate, "the round timed again without it")
-  t.eq(#cert.entries, 2, "the start kernel and the honest one")
+  t.eq(#cert.entries, 2, "the round timed again without it: the start kernel and the honest one")
   t.eq(cert.entries[2].id, honest.id)
-  t.eq(cert.pick, honest.id)
-  t.eq(r:session().best.id, honest.id)
   local stored = r:session().store:known(r:session().ctx, res.id)
   t.eq(stored.outcome, "wrong", "revised in the cache")
   t.eq(stored.reason, res.reason)

@@ -235,8 +235,8 @@ function Reporter:certified(sm)
     local iv = b.interval and b.interval[key]
     rows[#rows + 1] = { key, figures.time(start.median[key]), figures.time(pick.median[key]),
                         string.format("%.2fx", b.speedup[key]), iv and string.format("%.2f-%.2f", iv[1], iv[2]) or "-" }
-    if with then   -- (the run's baseline: its median, and its median over the pick's)
-      local bm = sm.baseline and sm.baseline.median and sm.baseline.median[key]
+    if with then   -- (the baseline's median in the round where it took turns there, else the run's)
+      local bm = b.baseline_median and b.baseline_median[key] or sm.baseline.median and sm.baseline.median[key]
       rows[#rows][#rows[#rows] + 1] = bm and figures.time(bm) or "-"
       rows[#rows][#rows[#rows] + 1] = b.vs_baseline[key] and string.format("%.2fx", b.vs_baseline[key]) or "-"
     end

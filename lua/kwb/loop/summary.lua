@@ -179,6 +179,9 @@ local function certified(run, cert, bl)
   local is_start = e.role == "start"
   local res = is_start and s.start or s:known({ id = cert.pick }) or {}
   local score = certify.find(cert, "score", cert.pick, start_id)
+  -- (a source baseline took its turns in the round: its times and the pick's ratio to it are the round's)
+  local bid = certify.role(cert, "baseline")
+  local be = bid and certify.entry(cert, bid)
   local speedup, interval, floor, against = {}, {}, {}, {}
   for _, sh in ipairs(run.recipe.shapes) do
     local r = certify.find(cert, "speedup", cert.pick, start_id, sh.key)
@@ -186,17 +189,18 @@ local function certified(run, cert, bl)
     interval[sh.key] = r and { r.lo, r.hi } or nil
     local mine = res.shapes and res.shapes[sh.key]
     floor[sh.key] = mine and mine.floor_frac or nil
-    -- (the baseline's median over the pick's in the round; the certificate has their ratio in turns too)
-    against[sh.key] = vs(bl, sh.key, e.median[sh.key])
+    local vb = bid and certify.find(cert, "vs_baseline", cert.pick, bid, sh.key)
+    against[sh.key] = vb and vb.median or vs(bl, sh.key, e.median[sh.key])
   end
   local best = { id = e.id, short = e.short, score = score and score.median or 1,
                  score_interval = score and { score.lo, score.hi } or nil, speedup = speedup,
                  interval = next(interval) and interval or nil, params = e.params, origin = e.origin, start = is_start,
                  floor = next(floor) and floor or nil, vs_baseline = next(against) and against or nil,
-                 certified = true }
+                 baseline_median = be and be.median or nil, certified = true }
   local faster = certify.elsewhere(cert)
   for _, x in ipairs(faster) do
-    x.baseline, x.vs_baseline = bl and bl.median and bl.median[x.shape], vs(bl, x.shape, x.median)
+    if be then x.baseline, x.vs_baseline = be.median[x.shape], be.median[x.shape] / x.median
+    else x.baseline, x.vs_baseline = bl and bl.median and bl.median[x.shape], vs(bl, x.shape, x.median) end
   end
   return best, e.median, faster
 end

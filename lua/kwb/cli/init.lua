@@ -209,10 +209,7 @@ function M.run_file(path, ...)
     io.stderr:write("kwb: ", err, "\n")
     return 1
   end
-  if path then
-    local dir = path:match("^(.*)/[^/]*$") or "."
-    package.path = dir .. "/?.lua;" .. dir .. "/?/init.lua;" .. package.path
-  end
+  -- (its folder goes on the module search path: kwb.recipe.search_beside, by with_file)
   -- A file that returns a recipe is run by the loop with the words after it
   -- as run options; a file that returns nothing is an ordinary script.
   local recipe = require "kwb.recipe"

@@ -23,7 +23,21 @@ M.loading = {}
 
 local pop_loading = { __close = function() table.remove(M.loading) end }
 
+-- search_beside(path): the folder of a recipe file on the module search path
+-- (first, once), so that a recipe may `require` a module beside it (a team's
+-- shared problem file) wherever it is loaded: by the command line, by
+-- kwb.load at the REPL or in a script, and in every worker that loads it.
+function M.search_beside(path)
+  if not path or path == "stdin" then return end
+  local dir = path:match("^(.*)/[^/]*$") or "."
+  local entry = dir .. "/?.lua;" .. dir .. "/?/init.lua;"
+  if package.path:sub(1, #entry) ~= entry and not package.path:find(";" .. entry, 1, true) then
+    package.path = entry .. package.path
+  end
+end
+
 function M.with_file(path, chunk, ...)
+  M.search_beside(path)
   M.loading[#M.loading + 1] = path
   local _ <close> = setmetatable({}, pop_loading)   -- popped on errors too
   local res = table.pack(chunk(...))

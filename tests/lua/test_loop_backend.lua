@@ -55,18 +55,24 @@ end)
 
 t.test("loop_backend_cuda_timed_runs_get_fresh_inputs_and_poisoned_outputs", function()
   t.truthy(#fake.replays > 10, "timed runs replay the plan")
-  local last, fresh, same = {}, 0, 0
+  local last, fresh, same, plans = {}, 0, 0, 0
   for _, rp in ipairs(fake.replays) do
     local c = rp.plan.steps[1].args[4]
     t.eq(rp.poison[4], c.n, "every element of c poison as a timed run begins")
     local prev = last[rp.plan]
     if prev then
       if prev == rp.sums[2] then same = same + 1 else fresh = fresh + 1 end
+    else
+      plans = plans + 1
     end
     last[rp.plan] = rp.sums[2]
   end
   t.eq(same, 0, "no timed run meets the inputs of the one before it")
-  t.eq(fresh, #fake.replays - 4, "every other one new inputs (4 plans: 2 candidates at 2 shapes)")
+  -- (a plan for each of the 2 candidates at the 2 shapes, and where the final round or the start
+  -- kernel's turns timed a kernel on a bench of its own, one for each of those: how many depends on
+  -- which comparisons the round decided in time)
+  t.truthy(plans >= 4, "at least 4 plans: " .. plans)
+  t.truthy(fresh > 10, "timed runs after their plan's first, each on new inputs: " .. fresh)
   t.eq(#poisoned, 0, "a plan of one kernel has no scratch to poison in its graph")
 end)
 

@@ -103,14 +103,39 @@ local run_spec = {
   seed = value { conv = function(v) return math.tointeger(tonumber(v)) end, what = "an integer" },
   certify = value { conv = function(v) local n = tonumber(v); return n and n >= 0 and n < math.huge and n or nil end,
                     what = "a number of seconds >= 0" },
-  queue = value { what = "a redis:// URL" },
-  ["queue-password-file"] = value { conv = args.nonempty, what = "a file" },
-  ["fleet-key-file"] = value { conv = args.nonempty, what = "a file" },
-  device = value { conv = args.nonempty, what = "a device kind" },
   retime = value { conv = function(v) return v:match("^%x+$") and v end, what = "a candidate id" },
   model = value { what = "PROVIDER:NAME" },
   strategy = value { what = "a strategy name" },
 }
+
+-- The options of work on a fleet, a run's and kwb verify-pick's: the queue's
+-- URL, the file of its password, the fleet's key's and the device kind.
+M.fleet_spec = {
+  queue = value { what = "a redis:// URL" },
+  ["queue-password-file"] = value { conv = args.nonempty, what = "a file" },
+  ["fleet-key-file"] = value { conv = args.nonempty, what = "a file" },
+  device = value { conv = args.nonempty, what = "a device kind" },
+}
+for k, v in pairs(M.fleet_spec) do run_spec[k] = v end
+
+-- check_fleet(opts, what) -> opts | nil, message: the fleet options only
+-- with --queue ("'--X' is for a WHAT on a queue: it needs --queue"), and the
+-- queue's URL, its password and the fleet's key read before anything runs.
+function M.check_fleet(opts, what)
+  for _, w in ipairs { "queue_password_file", "fleet_key_file", "device" } do
+    if opts[w] and not opts.queue then
+      return nil, string.format("'--%s' is for a %s on a queue: it needs --queue", (w:gsub("_", "-")), what)
+    end
+  end
+  if opts.queue then
+    local queue = require "kwb.runners.queue"
+    local q, perr = queue.parse(opts.queue, { password_file = opts.queue_password_file })
+    if not q then return nil, perr end
+    local key, kerr = queue.fleet_key(opts.fleet_key_file)
+    if not key then return nil, string.format("queue %s: %s", q.url, kerr) end
+  end
+  return opts
+end
 
 -- parse_run_options(words...) -> opts for kwb.loop.run.run | nil, message.
 function M.parse_run_options(...)
@@ -126,19 +151,7 @@ function M.parse_run_options(...)
   if opts.strategy and not strategy.known(opts.strategy) then return nil, strategy.unknown_message(opts.strategy) end
   if opts.queue and opts.workers then return nil, "'--workers' is for workers on this machine; a queue's are its fleet" end
   if opts.device and not opts.queue then return nil, "'--device' picks among a queue's device kinds: it needs --queue" end
-  for _, w in ipairs { "queue_password_file", "fleet_key_file" } do
-    if opts[w] and not opts.queue then
-      return nil, string.format("'--%s' is for a run on a queue: it needs --queue", (w:gsub("_", "-")))
-    end
-  end
-  if opts.queue then   -- the URL, the password and the fleet's key, before anything runs
-    local queue = require "kwb.runners.queue"
-    local q, perr = queue.parse(opts.queue, { password_file = opts.queue_password_file })
-    if not q then return nil, perr end
-    local key, kerr = queue.fleet_key(opts.fleet_key_file)
-    if not key then return nil, string.format("queue %s: %s", q.url, kerr) end
-  end
-  return opts
+  return M.check_fleet(opts, "run")
 end
 
 -- retime(recipe, id) -> exit status: a cached candidate of the recipe's

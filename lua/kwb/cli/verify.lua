@@ -50,14 +50,12 @@ end
 function M.main(...)
   local help = require "kwb.help"
   local usage = "usage: " .. help.command("verify-pick").usage
-  local nonempty = require("kwb.base.args").nonempty
-  local pos, opts = require("kwb.base.args").parse({ ... }, {
-    recipe = "value", json = "flag", help = "flag", queue = { "value", what = "a redis:// URL" },
-    ["queue-password-file"] = { "value", conv = nonempty, what = "a file" },
-    ["fleet-key-file"] = { "value", conv = nonempty, what = "a file" },
-    device = { "value", conv = nonempty, what = "a device kind" },
-    seconds = { "value", conv = function(v) local n = tonumber(v); return n and n > 0 and n < math.huge and n or nil end,
-                what = "a number of seconds > 0" } })
+  local cli = require "kwb.cli"
+  local spec = { recipe = "value", json = "flag", help = "flag",
+                 seconds = { "value", conv = function(v) local n = tonumber(v); return n and n > 0 and n < math.huge and n or nil end,
+                             what = "a number of seconds > 0" } }
+  for k, v in pairs(cli.fleet_spec) do spec[k] = v end
+  local pos, opts = require("kwb.base.args").parse({ ... }, spec)
   if pos and (opts.help or pos[1] == "-h") then
     io.write(help.command_help("verify-pick"))
     return 0
@@ -80,18 +78,11 @@ function M.main(...)
       error(string.format("run %s came in bundle %s, whose run names a recipe file of another machine's: name it with "
                           .. "--recipe FILE", ids.short(run.id), cert.imported), 0)
     end
-    local fleet
-    if opts.queue then   -- a fleet's worker of the certificate's kind times it (--device: that kind by default)
-      local queue = require "kwb.runners.queue"
-      local q, perr = queue.parse(opts.queue, { password_file = opts.queue_password_file })
-      if not q then error(perr, 0) end
-      fleet = { queue = opts.queue, queue_password_file = opts.queue_password_file,
-                fleet_key_file = opts.fleet_key_file, device = opts.device or cert.device }
-    else
-      for _, w in ipairs { "queue_password_file", "fleet_key_file", "device" } do
-        if opts[w] then error(string.format("'--%s' is for a round on a queue: it needs --queue", (w:gsub("_", "-"))), 0) end
-      end
-    end
+    local ok_fleet, ferr = cli.check_fleet(opts, "round")
+    if not ok_fleet then error(ferr, 0) end
+    -- (on a fleet: a worker of the certificate's kind times it, unless --device names another)
+    local fleet = opts.queue and { queue = opts.queue, queue_password_file = opts.queue_password_file,
+                                   fleet_key_file = opts.fleet_key_file, device = opts.device or cert.device }
     local now = again(cache, cert, file or run.recipe, opts.seconds or cert.limit or cert.seconds, fleet)
     return { cert = cert, now = now }
   end)

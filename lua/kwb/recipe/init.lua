@@ -31,9 +31,7 @@ function M.search_beside(path)
   if not path or path == "stdin" then return end
   local dir = path:match("^(.*)/[^/]*$") or "."
   local entry = dir .. "/?.lua;" .. dir .. "/?/init.lua;"
-  if package.path:sub(1, #entry) ~= entry and not package.path:find(";" .. entry, 1, true) then
-    package.path = entry .. package.path
-  end
+  if not (";" .. package.path):find(";" .. entry, 1, true) then package.path = entry .. package.path end
 end
 
 function M.with_file(path, chunk, ...)

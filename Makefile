@@ -118,12 +118,14 @@ build/bundle.c: build/embed $(LUA_SRC)
 	@printf '  EMBED %d Lua modules\n' $(words $(LUA_SRC))
 	$(Q)build/embed $@ lua $(LUA_SRC)
 
-# kwb's own CUDA sources (cuda_builtin.c compiles them with NVRTC), each
-# file's exact bytes as a C string: SYMBOL=FILE
-CUDA_EMBED := kwb_cuda_builtin_source=core/cuda/kwb_builtin.cu kwb_cuda_wmma_source=core/cuda/kwb_wmma.cu
+# kwb's own CUDA sources (cuda_builtin.c compiles them with NVRTC) and its
+# Python programs (core.python_source: the reference process of a PyTorch
+# problem), each file's exact bytes as a C string: SYMBOL=FILE
+CUDA_EMBED := kwb_cuda_builtin_source=core/cuda/kwb_builtin.cu kwb_cuda_wmma_source=core/cuda/kwb_wmma.cu \
+              kwb_torch_ref_source=python/kwb_torch_ref.py
 
 build/cuda_sources.c: build/embed $(foreach e,$(CUDA_EMBED),$(lastword $(subst =, ,$(e))))
-	@printf '  EMBED %d CUDA sources\n' $(words $(CUDA_EMBED))
+	@printf '  EMBED %d CUDA and Python sources\n' $(words $(CUDA_EMBED))
 	$(Q)build/embed -s $@ $(CUDA_EMBED)
 
 build/obj/cuda_sources.o: build/cuda_sources.c | build/obj

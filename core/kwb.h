@@ -361,6 +361,8 @@ int kwb_worker_recv(char **msg, size_t *len);            /* 1 a frame, 0 end of 
 int kwb_worker_reply(const void *data, size_t len);
 int kwb_worker_lock(int32_t on);                         /* 1 locked/unlocked, 0 no lock given */
 int kwb_worker_reap(void);                               /* kill and reap stray children; their count */
+void kwb_worker_keep(int pid, int keep);                 /* a child of the judge's own (a reference process) that
+                                                            kwb_worker_reap spares (keep = 1) or no longer (0) */
 
 void kwb_free(void *p);
 

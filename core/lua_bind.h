@@ -29,5 +29,6 @@ void kwb_lua_open_cache(lua_State *L);
 void kwb_lua_open_cuda(lua_State *L);
 void kwb_lua_open_http(lua_State *L);
 void kwb_lua_open_redis(lua_State *L);
+void kwb_lua_open_child(lua_State *L);
 
 #endif

@@ -253,5 +253,6 @@ int luaopen_kwb_core(lua_State *L) {
     kwb_lua_open_cuda(L);
     kwb_lua_open_http(L);
     kwb_lua_open_redis(L);
+    kwb_lua_open_child(L);
     return 1;
 }

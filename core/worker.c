@@ -653,8 +653,27 @@ int kwb_worker_lock(int32_t on) {
     return 1;
 }
 
+/* The judge's own children that outlive a request (a PyTorch problem's
+ * reference process, core/lua_child.c): kwb_worker_reap leaves them, and
+ * their exit status, alone. Only this process registers them; a candidate
+ * runs in a sandbox process of its own and cannot. */
+#define KEPT_MAX 16
+static pid_t kept[KEPT_MAX];
+
+void kwb_worker_keep(int pid, int keep) {
+    for (int i = 0; i < KEPT_MAX; i++) {
+        if (keep && kept[i] == 0) { kept[i] = (pid_t)pid; return; }
+        if (!keep && kept[i] == (pid_t)pid) { kept[i] = 0; return; }
+    }
+}
+
+static int is_kept(pid_t pid) {
+    for (int i = 0; i < KEPT_MAX; i++) if (pid > 0 && kept[i] == pid) return 1;
+    return 0;
+}
+
 /* Children of this process (strays reparented here too: the worker is a
- * subreaper), killed and reaped until none is left. */
+ * subreaper), killed and reaped until none is left, but the kept ones. */
 int kwb_worker_reap(void) {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     pid_t me = getpid();
@@ -678,15 +697,16 @@ int kwb_worker_reap(void) {
             int ppid = 0;
             char st;
             if (!rp || sscanf(rp + 1, " %c %d", &st, &ppid) != 2 || ppid != me) continue;
-            kill((pid_t)atoi(e->d_name), SIGKILL);
+            pid_t pid = (pid_t)atoi(e->d_name);
+            if (is_kept(pid)) continue;
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, WNOHANG);   /* (one not dead yet is found again in the next round) */
             found++;
         }
         closedir(d);
-        while (waitpid(-1, NULL, WNOHANG) > 0) {}
         if (!found) break;
         total += found;
         usleep(1000);
     }
-    while (waitpid(-1, NULL, WNOHANG) > 0) {}
     return total;
 }

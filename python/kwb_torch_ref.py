@@ -1,0 +1,435 @@
+# kwb_torch_ref.py: the reference process of a PyTorch problem (kwb.problems.torch).
+#
+# kwb starts it (python3 -c THIS), owns it and kills it; it shares no address
+# space and no CUDA context with any candidate. Requests and answers are JSON
+# lines on stdin and stdout; buffers go both ways through the shared region
+# kwb maps as this process's fd 3. Every answer has "ok"; a failure is
+# {"ok": false, "error": sentence}.
+#
+#   {"op": "load", "file": F, "seed": S, "device": "cpu"|"cuda", "precision": "f64"|"module"}
+#       the module file in KernelBench's format (class Model, get_inputs,
+#       get_init_inputs), or a plain function (fn = NAME in the file, with
+#       get_inputs); its weights drawn from seed S (a parameter or buffer left
+#       constant by its initialisation, zeros or ones, is drawn again around
+#       that value, so no reference is constant by accident)
+#   {"op": "probe"}   -> {"spec": ...}: inputs, weights, outputs and which
+#       dimensions may vary, tried on the module itself
+#   {"op": "weights", "at": [[name, offset], ...]}   the weights' bytes into the region
+#   {"op": "call", "dims": {var: n}, "at": {name: offset}}
+#       the inputs and weights read from the region, forward run, each
+#       output written at its offset after its dtype and shape are checked
+#   {"op": "map"}     the region mapped again (kwb grew it)
+import importlib.util
+import inspect
+import json
+import math
+import mmap
+import os
+import sys
+import traceback
+
+import torch
+
+DTYPES = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int8: "i8", torch.uint8: "u8", torch.int32: "i32", torch.int64: "i64", torch.bool: "u8",
+}
+TORCH_OF = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
+            "i8": torch.int8, "u8": torch.uint8, "i32": torch.int32, "i64": torch.int64}
+
+
+class ProblemError(Exception):
+    pass
+
+
+def cname(s):
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in s)
+    return out if out and not out[0].isdigit() else "_" + out
+
+
+class Ref:
+    def __init__(self):
+        self.mm = mmap.mmap(3, 0)
+        self.model = None
+
+    def load(self, req):
+        path = req["file"]
+        spec = importlib.util.spec_from_file_location("kwb_problem_module", path)
+        if spec is None:
+            raise ProblemError("%s: not a Python file" % path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        self.mod, self.file = mod, path
+        self.device = torch.device(req.get("device", "cpu"))
+        self.seed = int(req.get("seed", 0))
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        for name in ("get_inputs",):
+            if not callable(getattr(mod, name, None)):
+                raise ProblemError("%s: defines no %s()" % (path, name))
+        fn = req.get("fn")
+        torch.manual_seed(self.seed)
+        if fn:
+            f = getattr(mod, fn, None)
+            if not callable(f):
+                raise ProblemError("%s: defines no function %s" % (path, fn))
+            self.model = f
+            self.weights = []
+            self.forward = f
+        else:
+            cls = getattr(mod, "Model", None)
+            if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+                raise ProblemError("%s: defines no class Model(nn.Module) (or name a plain function: fn = NAME)" % path)
+            init = getattr(mod, "get_init_inputs", lambda: [])()
+            self.model = cls(*init).eval()
+            self.forward = self.model.forward
+            self.redraw_constants()
+            self.weights = [(cname(k), k, v) for k, v in self.model.state_dict().items()]
+        self.precision = req.get("precision", "f64")
+        self.example = None
+        return {}
+
+    # A parameter or buffer whose elements are all one value (a bias of
+    # zeros, a norm's weight of ones) is drawn again around that value,
+    # keeping its sign: a zero initialisation can make a reference constant.
+    def redraw_constants(self):
+        gen = torch.Generator().manual_seed(self.seed ^ 0x6B7762)
+        with torch.no_grad():
+            for t in list(self.model.parameters()) + list(self.model.buffers()):
+                if not t.is_floating_point() or t.numel() == 0:
+                    continue
+                flat = t.reshape(-1)
+                if bool((flat == flat[0]).all()):
+                    v = float(flat[0])
+                    if v == 0:
+                        noise = torch.rand(t.shape, generator=gen) * 0.2 - 0.1
+                    else:
+                        noise = v * (torch.rand(t.shape, generator=gen) * 0.2 + 0.9) - v
+                    t.add_(noise.to(t.dtype))
+
+    def example_inputs(self):
+        torch.manual_seed(self.seed)
+        got = self.mod.get_inputs()
+        if not isinstance(got, (list, tuple)):
+            raise ProblemError("%s: get_inputs() returns %s, not a list" % (self.file, type(got).__name__))
+        return list(got)
+
+    def arg_names(self, n):
+        try:
+            params = [p for p in inspect.signature(self.forward).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = []
+        names = [cname(p.name) for p in params][:n]
+        while len(names) < n:
+            names.append("in%d" % len(names))
+        return names
+
+    def run(self, inputs, weights=None):
+        with torch.no_grad():
+            if weights is not None and self.weights:
+                return call_with(self.model, weights, inputs)
+            return self.model(*inputs)
+
+    # -- probing ----------------------------------------------------------
+    def probe(self, _req):
+        ex = self.example_inputs()
+        names = self.arg_names(len(ex))
+        tensors = [(i, names[i], t) for i, t in enumerate(ex) if isinstance(t, torch.Tensor)]
+        consts = []
+        for i, v in enumerate(ex):
+            if not isinstance(v, torch.Tensor):
+                try:
+                    json.dumps(v)
+                except TypeError:
+                    raise ProblemError("%s: get_inputs()'s argument %d is a %s: kwb takes tensors and plain values"
+                                       % (self.file, i, type(v).__name__))
+                consts.append({"index": i, "value": v, "name": names[i]})
+        for _, n, t in tensors:
+            if t.dtype not in DTYPES:
+                raise ProblemError("%s: input %s is %s, a dtype kwb does not take" % (self.file, n, t.dtype))
+        outs = self.outputs_of(self.run([t.to(self.device) if isinstance(t, torch.Tensor) else t for t in ex]))
+        base = {(i, d): t.shape[d] for i, _, t in tensors for d in range(t.dim())}
+        vars_, dim_var = self.find_vars(ex, tensors, base)
+        # each output dimension as an expression over the variables
+        out_dims = self.output_dims(ex, tensors, vars_, outs)
+        spec = {
+            "vars": [{"name": v["name"], "value": v["value"]} for v in vars_],
+            "inputs": [{"name": n, "index": i, "dtype": DTYPES[t.dtype],
+                        "dims": [dim_var.get((i, d), t.shape[d]) for d in range(t.dim())],
+                        "init": init_of(t)} for i, n, t in tensors],
+            "consts": consts,
+            "weights": [{"name": n, "param": k, "dtype": DTYPES[v.dtype], "dims": list(v.shape)}
+                        for n, k, v in self.weights],
+            "outputs": [{"name": "out" if len(outs) == 1 else "out%d" % j, "dtype": DTYPES[o.dtype],
+                         "dims": out_dims[j], "rms": rms(o)} for j, o in enumerate(outs)],
+        }
+        names_seen = {}
+        for group in ("vars", "inputs", "weights", "outputs"):
+            for e in spec[group]:
+                if e["name"] in names_seen:
+                    e["name"] = e["name"] + "_" + group[0]
+                names_seen[e["name"]] = True
+        return {"spec": spec}
+
+    def outputs_of(self, out):
+        if isinstance(out, torch.Tensor):
+            outs = [out]
+        elif isinstance(out, (list, tuple)) and out and all(isinstance(o, torch.Tensor) for o in out):
+            outs = list(out)
+        else:
+            raise ProblemError("%s: forward returns %s; kwb takes a tensor or a tuple of tensors"
+                               % (self.file, type(out).__name__))
+        for o in outs:
+            if o.dtype not in DTYPES:
+                raise ProblemError("%s: forward returns a %s tensor, a dtype kwb does not take" % (self.file, o.dtype))
+        return outs
+
+    def trial(self, ex, tensors, sizes):
+        """forward on fresh inputs with the dimensions in sizes changed -> outputs or None"""
+        args = list(ex)
+        for i, _, t in tensors:
+            shape = [sizes.get((i, d), t.shape[d]) for d in range(t.dim())]
+            args[i] = like(t, shape).to(self.device)
+        for i, v in enumerate(args):
+            if not isinstance(v, torch.Tensor):
+                args[i] = v
+        try:
+            return self.outputs_of(self.run(args))
+        except ProblemError:
+            raise
+        except Exception:
+            return None
+
+    def find_vars(self, ex, tensors, base):
+        """dimensions that may vary: alone, or tied to the others of their size"""
+        names = module_ints(self.mod)
+        groups = {}
+        for key, s in base.items():
+            groups.setdefault(s, []).append(key)
+        vars_, dim_var, used = [], {}, set()
+
+        def new_var(keys, size):
+            name = None
+            for n, v in names:
+                if v == size and n not in used:
+                    name = n
+                    break
+            if name is None:
+                name = "%s_%d" % (dict((j, n) for j, n, _ in tensors)[keys[0][0]], keys[0][1])
+            used.add(name)
+            vars_.append({"name": name, "value": size, "keys": keys})
+            for k in keys:
+                dim_var[k] = name
+
+        for size in sorted(groups):
+            keys = sorted(groups[size])
+            if size < 2:
+                continue
+            smaller = size // 2
+            alone = [k for k in keys if self.trial(ex, tensors, {k: smaller}) is not None]
+            for k in alone:
+                new_var([k], size)
+            rest = [k for k in keys if k not in alone]
+            if len(rest) > 1 and self.trial(ex, tensors, {k: smaller for k in rest}) is not None:
+                new_var(rest, size)
+        # in the order the inputs first show them (A[M, K], B[K, N]: M, K, N)
+        vars_.sort(key=lambda v: min(v["keys"]))
+        # every variable changed at once, each its own way: where that fails,
+        # the variables are dropped from the last until it works
+        while vars_:
+            sizes = {}
+            for j, v in enumerate(vars_):
+                for k in v["keys"]:
+                    sizes[k] = max(1, v["value"] // 2 - j % 3)
+            if self.trial(ex, tensors, sizes) is not None:
+                break
+            gone = vars_.pop()
+            for k in gone["keys"]:
+                del dim_var[k]
+        return vars_, dim_var
+
+    def output_dims(self, ex, tensors, vars_, outs):
+        def sized(changes):
+            sizes = {}
+            for j, v in enumerate(vars_):
+                for k in v["keys"]:
+                    sizes[k] = changes.get(j, v["value"])
+            got = self.trial(ex, tensors, sizes)
+            if got is None or len(got) != len(outs):
+                raise ProblemError("%s: forward fails on a shape its variables allow" % self.file)
+            return got
+        probes = []
+        for j, v in enumerate(vars_):
+            half = max(1, v["value"] // 2)
+            probes.append((j, half, sized({j: half})))
+        dims = []
+        for o_i, o in enumerate(outs):
+            ds = []
+            for d, n in enumerate(o.shape):
+                expr, coef = [], n
+                for j, half, got in probes:
+                    m = got[o_i].shape[d] if got[o_i].dim() == o.dim() else None
+                    if m is None:
+                        raise ProblemError("%s: the output's rank changes with %s" % (self.file, vars_[j]["name"]))
+                    if m == n:
+                        continue
+                    v = vars_[j]["value"]
+                    if n % v == 0 and m == (n // v) * half:
+                        expr.append(vars_[j]["name"])
+                        coef //= v
+                    else:
+                        raise ProblemError("%s: output dimension %d (%d) follows %s in a way kwb cannot write "
+                                           "(only as a product of variables)" % (self.file, d, n, vars_[j]["name"]))
+                if not expr:
+                    ds.append(n)
+                else:
+                    ds.append("*".join(([str(coef)] if coef != 1 else []) + expr))
+            dims.append(ds)
+        return dims
+
+    # -- calls ------------------------------------------------------------
+    def tensor_at(self, dtype, shape, offset):
+        n = math.prod(shape)
+        t = torch.frombuffer(self.mm, dtype=TORCH_OF[dtype], count=n, offset=offset) if n else torch.empty(0, dtype=TORCH_OF[dtype])
+        return t.reshape(shape)
+
+    def weights_out(self, req):
+        state = self.model.state_dict()
+        for name, offset in req["at"]:
+            k = dict((n, k) for n, k, _ in self.weights)[name]
+            v = state[k].detach().contiguous().cpu()
+            self.tensor_at(DTYPES[v.dtype], list(v.shape), offset).copy_(v.view(TORCH_OF[DTYPES[v.dtype]]) if v.dtype == torch.bool else v)
+        return {}
+
+    def call(self, req):
+        ex = self.example_inputs() if self.example is None else self.example
+        self.example = ex
+        spec = req["spec"]
+        at = req["at"]
+        dims = req["dims"]
+        args = list(ex)
+        exact = self.precision == "f64"
+        for e in spec["inputs"]:
+            t = self.tensor_at(e["dtype"], shape_of(e["dims"], dims), at[e["name"]]).clone().to(self.device)
+            args[e["index"]] = t.double() if exact and t.is_floating_point() else t
+        weights = None
+        if spec["weights"]:
+            weights = {}
+            for e in spec["weights"]:
+                t = self.tensor_at(e["dtype"], shape_of(e["dims"], dims), at[e["name"]]).clone().to(self.device)
+                weights[e["param"]] = t.double() if exact and t.is_floating_point() else t
+        if exact:
+            self.model_double()
+        out = self.outputs_of(self.run(args, weights if weights is not None else None))
+        if len(out) != len(spec["outputs"]):
+            raise ProblemError("forward returned %d outputs, the problem has %d" % (len(out), len(spec["outputs"])))
+        for o, e in zip(out, spec["outputs"]):
+            want = shape_of(e["dims"], dims)
+            if list(o.shape) != want:
+                raise ProblemError("forward returned %s of shape %s where the problem says %s"
+                                   % (e["name"], list(o.shape), want))
+            if exact and o.is_floating_point():
+                o = o.to(TORCH_OF[e["dtype"]])
+            if DTYPES[o.dtype] != e["dtype"]:
+                raise ProblemError("forward returned %s as %s where the problem says %s" % (e["name"], DTYPES[o.dtype], e["dtype"]))
+            o = o.contiguous().cpu()
+            if o.dtype == torch.bool:
+                o = o.to(torch.uint8)
+            self.tensor_at(e["dtype"], want, at[e["name"]]).copy_(o)
+        return {}
+
+    def model_double(self):
+        if getattr(self, "doubled", False) or not isinstance(self.model, torch.nn.Module):
+            return
+        self.model = self.model.double()
+        self.doubled = True
+
+    def remap(self, _req):
+        self.mm.close()
+        self.mm = mmap.mmap(3, 0)
+        return {}
+
+
+def call_with(model, weights, inputs):
+    try:
+        from torch.func import functional_call
+    except ImportError:
+        from torch.nn.utils.stateless import functional_call
+    return functional_call(model, weights, tuple(inputs))
+
+
+def shape_of(dims, values):
+    out = []
+    for d in dims:
+        if isinstance(d, int):
+            out.append(d)
+        else:
+            n = 1
+            for part in d.split("*"):
+                n *= int(part) if part.isdigit() else int(values[part])
+            out.append(n)
+    return out
+
+
+def like(t, shape):
+    if t.is_floating_point():
+        x = torch.randn(shape, dtype=torch.float32)
+        if bool((t >= 0).all()):
+            x = torch.rand(shape, dtype=torch.float32)
+        return x.to(t.dtype)
+    lo, hi = (int(t.min()), int(t.max())) if t.numel() else (0, 1)
+    return torch.randint(lo, hi + 1, shape, dtype=torch.int64).to(t.dtype)
+
+
+def init_of(t):
+    """how kwb draws an input like the file's example: normal, uniform on [0, 1), or the integers it spans"""
+    if t.is_floating_point():
+        return ["uniform", 0, 1] if t.numel() and bool((t >= 0).all()) else ["normal", 0, 1]
+    if t.numel() == 0:
+        return ["uniform", 0, 1]
+    return ["uniform", int(t.min()), int(t.max())]
+
+
+def rms(o):
+    if not o.is_floating_point() or o.numel() == 0:
+        return 0
+    return float(o.double().pow(2).mean().sqrt())
+
+
+def module_ints(mod):
+    """the file's module-level integers in the order it defines them: the names its shapes have"""
+    return [(k, v) for k, v in vars(mod).items()
+            if isinstance(v, int) and not isinstance(v, bool) and not k.startswith("_")]
+
+
+def main():
+    ref = Ref()
+    ops = {"load": ref.load, "probe": ref.probe, "weights": ref.weights_out, "call": ref.call, "map": ref.remap}
+    print(json.dumps({"ok": True, "torch": torch.__version__, "python": sys.executable,
+                      "cuda": torch.cuda.is_available()}), flush=True)
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+            op = ops.get(req.get("op"))
+            if op is None:
+                raise ProblemError("unknown request %r" % req.get("op"))
+            ans = op(req)
+            ans["ok"] = True
+        except ProblemError as e:
+            ans = {"ok": False, "error": str(e)}
+        except Exception as e:
+            tb = traceback.extract_tb(e.__traceback__)
+            where = ""
+            for fr in reversed(tb):
+                if fr.filename == getattr(ref, "file", None):
+                    where = "%s:%d: " % (fr.filename, fr.lineno)
+                    break
+            ans = {"ok": False, "error": "%s%s: %s" % (where, type(e).__name__, e)}
+        sys.stdout.write(json.dumps(ans) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

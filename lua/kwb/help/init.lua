@@ -53,6 +53,27 @@ M.commands = {
         .. "a candidate's or run's fields that make none (exit 1 if a blob is lost or a row makes no sense)" },
       { "gc", "drop blobs no record needs, then compact the file" },
     } },
+  { name = "import", module = "kwb.cli.import",
+    usage = "kwb import kernelbench FILE.py [-o RECIPE.lua] [--backend host|cuda] [--start FILE] [--name NAME] "
+      .. "[--fn NAME] [--python PY] [--force]",
+    summary = "write a recipe from a PyTorch module in KernelBench's format, with a start kernel verified against it",
+    text = "Tries the module in FILE.py (class Model(nn.Module), get_inputs(), get_init_inputs(); or a plain "
+      .. "function with --fn) in a reference process of kwb's own (Python with PyTorch: $KWB_PYTHON, else the first "
+      .. "of python3 and /usr/bin/python3 that imports torch): its inputs' and outputs' dtypes and shapes, which "
+      .. "dimensions may vary (a dimension tied to a weight stays fixed), its weights (drawn from the run's seed, "
+      .. "never left constant). Writes a recipe with that spec, the candidate's C/CUDA signature, the shapes to time "
+      .. "(the file's example and half of it), tolerances by the output's dtype and a start kernel: a plain one kwb "
+      .. "writes, or --start's. The start kernel is verified against the module at every shape before anything is "
+      .. "written; files already there are kept unless --force.",
+    options = {
+      { "-o RECIPE.lua", "where the recipe goes (default: recipes/NAME.lua where recipes/ is a folder here, else NAME.lua)" },
+      { "--backend host|cuda", "the backend the recipe runs on (default host)" },
+      { "--start FILE", "the start kernel to verify and name, instead of the plain one kwb writes (NAME_start.c or .cu)" },
+      { "--name NAME", "the recipe's, problem's and entry point's name (default: the file's stem)" },
+      { "--fn NAME", "a plain function of the file as the reference, instead of class Model" },
+      { "--python PY", "the interpreter that runs the reference process" },
+      { "--force", "write over a recipe or start kernel already there" },
+    } },
   { name = "export", module = "kwb.cli.export",
     usage = "kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME] [--json]",
     summary = "write a per-shape dispatch of a recipe's best kernels: sources, dispatch.json, a C header and its test",

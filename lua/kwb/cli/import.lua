@@ -36,6 +36,12 @@ end
 
 local absolute = files.absolute
 
+-- A path as the user would write it: from here where it lies below here.
+local function shown(p)
+  local here = core.cwd() .. "/"
+  return p:sub(1, #here) == here and p:sub(#here + 1) or p
+end
+
 -- A folder there? (one opens, and fails to read)
 local function is_dir(p)
   local f = io.open(p, "rb")
@@ -210,7 +216,7 @@ function M.import(file, opts)
   return string.format("wrote %s: problem %s from %s (%s), varying %s; start kernel %s verified at %d shapes (%s)\n"
                        .. "candidates export  %s", out, name, file, about,
                        #vars > 0 and table.concat(vars, ", ") or "nothing (every dimension fixed)",
-                       relative(start_abs, core.cwd()), #shapes_of(spec), backend, torch.prototype(spec, entry))
+                       shown(start_abs), #shapes_of(spec), backend, torch.prototype(spec, entry))
 end
 
 return M

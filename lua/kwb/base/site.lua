@@ -6,6 +6,11 @@ local nearest = require "kwb.base.nearest"
 
 local M = {}
 
+-- The recipe files being loaded, innermost last (kwb.recipe.with_file pushes
+-- and pops them): what a problem module resolves its relative paths from
+-- (kwb.problems.torch's file).
+M.loading = {}
+
 -- Schema errors are raised as objects that print as their one sentence, so
 -- the top level shows "recipes/x.lua:12: recipe field ..." without a
 -- traceback into kwb's own files.

@@ -53,6 +53,15 @@ M.commands = {
         .. "a candidate's or run's fields that make none (exit 1 if a blob is lost or a row makes no sense)" },
       { "gc", "drop blobs no record needs, then compact the file" },
     } },
+  { name = "new", module = "kwb.cli.new",
+    usage = "kwb new problem NAME [DIR]",
+    summary = "write a problem of your own to start from, with a recipe that runs it, into DIR (default NAME)",
+    text = "Writes DIR/NAME_problem.lua (kwb.problem.define with every field in use, each said what it is for: "
+      .. "y = a * x + b over n f32 elements), DIR/NAME.lua (a recipe that requires it from beside itself), "
+      .. "NAME_start.c (its plain start kernel) and NAME_unrolled.c (a template with one parameter). It runs as "
+      .. "written (kwb DIR/NAME.lua); edit the arguments, the reference and the tolerance into your problem's. "
+      .. "Files already there are kept: nothing is written then.",
+    options = {} },
   { name = "import", module = "kwb.cli.import",
     usage = "kwb import kernelbench FILE.py [-o RECIPE.lua] [--backend host|cuda] [--start FILE] [--name NAME] "
       .. "[--fn NAME] [--python PY] [--force]",

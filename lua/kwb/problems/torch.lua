@@ -231,7 +231,7 @@ return setmetatable(M, { __call = function(_, opts)
   end
   local file = opts.file
   if file:sub(1, 1) ~= "/" then
-    local loading = require("kwb.recipe").loading
+    local loading = require("kwb.base.site").loading
     local from = opts.dir or (loading[#loading] and loading[#loading]:match("^(.*)/[^/]*$"))
     if from then file = from .. "/" .. file end
   end

@@ -19,7 +19,7 @@ M.Recipe = Recipe
 -- The files being loaded as recipes (kwb FILE.lua, kwb.load): a recipe built
 -- by `return kwb.recipe {...}` is a tail call, so its frame is gone; the
 -- loader says which file it runs.
-M.loading = {}
+M.loading = require("kwb.base.site").loading
 
 local pop_loading = { __close = function() table.remove(M.loading) end }
 

@@ -83,8 +83,9 @@ class Ref:
                 raise ProblemError("%s: defines no class Model(nn.Module) (or name a plain function: fn = NAME)" % path)
             init = getattr(mod, "get_init_inputs", lambda: [])()
             self.model = cls(*init).eval()
-            self.forward = self.model.forward
             self.redraw_constants()
+            self.model = self.model.to(self.device)
+            self.forward = self.model.forward
             self.weights = [(cname(k), k, v) for k, v in self.model.state_dict().items()]
         self.precision = req.get("precision", "f64")
         self.example = None

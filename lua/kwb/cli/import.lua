@@ -164,7 +164,8 @@ function M.import(file, opts)
     end
   end
   local py, about = torch.python(opts.python)
-  local spec = torch.probe { file = file_abs, fn = opts.fn, python = py, what = name .. " (" .. file .. ")" }
+  local spec = torch.probe { file = file_abs, fn = opts.fn, python = py, what = name .. " (" .. file .. ")",
+                             device = backend == "cuda" and "cuda" or "cpu" }
   local entry = name
   -- the start kernel: the one named, or a plain one kwb writes
   if not opts.start then

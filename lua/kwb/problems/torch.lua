@@ -248,21 +248,32 @@ return setmetatable(M, { __call = function(_, opts)
   -- the module's weights drawn from `seed`.
   local ref
   local function process(seed, device)
-    if ref and ref.ch and ref.owner == core.pid() and (seed == nil or ref.seed == seed) then return ref end
+    device = opts.device or device or "cpu"
+    if ref and ref.ch and ref.owner == core.pid() and (seed == nil or ref.seed == seed) and ref.device == device then
+      return ref
+    end
+    local keep = ref and ref.seed
     if ref then ref:close() end
     ref = M.start { file = file, fn = opts.fn, python = opts.python, what = what, timeout = opts.timeout,
-                    seed = seed or (ref and ref.seed) or 0, device = opts.device or device }
+                    seed = seed or keep or 0, device = device }
+    ref.device = device
     return ref
   end
 
-  -- Buffers in and out of the shared region: a device buffer through a host copy.
+  -- Buffers in and out of the shared region: a device buffer through a host
+  -- copy (and the reference then computes on the GPU, in its own context).
+  local host_mt = getmetatable(core.buffer("u8", 0))
+  local function on_host(buf) return getmetatable(buf) == host_mt end
   local function put(r, off, buf, dtype, n)
-    if getmetatable(buf) == getmetatable(core.buffer("u8", 0)) then r.ch:put(off, buf)
+    if on_host(buf) then r.ch:put(off, buf)
     else local h = core.buffer(dtype, n); buf:download(h); r.ch:put(off, h) end
   end
   local function get(r, off, buf, dtype, n)
-    if getmetatable(buf) == getmetatable(core.buffer("u8", 0)) then r.ch:get(off, buf)
+    if on_host(buf) then r.ch:get(off, buf)
     else local h = core.buffer(dtype, n); r.ch:get(off, h); buf:upload(h) end
+  end
+  local function device_of(bufs)
+    for _, b in pairs(bufs) do return on_host(b) and "cpu" or "cuda" end
   end
 
   local function layout(shape)
@@ -278,10 +289,9 @@ return setmetatable(M, { __call = function(_, opts)
     return at, list, off
   end
 
-  local device = opts.device
   local p
   local function reference(bufs, shape)
-    local r = process(nil, device)
+    local r = process(nil, device_of(bufs))
     local at, list, bytes = layout(shape)
     r:room(bytes)
     local nin = #spec.inputs + #spec.weights
@@ -297,7 +307,7 @@ return setmetatable(M, { __call = function(_, opts)
   -- The weights: the first one's init fills them all from the process's
   -- module, drawn from that seed.
   local function fill_weights(_, seed, shape, bufs)
-    local r = process(seed, device)
+    local r = process(seed, device_of(bufs))
     local at, list, bytes = layout(shape)
     r:room(bytes)
     local pairs_ = {}

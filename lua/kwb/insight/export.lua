@@ -90,6 +90,34 @@ function M.plan(recipe, results)
   return choices
 end
 
+-- A chosen result as a kernel of the export: its source and parameters from
+-- the cache, its C symbol (host), its cubin (CUDA: built again and checked
+-- against the digest of the build measured on this device kind).
+local function kernel_of(ex, r, st, ctx)
+  local cuda = ex.backend == "cuda"
+  local cand = assert(st.cache:get(r.id))
+  local k = { name = r.short, id = r.id, source = cand.source, params = cand.params, start = r.outcome == "start",
+              symbol = not cuda and (ex.name .. "_" .. r.short) or nil, source_name = r.name or "candidate.c",
+              file = "kernels/" .. r.short .. (cuda and ".cu" or ".c") }
+  if cuda then
+    local b = st.cache:build(r.id, ctx.device, ctx.toolchain)
+    k.cubin, k.code = export_cuda.build(ex, k, b and b.code)
+    k.cubin_sha256 = core.sha256(k.cubin)
+  end
+  return k
+end
+
+-- The problem's C reference's source (reference.file: relative to the recipe's file).
+local function reference_source(recipe)
+  local r = recipe.problem.reference
+  if r.source then return r.source end
+  local file = r.file
+  if recipe.dir and file:sub(1, 1) ~= "/" then file = recipe.dir .. "/" .. file end
+  local src, err = files.read_file(file)
+  if not src then error("the reference of " .. recipe.problem.name .. ": cannot read " .. tostring(err), 0) end
+  return src
+end
+
 -- The export's description, which the file writers read (kwb.insight.export.c,
 -- .check, .cuda): names, the kernels in the order first chosen, each shape's
 -- choice with its kernel's index, C symbol and (CUDA) launch geometry.
@@ -102,53 +130,31 @@ local function describe(recipe, choices, opts, st, device)
   local ctx = st:recipe_context(recipe, device)
   local ex = { recipe = recipe, problem = recipe.problem, device = device, backend = recipe.backend,
                rule = recipe.dispatch or "nearest", ident = C.cident(recipe.name), name = C.dispatcher(recipe),
-               fallback = fallback, toolchain = ctx.toolchain, kernels = {}, choices = {}, vars = {} }
+               fallback = fallback, toolchain = ctx.toolchain, kernels = {}, choices = {}, vars = {},
+               shape_names = C.shape_names(recipe.problem) }
   for _, v in ipairs(recipe.problem.vars) do ex.vars[#ex.vars + 1] = type(v) == "table" and v[1] or v end
-  ex.shape_names = C.shape_names(recipe.problem)
   ex.reference_symbol = ex.name .. "_reference"
-  local cuda = recipe.backend == "cuda"
-  if cuda then ex.arch = export_cuda.arch(recipe, device) end
+  if recipe.backend == "cuda" then ex.arch = export_cuda.arch(recipe, device) end
   local by_name = {}
   for i, ch in ipairs(choices) do
     local r = ch.kernel or (not fallback and ch.start) or nil
-    local row = { key = ch.key, shape = ch.shape, median = ch.median, base = ch.base, fallback = ch.kernel == nil }
+    local row = { key = ch.key, shape = ch.shape, median = ch.median, base = ch.base, fallback = ch.kernel == nil,
+                  name = fallback, symbol = fallback }
     if r then
       local k = by_name[r.short]
       if not k then
-        local cand = assert(st.cache:get(r.id))
-        k = { name = r.short, id = r.id, source = cand.source, params = cand.params, start = r.outcome == "start",
-              symbol = ex.name .. "_" .. r.short, source_name = r.name or "candidate.c",
-              file = "kernels/" .. r.short .. (cuda and ".cu" or ".c") }
-        if cuda then
-          local b = st.cache:build(r.id, ctx.device, ctx.toolchain)
-          k.cubin, k.code = export_cuda.build(ex, k, b and b.code)
-          k.cubin_sha256 = core.sha256(k.cubin)
-        end
+        k = kernel_of(ex, r, st, ctx)
         ex.kernels[#ex.kernels + 1] = k
-        k.index = #ex.kernels
-        by_name[r.short] = k
+        k.index, by_name[r.short] = #ex.kernels, k
       end
       row.name, row.symbol, row.index = k.name, k.symbol, k.index
-      if cuda then row.geometry = export_cuda.geometry(ex, ch, k.params) end
-    else
-      row.name, row.symbol = fallback, fallback
+      if ex.arch then row.geometry = export_cuda.geometry(ex, ch, k.params) end
     end
     ex.choices[i] = row
   end
   ex.no_check = check.why_not(recipe.problem)
   ex.check = ex.no_check == nil
-  if ex.check then
-    local r = recipe.problem.reference
-    local src = r.source
-    if not src then
-      local file = r.file
-      if recipe.dir and file:sub(1, 1) ~= "/" then file = recipe.dir .. "/" .. file end
-      local err
-      src, err = files.read_file(file)
-      if not src then error("the reference of " .. recipe.problem.name .. ": cannot read " .. tostring(err), 0) end
-    end
-    ex.reference_source = src
-  end
+  if ex.check then ex.reference_source = reference_source(recipe) end
   return ex
 end
 

@@ -32,8 +32,17 @@ function M.main(...)
   local chosen = 0
   for _, r in ipairs(res.shapes) do if not r.fallback then chosen = chosen + 1 end end
   print(string.format("wrote %s: %d shapes, %d with a kernel of their own, %d on the %s (dispatch.json, dispatch.h, "
-                      .. "dispatch_test.c, kernels/)", dir, #res.shapes, chosen, #res.shapes - chosen,
-                      res.fallback == "start" and "start kernel" or ("fallback " .. res.fallback)))
+                      .. "dispatch.c, %sMakefile, README.txt, dispatch_test.c, kernels/)", dir, #res.shapes, chosen,
+                      #res.shapes - chosen, res.fallback == "start" and "start kernel" or ("fallback " .. res.fallback),
+                      res.check and "reference.c, dispatch_check.c, " or ""))
+  if res.check then
+    print(string.format("make -C %s check: links %s with every kernel and checks each measured shape against the "
+                        .. "problem's C reference%s", dir, res.dispatcher,
+                        res.fallback ~= "start" and string.format(" (the fallback %s is yours: FALLBACK_OBJS=...)",
+                                                                  res.fallback) or ""))
+  else
+    print("no check program: " .. res.no_check)
+  end
   if away > 0 then
     print(string.format("left out: %d result%s from bundles, never measured here (a run of the recipe measures "
                         .. "one it proposes; trust_imported = true takes them as they are)", away, away == 1 and "" or "s"))

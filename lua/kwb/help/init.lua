@@ -85,17 +85,27 @@ M.commands = {
     } },
   { name = "export", module = "kwb.cli.export",
     usage = "kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME] [--json]",
-    summary = "write a per-shape dispatch of a recipe's best kernels: sources, dispatch.json, a C header and its test",
+    summary = "write a per-shape dispatch of a recipe's best kernels that links: kernels, a C dispatcher, a check program",
     text = "A per-shape dispatch from what the cache knows of the recipe on one device kind: at each timed shape the "
       .. "verified candidate with the lowest median, where it beats the fallback beyond the noise, else the "
-      .. "fallback. Writes kernels/ (each chosen source, its parameters as #defines), dispatch.json (shapes to "
-      .. "kernels, with the times measured), dispatch.h (a selection function) and dispatch_test.c. Shapes between "
-      .. "the measured ones take the recipe's dispatch rule (nearest or larger). DIR is made if missing (its "
-      .. "parent must exist); a result a bundle brought counts only once measured here (or with the recipe's "
-      .. "trust_imported).",
+      .. "fallback. Writes kernels/ (each chosen source as measured, its parameters as #defines; on the host its entry "
+      .. "point renamed RECIPE_ID by a macro, and the Makefile keeps only that name global, so the kernels link "
+      .. "into one program; for CUDA each cubin too, built again with NVRTC and refused unless its code is the build "
+      .. "kwb measured), dispatch.h (kwb_dispatch_RECIPE(vars) -> a kernel's name, and the dispatcher's prototype), "
+      .. "dispatch.c (RECIPE(vars..., args...): the problem's arguments in its order, the kernel chosen by shape "
+      .. "and called; for CUDA the cubins embedded, loaded once through the driver API and launched on the caller's "
+      .. "stream with the launch geometry of the measured shape, only at measured shapes), dispatch.json (shapes to "
+      .. "kernels, with the times measured), a Makefile (`make -C DIR` builds libRECIPE.a, `make -C DIR check` the "
+      .. "check program and runs it), README.txt, dispatch_test.c, and where the problem's reference is C, "
+      .. "reference.c and dispatch_check.c: each measured shape's inputs from a fixed seed, the dispatcher and the "
+      .. "reference run on them, every output compared with the problem's tolerance, a line per shape, exit 1 where "
+      .. "one differs (a Lua reference: no check program, and the output says so). Shapes between the measured ones "
+      .. "take the recipe's dispatch rule (nearest or larger). DIR is made if missing (its parent must exist); a "
+      .. "result a bundle brought counts only once measured here (or with the recipe's trust_imported).",
     options = {
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
-      { "--fallback NAME", "a library kernel to fall back to instead of the start kernel" },
+      { "--fallback NAME", "a library kernel to fall back to instead of the start kernel: the caller's C function of "
+        .. "that name with the problem's prototype (for CUDA, then a CUstream, returning CUresult)" },
       { "--json", "dispatch.json's object and the directory, as one JSON object" },
     } },
   { name = "report", module = "kwb.cli.report", usage = "kwb report RECIPE.lua [DIR] [--device KIND] [--json]",

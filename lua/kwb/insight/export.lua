@@ -3,10 +3,20 @@
 -- the verified candidate with the lowest median there, where that beats the
 -- fallback beyond the noise (the slow end of its 95% interval under the fast
 -- end of the fallback's); elsewhere the fallback stays: the start kernel, or
--- a library kernel named with --fallback. It writes
---   kernels/ID.c (or .cu)  each chosen source, its parameters as #defines
+-- a library kernel named with --fallback (the caller's function). It writes
+--   kernels/ID.c           each chosen source, its parameters as #defines, its
+--                          entry point renamed R_ID (kwb.insight.export.c)
+--   kernels/ID.cu, .cubin  (CUDA) each source, and its cubin built as the judge
+--                          built it, its code the measured build's (export/cuda.lua)
 --   dispatch.json          shapes to kernels, with the times measured
---   dispatch.h             kwb_dispatch_NAME(vars...) -> the kernel for a shape
+--   dispatch.h             kwb_dispatch_R(vars...) -> the kernel's name for a shape,
+--                          and the dispatcher R(vars..., args...)
+--   dispatch.c             the dispatcher (CUDA: the cubins, a loader, the geometry)
+--   reference.c, dispatch_check.c
+--                          the problem's C reference and the program checking
+--                          every measured shape against it (export/check.lua);
+--                          none where the reference is not C (README.txt says why)
+--   Makefile, README.txt   lib<R>.a, `make check`
 --   dispatch_test.c        a program printing the kernel for each shape given
 -- Shapes between the measured ones take the recipe's `dispatch` rule:
 -- "nearest" (the least sum of |log| distances over the variables, the
@@ -14,6 +24,10 @@
 -- every variable, else the largest).
 local cjson = require "cjson"
 local core = require "kwb.core"
+local files = require "kwb.base.files"
+local C = require "kwb.insight.export.c"
+local check = require "kwb.insight.export.check"
+local export_cuda = require "kwb.insight.export.cuda"
 local outcomes = require "kwb.base.outcomes"
 local store = require "kwb.loop.store"
 
@@ -30,13 +44,10 @@ local function write(path, text)
   f:close()
 end
 
--- The source as a file of its own: its parameters as #defines first.
+-- The source as a file of its own: its parameters as #defines first (as the
+-- build defined them: kwb.insight.export.c's defines).
 local function standalone(source, params)
-  local keys = {}
-  for k in pairs(params or {}) do keys[#keys + 1] = k end
-  table.sort(keys)
-  local lines = {}
-  for _, k in ipairs(keys) do lines[#lines + 1] = string.format("#define %s %s", k, tostring(params[k])) end
+  local lines = C.defines(params)
   lines[#lines + 1] = source
   return table.concat(lines, "\n")
 end
@@ -79,76 +90,97 @@ function M.plan(recipe, results)
   return choices
 end
 
-local function cident(s) return (s:gsub("[^%w_]", "_")) end
-
--- The header's selection function over the problem's variables.
-local function header(recipe, vars, choices, names, rule, device)
-  local fn = "kwb_dispatch_" .. cident(recipe.name)
-  local L = {
-    string.format("/* dispatch.h: made by kwb export from recipe %s (problem %s) on %s.", recipe.name,
-                  recipe.problem:key(), device),
-    string.format(" * %s(%s) -> the kernel to run for that shape; between the measured", fn,
-                  table.concat(vars, ", ")),
-    string.format(" * shapes the %s one (dispatch.json has the times). */", rule == "larger" and "next larger" or "nearest"),
-    "#ifndef KWB_DISPATCH_" .. cident(recipe.name):upper() .. "_H",
-    "#define KWB_DISPATCH_" .. cident(recipe.name):upper() .. "_H",
-    "#include <math.h>",
-    "",
-  }
-  local params = {}
-  for _, v in ipairs(vars) do params[#params + 1] = "long long " .. cident(v) end
-  L[#L + 1] = string.format("static inline const char *%s(%s) {", fn, table.concat(params, ", "))
-  L[#L + 1] = string.format("    static const struct { long long v[%d]; const char *kernel; } shapes[%d] = {", #vars, #choices)
-  for i, ch in ipairs(choices) do
-    local vs = {}
-    for j, v in ipairs(vars) do vs[j] = string.format("%d", math.tointeger(ch.shape[v]) or 0) end
-    L[#L + 1] = string.format("        {{%s}, \"%s\"},", table.concat(vs, ", "), names[i])
+-- A chosen result as a kernel of the export: its source and parameters from
+-- the cache, its C symbol (host), its cubin (CUDA: built again and checked
+-- against the digest of the build measured on this device kind).
+local function kernel_of(ex, r, st, ctx)
+  local cuda = ex.backend == "cuda"
+  local cand = assert(st.cache:get(r.id))
+  local k = { name = r.short, id = r.id, source = cand.source, params = cand.params, start = r.outcome == "start",
+              symbol = not cuda and (ex.name .. "_" .. r.short) or nil, source_name = r.name or "candidate.c",
+              file = "kernels/" .. r.short .. (cuda and ".cu" or ".c") }
+  if cuda then
+    local b = st.cache:build(r.id, ctx.device, ctx.toolchain)
+    k.cubin, k.code = export_cuda.build(ex, k, b and b.code)
+    k.cubin_sha256 = core.sha256(k.cubin)
   end
-  L[#L + 1] = "    };"
-  local args = {}
-  for _, v in ipairs(vars) do args[#args + 1] = cident(v) end
-  L[#L + 1] = string.format("    const long long x[%d] = {%s};", #vars, table.concat(args, ", "))
-  L[#L + 1] = "    int best = 0;"
-  if rule == "larger" then
-    L[#L + 1] = "    double least = -1, most = -1;"
-    L[#L + 1] = string.format("    for (int i = 0; i < %d; i++) {", #choices)
-    L[#L + 1] = "        double size = 1;"
-    L[#L + 1] = "        int fits = 1;"
-    L[#L + 1] = string.format("        for (int j = 0; j < %d; j++) { size *= (double)shapes[i].v[j] + 1; if (shapes[i].v[j] < x[j]) fits = 0; }", #vars)
-    L[#L + 1] = "        if (fits && (least < 0 || size < least)) { least = size; best = i; }"
-    L[#L + 1] = "        if (least < 0 && size > most) { most = size; best = i; }"
-    L[#L + 1] = "    }"
-  else
-    L[#L + 1] = "    double least = -1;"
-    L[#L + 1] = string.format("    for (int i = 0; i < %d; i++) {", #choices)
-    L[#L + 1] = "        double d = 0;"
-    L[#L + 1] = string.format("        for (int j = 0; j < %d; j++) d += fabs(log((double)shapes[i].v[j] + 1) - log((double)x[j] + 1));", #vars)
-    L[#L + 1] = "        if (least < 0 || d < least) { least = d; best = i; }"
-    L[#L + 1] = "    }"
-  end
-  L[#L + 1] = "    return shapes[best].kernel;"
-  L[#L + 1] = "}"
-  L[#L + 1] = "#endif"
-  return table.concat(L, "\n") .. "\n"
+  return k
 end
 
-local function test_program(recipe, vars)
-  local fn = "kwb_dispatch_" .. cident(recipe.name)
-  local reads = {}
-  for j = 1, #vars do reads[j] = string.format("atoll(argv[i + %d])", j - 1) end
-  return table.concat({
-    "/* dispatch_test.c: prints the kernel dispatch.h picks for each shape given as",
-    string.format(" * %d numbers (%s) on the command line. */", #vars, table.concat(vars, ", ")),
-    "#include <stdio.h>",
-    "#include <stdlib.h>",
-    "#include \"dispatch.h\"",
-    "",
-    "int main(int argc, char **argv) {",
-    string.format("    for (int i = 1; i + %d <= argc; i += %d) printf(\"%%s\\n\", %s(%s));", #vars, #vars, fn,
-                  table.concat(reads, ", ")),
-    "    return 0;",
-    "}",
-  }, "\n") .. "\n"
+-- The problem's C reference's source (reference.file: relative to the recipe's file).
+local function reference_source(recipe)
+  local r = recipe.problem.reference
+  if r.source then return r.source end
+  local file = r.file
+  if recipe.dir and file:sub(1, 1) ~= "/" then file = recipe.dir .. "/" .. file end
+  local src, err = files.read_file(file)
+  if not src then error("the reference of " .. recipe.problem.name .. ": cannot read " .. tostring(err), 0) end
+  return src
+end
+
+-- The export's description, which the file writers read (kwb.insight.export.c,
+-- .check, .cuda): names, the kernels in the order first chosen, each shape's
+-- choice with its kernel's index, C symbol and (CUDA) launch geometry.
+local function describe(recipe, choices, opts, st, device)
+  local fallback = opts.fallback
+  if fallback ~= nil and not C.is_identifier(fallback) then
+    error(string.format("--fallback: '%s' is not a C identifier (the fallback is the caller's function of the "
+                        .. "problem's prototype, which the dispatcher calls by that name)", tostring(fallback)), 0)
+  end
+  local ctx = st:recipe_context(recipe, device)
+  local ex = { recipe = recipe, problem = recipe.problem, device = device, backend = recipe.backend,
+               rule = recipe.dispatch or "nearest", ident = C.cident(recipe.name), name = C.dispatcher(recipe),
+               fallback = fallback, toolchain = ctx.toolchain, kernels = {}, choices = {}, vars = {},
+               shape_names = C.shape_names(recipe.problem) }
+  for _, v in ipairs(recipe.problem.vars) do ex.vars[#ex.vars + 1] = type(v) == "table" and v[1] or v end
+  ex.reference_symbol = ex.name .. "_reference"
+  if recipe.backend == "cuda" then ex.arch = export_cuda.arch(recipe, device) end
+  local by_name = {}
+  for i, ch in ipairs(choices) do
+    local r = ch.kernel or (not fallback and ch.start) or nil
+    local row = { key = ch.key, shape = ch.shape, median = ch.median, base = ch.base, fallback = ch.kernel == nil,
+                  name = fallback, symbol = fallback }
+    if r then
+      local k = by_name[r.short]
+      if not k then
+        k = kernel_of(ex, r, st, ctx)
+        ex.kernels[#ex.kernels + 1] = k
+        k.index, by_name[r.short] = #ex.kernels, k
+      end
+      row.name, row.symbol, row.index = k.name, k.symbol, k.index
+      if ex.arch then row.geometry = export_cuda.geometry(ex, ch, k.params) end
+    end
+    ex.choices[i] = row
+  end
+  ex.no_check = check.why_not(recipe.problem)
+  ex.check = ex.no_check == nil
+  if ex.check then ex.reference_source = reference_source(recipe) end
+  return ex
+end
+
+-- The files of an export, in the order their places are checked and written.
+local function contents(ex)
+  local cuda = ex.backend == "cuda"
+  local out = {
+    { "dispatch.h", C.header(ex) },
+    { "dispatch_test.c", C.test_program(ex) },
+    { "dispatch.c", cuda and export_cuda.dispatch(ex) or C.host_dispatch(ex) },
+    { "Makefile", C.makefile(ex) },
+    { "README.txt", C.readme(ex) },
+  }
+  if ex.check then
+    out[#out + 1] = { "reference.c", C.reference(ex) }
+    out[#out + 1] = { "dispatch_check.c", check.program(ex) }
+  end
+  for _, k in ipairs(ex.kernels) do
+    if cuda then
+      out[#out + 1] = { k.file, standalone(k.source, k.params) }
+      out[#out + 1] = { "kernels/" .. k.name .. ".cubin", k.cubin }
+    else
+      out[#out + 1] = { k.file, C.host_kernel(ex, k) }
+    end
+  end
+  return out
 end
 
 -- export(recipe, dir, { device =, fallback =, store = }) -> the dispatch
@@ -159,39 +191,35 @@ function M.export(recipe, dir, opts)
   local st = opts.store or store.open()
   local device = opts.device or require("kwb.measure.backends").load(recipe.backend).device()
   local results, away = st:results(st:recipe_context(recipe, device))
-  local choices = M.plan(recipe, results)
-  local rule = recipe.dispatch or "nearest"
-  local ext = recipe.backend == "cuda" and ".cu" or ".c"
+  local ex = describe(recipe, M.plan(recipe, results), opts, st, device)
+  local files_out = contents(ex)
   -- DIR is made where its parent exists (no parents are made), and kernels/
   -- in it; every file's place is checked before the first is written
   for _, d in ipairs { dir, dir .. "/kernels" } do
     local ok, why = core.output_dir(d)
     if not ok then error(why, 0) end
   end
-  for _, name in ipairs { "dispatch.json", "dispatch.h", "dispatch_test.c" } do
+  local names = { "dispatch.json" }
+  for _, f in ipairs(files_out) do names[#names + 1] = f[1] end
+  for _, name in ipairs(names) do
     local ok, why = core.output_file(dir .. "/" .. name)
     if not ok then error(why, 0) end
   end
-  local vars, names, kernels, table_rows = {}, {}, {}, {}
-  for _, v in ipairs(recipe.problem.vars) do vars[#vars + 1] = type(v) == "table" and v[1] or v end
-  local fallback = opts.fallback
-  for i, ch in ipairs(choices) do
-    local r = ch.kernel or (not fallback and ch.start) or nil
-    local name = r and r.short or fallback
-    if r and not kernels[name] then
-      local cand = assert(st.cache:get(r.id))
-      write(string.format("%s/kernels/%s%s", dir, name, ext), standalone(cand.source, cand.params))
-      kernels[name] = { id = r.id, file = "kernels/" .. name .. ext, params = cand.params, start = r.outcome == "start" }
-    end
-    names[i] = name
-    table_rows[i] = { key = ch.key, shape = ch.shape, kernel = name, median = ch.median, start_median = ch.base,
-                      speedup = ch.base / ch.median, fallback = ch.kernel == nil }
+  local kernels, table_rows = {}, {}
+  for _, k in ipairs(ex.kernels) do
+    kernels[k.name] = { id = k.id, file = k.file, params = k.params, start = k.start, symbol = k.symbol,
+                        cubin = k.cubin and ("kernels/" .. k.name .. ".cubin") or nil, cubin_sha256 = k.cubin_sha256,
+                        code = k.code }
   end
-  local out = { recipe = recipe.name, problem = recipe.problem:key(), device = device, rule = rule, vars = vars,
-                fallback = fallback or "start", shapes = table_rows, kernels = kernels }
+  for i, ch in ipairs(ex.choices) do
+    table_rows[i] = { key = ch.key, shape = ch.shape, kernel = ch.name, median = ch.median, start_median = ch.base,
+                      speedup = ch.base / ch.median, fallback = ch.fallback, launch = ch.geometry }
+  end
+  local out = { recipe = recipe.name, problem = recipe.problem:key(), device = device, rule = ex.rule, vars = ex.vars,
+                fallback = opts.fallback or "start", shapes = table_rows, kernels = kernels, dispatcher = ex.name,
+                arch = ex.arch, check = ex.check and "dispatch_check.c" or nil, no_check = ex.no_check }
   write(dir .. "/dispatch.json", cjson.encode(out) .. "\n")
-  write(dir .. "/dispatch.h", header(recipe, vars, choices, names, rule, device))
-  write(dir .. "/dispatch_test.c", test_program(recipe, vars))
+  for _, f in ipairs(files_out) do write(dir .. "/" .. f[1], f[2]) end
   return out, away
 end
 

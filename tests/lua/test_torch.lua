@@ -84,6 +84,43 @@ t.test("weights_are_drawn_from_the_seed_never_left_constant_and_the_candidate_re
   p.torch.close()
 end)
 
+local function run_check(py, check)
+  local r = core.exec({ py, check }, { timeout = 300 })
+  return r.out .. r.err, r.status
+end
+
+t.test("torch_export_registers_an_op_that_replaces_forward_and_matches_eager", function()
+  local recipe = kwb.load "tests/recipes/torch/layernorm.lua"
+  local out = require("kwb.insight.export").export(recipe, dir .. "/ln", { store = st, torch = true })
+  t.eq(out.torch.op, "torch.ops.kwb_torch_layernorm.torch_layernorm")
+  local py = torch.python()
+  local text, status = run_check(py, out.torch.check)
+  t.eq(status, 0, text)
+  local lines = {}
+  for l in text:gmatch("[^\n]+") do lines[#lines + 1] = l:match("^(%S+ %S+ %S+)") end
+  t.eq(table.concat(lines, " | "), "rows=10 out ok | rows=33 out ok")
+  -- the kernel made wrong (its weight read as 1), the library built again: the check fails, naming the shape
+  local k = next(out.kernels)
+  local file = dir .. "/ln/" .. out.kernels[k].file
+  local src = io.open(file):read("a")
+  local f = io.open(file, "w")
+  f:write((src:gsub("%* w%[i%]", "* 1.0f")))
+  f:close()
+  os.execute(string.format("rm -f '%s'/ln/kernels/*.o '%s'/ln/dispatch.o '%s'/ln/*.a", dir, dir, dir))
+  require("kwb.insight.export.torch").build(dir .. "/ln", out, false)
+  text, status = run_check(py, out.torch.check)
+  t.eq(status, 1, text)
+  t.truthy(text:find("rows=10 out WRONG max_abs ", 1, true), text)
+  recipe.problem.torch.close()
+end)
+
+t.test("torch_export_of_a_problem_that_is_no_modules_is_refused_before_anything_is_written", function()
+  local recipe = kwb.load "tests/recipes/dispatch.lua"
+  t.raises(function() require("kwb.insight.export").export(recipe, dir .. "/notorch", { store = st, torch = true }) end,
+           "--torch: the problem of recipe dispatch is not a PyTorch module's (kwb.problems.torch)")
+  t.eq(io.open(dir .. "/notorch"), nil, "no folder made")
+end)
+
 -- A module that faults only where the reference computes (in float64: the
 -- probe runs it in float32), in a folder of its own with its recipe.
 local function faulty(name, body, opts)

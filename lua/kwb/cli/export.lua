@@ -6,7 +6,7 @@ local M = {}
 local usage = "usage: " .. require("kwb.help").command("export").usage
 
 function M.main(...)
-  local pos, opts = require("kwb.base.args").parse({ ... }, { device = "value", fallback = "value", json = "flag",
+  local pos, opts = require("kwb.base.args").parse({ ... }, { device = "value", fallback = "value", json = "flag", torch = "flag",
                                                          help = "flag" })
   if pos and (opts.help or pos[1] == "-h") then
     io.write(require("kwb.help").command_help("export"))
@@ -40,8 +40,12 @@ function M.main(...)
                         .. "problem's C reference%s", dir, res.dispatcher,
                         res.fallback ~= "start" and string.format(" (the fallback %s is yours: FALLBACK_OBJS=...)",
                                                                   res.fallback) or ""))
-  else
+  elseif not res.torch then
     print("no check program: " .. res.no_check)
+  end
+  if res.torch then
+    print(string.format("torch: %s registers %s (no compiler needed where it is imported); check it end to end: "
+                        .. "python3 %s", res.torch.package, res.torch.op, res.torch.check))
   end
   if away > 0 then
     print(string.format("left out: %d result%s from bundles, never measured here (a run of the recipe measures "

@@ -183,7 +183,7 @@ local function contents(ex)
   return out
 end
 
--- export(recipe, dir, { device =, fallback =, store = }) -> the dispatch
+-- export(recipe, dir, { device =, fallback =, store =, torch = }) -> the dispatch
 -- table, and how many results bundles brought were left out (never
 -- measured here, and the recipe does not trust imports: kwb.loop.store's known).
 function M.export(recipe, dir, opts)
@@ -191,6 +191,7 @@ function M.export(recipe, dir, opts)
   local st = opts.store or store.open()
   local device = opts.device or require("kwb.measure.backends").load(recipe.backend).device()
   local results, away = st:results(st:recipe_context(recipe, device))
+  if opts.torch then require("kwb.insight.export.torch").check(recipe) end
   local ex = describe(recipe, M.plan(recipe, results), opts, st, device)
   local files_out = contents(ex)
   -- DIR is made where its parent exists (no parents are made), and kernels/
@@ -220,6 +221,7 @@ function M.export(recipe, dir, opts)
                 arch = ex.arch, check = ex.check and "dispatch_check.c" or nil, no_check = ex.no_check }
   write(dir .. "/dispatch.json", cjson.encode(out) .. "\n")
   for _, f in ipairs(files_out) do write(dir .. "/" .. f[1], f[2]) end
+  if opts.torch then out.torch = require("kwb.insight.export.torch").write(recipe, dir, out) end
   return out, away
 end
 

@@ -43,6 +43,18 @@ t.test("probe_reads_reductions_softmax_and_elementwise_modules", function()
   t.eq(table.concat(ew.inputs[1].init, ","), "normal,0,1")
 end)
 
+t.test("probe_reads_a_plain_function_and_its_example_inputs", function()
+  local spec = torch.probe { file = "tests/torch/plain_fn.py", fn = "scaled_tanh", what = "plain" }
+  t.eq(torch.prototype(spec, "k"), "void k(int rows, int cols, const float *x, const float *y, float *out)")
+  local p = torch { file = core.cwd() .. "/tests/torch/plain_fn.py", fn = "scaled_tanh", spec = spec }
+  local bufs = { x = core.buffer("f32", 2), y = core.buffer("f32", 2), out = core.buffer("f32", 2) }
+  bufs.x[1], bufs.x[2], bufs.y[1], bufs.y[2] = 0.25, -1, 0.25, 0
+  p.reference.lua(bufs, { rows = 1, cols = 2 })
+  t.near(bufs.out[1], 2 * math.tanh(0.5), 1e-6, "2 tanh(0.5)")
+  t.near(bufs.out[2], 2 * math.tanh(-1), 1e-6, "2 tanh(-1)")
+  p.torch.close()
+end)
+
 local st = store.open(dir .. "/kwb.db")
 
 t.test("run_judged_by_the_reference_process_accepts_the_honest_and_rejects_the_wrong", function()

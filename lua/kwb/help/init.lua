@@ -84,7 +84,7 @@ M.commands = {
       { "--force", "write over a recipe or start kernel already there" },
     } },
   { name = "export", module = "kwb.cli.export",
-    usage = "kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME] [--json]",
+    usage = "kwb export RECIPE.lua DIR [--device KIND] [--fallback NAME] [--torch] [--json]",
     summary = "write a per-shape dispatch of a recipe's best kernels that links: kernels, a C dispatcher, a check program",
     text = "A per-shape dispatch from what the cache knows of the recipe on one device kind: at each timed shape the "
       .. "verified candidate with the lowest median, where it beats the fallback beyond the noise, else the "
@@ -106,6 +106,10 @@ M.commands = {
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
       { "--fallback NAME", "a library kernel to fall back to instead of the start kernel: the caller's C function of "
         .. "that name with the problem's prototype (for CUDA, then a CUstream, returning CUresult)" },
+      { "--torch", "for a PyTorch module's problem (kwb.problems.torch, kwb import): also DIR/torch/, a Python "
+        .. "package registering the op torch.ops.kwb_RECIPE.RECIPE (the dispatcher in a library built now, so none "
+        .. "is compiled where it is imported; CUDA: launched on the current stream), patch(model) replacing the "
+        .. "module's forward, and check.py comparing it with eager (in float64) on fresh inputs at every measured shape" },
       { "--json", "dispatch.json's object and the directory, as one JSON object" },
     } },
   { name = "report", module = "kwb.cli.report", usage = "kwb report RECIPE.lua [DIR] [--device KIND] [--json]",

@@ -19,6 +19,12 @@
 #       the inputs and weights read from the region, forward run, each
 #       output written at its offset after its dtype and shape are checked
 #   {"op": "map"}     the region mapped again (kwb grew it)
+#   {"op": "time", "dims": {var: n}, "spec": ..., "mode": "eager"|"graph"|"compile", "target": s, ...}
+#       -> {"samples": [seconds, ...]} or {"skipped": why}: the module (in its own
+#       dtype, its weights as loaded) on inputs drawn here as the spec says, timed
+#       as kwb times a kernel: on the GPU each sample a CUDA graph's replay (graph,
+#       compile) or a call (eager) between events, the L2 flushed before each; on
+#       the CPU the calling thread's CPU time of a call, one thread
 import importlib.util
 import inspect
 import json
@@ -344,8 +350,90 @@ class Ref:
     def model_double(self):
         if getattr(self, "doubled", False) or not isinstance(self.model, torch.nn.Module):
             return
+        import copy
+        self.own = copy.deepcopy(self.model)   # (the module as it is, for the baselines' timing)
         self.model = self.model.double()
         self.doubled = True
+
+    def time(self, req):
+        spec, dims, mode = req["spec"], req["dims"], req["mode"]
+        model = getattr(self, "own", self.model)
+        args = list(self.example_inputs() if self.example is None else self.example)
+        self.example = args
+        gen = torch.Generator().manual_seed(int(req.get("seed", 0)))
+        for e in spec["inputs"]:
+            shape = shape_of(e["dims"], dims)
+            init = e.get("init") or ["normal", 0, 1]
+            if init[0] == "normal":
+                x = torch.randn(shape, generator=gen) * init[2] + init[1]
+            elif e["dtype"] in ("f32", "f64", "f16", "bf16"):
+                x = torch.rand(shape, generator=gen) * (init[2] - init[1]) + init[1]
+            else:
+                x = torch.randint(int(init[1]), int(init[2]) + 1, shape, generator=gen)
+            args[e["index"]] = x.to(TORCH_OF[e["dtype"]]).to(self.device)
+        fn = model
+        if mode == "compile":
+            if not hasattr(torch, "compile"):
+                return {"skipped": "torch.compile is not in PyTorch %s" % torch.__version__}
+            try:
+                fn = torch.compile(model)
+                with torch.no_grad():
+                    fn(*args)
+            except Exception as e:
+                return {"skipped": "torch.compile failed: %s: %s" % (type(e).__name__, str(e).split("\n")[0][:200])}
+        target, least, most = float(req.get("target", 0.2)), int(req.get("min_samples", 10)), int(req.get("max_samples", 1000))
+        samples = []
+        with torch.no_grad():
+            if self.device.type != "cuda":
+                if mode != "eager":
+                    return {"skipped": "%s runs on the GPU only" % mode}
+                threads = torch.get_num_threads()
+                torch.set_num_threads(1)
+                try:
+                    import time
+                    fn(*args)
+                    total = 0.0
+                    while len(samples) < least or (total < target and len(samples) < most):
+                        t0 = time.thread_time()
+                        fn(*args)
+                        samples.append(time.thread_time() - t0)
+                        total += samples[-1]
+                finally:
+                    torch.set_num_threads(threads)
+                return {"samples": samples}
+            call = lambda: fn(*args)
+            for _ in range(3):
+                call()
+            torch.cuda.synchronize()
+            if mode in ("graph", "compile"):
+                try:
+                    stream = torch.cuda.Stream()
+                    stream.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(stream):
+                        for _ in range(2):
+                            call()
+                    torch.cuda.current_stream().wait_stream(stream)
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        call()
+                    call = graph.replay
+                except Exception as e:
+                    if mode == "graph":
+                        return {"skipped": "no CUDA graph of it: %s: %s" % (type(e).__name__, str(e).split("\n")[0][:200])}
+            props = torch.cuda.get_device_properties(self.device)
+            l2 = getattr(props, "L2_cache_size", 0) or (64 << 20)
+            flush = torch.empty(2 * l2, dtype=torch.uint8, device=self.device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            total = 0.0
+            while len(samples) < least or (total < target and len(samples) < most):
+                flush.zero_()
+                start.record()
+                call()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end) / 1000.0)
+                total += samples[-1]
+        return {"samples": samples}
 
     def remap(self, _req):
         self.mm.close()
@@ -407,7 +495,8 @@ def module_ints(mod):
 
 def main():
     ref = Ref()
-    ops = {"load": ref.load, "probe": ref.probe, "weights": ref.weights_out, "call": ref.call, "map": ref.remap}
+    ops = {"load": ref.load, "probe": ref.probe, "weights": ref.weights_out, "call": ref.call, "map": ref.remap,
+           "time": ref.time}
     print(json.dumps({"ok": True, "torch": torch.__version__, "python": sys.executable,
                       "cuda": torch.cuda.is_available()}), flush=True)
     for line in sys.stdin:

@@ -60,8 +60,16 @@ local st = store.open(dir .. "/kwb.db")
 t.test("run_judged_by_the_reference_process_accepts_the_honest_and_rejects_the_wrong", function()
   local recipe = kwb.load "tests/recipes/torch/matmul.lua"
   t.eq(recipe.problem:key(), "torch_matmul{module=" .. core.sha256(io.open("tests/torch/matmul.py"):read("a")):sub(1, 12) .. "}")
-  local _, run = recipe:run { mode = "quiet", store = st }
+  local sm, run = recipe:run { mode = "quiet", store = st }
   t.eq(run.session.start.outcome, "start")
+  -- the module itself timed beside the pick (on the host: eager only)
+  t.eq(table.concat(sm.pytorch.modes, ","), "eager")
+  for _, key in ipairs { "M=48,K=32,N=40", "M=96,K=64,N=80" } do
+    local e = sm.pytorch.shapes[key]
+    t.truthy(e.eager > 0, key .. ": eager timed")
+    t.eq(e.pick, sm.best_median[key], key .. ": the pick's median")
+    t.eq(e.vs_eager, e.eager / e.pick, key .. ": the pick against eager")
+  end
   local by = {}
   for _, r in ipairs(run.results) do by[r.name] = r end
   t.truthy(by["matmul_blocked.c"].outcome == "accepted" or by["matmul_blocked.c"].outcome == "slower",

@@ -295,6 +295,34 @@ function Reporter:model(sm)
                        { "parent", align = "left" }, "cost", { "what", align = "left" } }, rows)
 end
 
+-- The pick against the PyTorch module itself (summary.pytorch: kwb.loop.pytorch).
+function Reporter:pytorch(run, sm)
+  local pt = sm.pytorch
+  print(string.format("vs PyTorch: the module timed by its process as kwb times kernels (%s)",
+                      run.recipe.backend == "cuda" and "cold L2; graph and compile: CUDA graph replays"
+                      or "one thread's CPU time a call"))
+  local cols = { { "shape", align = "left" }, "pick" }
+  for _, m in ipairs(pt.modes) do
+    if not (pt.skipped and pt.skipped[m]) then cols[#cols + 1] = m; cols[#cols + 1] = "vs " .. m end
+  end
+  local rows = {}
+  for _, sh in ipairs(run.recipe.shapes) do
+    local e = pt.shapes[sh.key] or {}
+    local row = { sh.key, e.pick and figures.time(e.pick) or "-" }
+    for _, m in ipairs(pt.modes) do
+      if not (pt.skipped and pt.skipped[m]) then
+        row[#row + 1] = e[m] and figures.time(e[m]) or "-"
+        row[#row + 1] = e["vs_" .. m] and string.format("%.2fx", e["vs_" .. m]) or "-"
+      end
+    end
+    rows[#rows + 1] = row
+  end
+  figures.print_table(cols, rows)
+  for _, m in ipairs(pt.modes) do
+    if pt.skipped and pt.skipped[m] then print(string.format("  %s: not timed: %s", m, pt.skipped[m])) end
+  end
+end
+
 function Reporter:summary(run, sm)
   if self.mode == "json" then emit(sm); return end
   if self.mode == "tty" and self.live then io.stdout:write("\n"); self.live = false end
@@ -309,6 +337,7 @@ function Reporter:summary(run, sm)
   end
   if self.mode ~= "quiet" and sm.uncertified and sm.candidates + sm.known > 0 then print("not certified: " .. sm.uncertified) end
   if self.mode ~= "quiet" and sm.elsewhere then self:elsewhere(sm) end
+  if self.mode ~= "quiet" and sm.pytorch then self:pytorch(run, sm) end
   if self.mode ~= "quiet" and sm.model then self:model(sm) end
   if sm.stopped then print("stopped: " .. sm.stopped) end
   print(summary.funnel_line(sm))
@@ -318,7 +347,8 @@ function Reporter:summary(run, sm)
     print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"
       .. "%s · ceilings %.1f s%s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
       st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0,
-      st.certify and string.format(" · final round %.1f s", st.certify) or "", st.rest,
+      (st.certify and string.format(" · final round %.1f s", st.certify) or "")
+        .. (st.pytorch and string.format(" · PyTorch %.1f s", st.pytorch) or ""), st.rest,
       (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))
   end
 end

@@ -345,6 +345,8 @@ function M.run(recipe, opts)
     local t_cert = core.now()
     run.certificate, run.uncertified = require("kwb.loop.certify").run(run)
     run.certify_s = core.now() - t_cert
+    -- a PyTorch module's problem: the module itself timed beside the pick (kwb.loop.pytorch)
+    run.pytorch = require("kwb.loop.pytorch").run(run)
   end)
   if run.putoff then run.putoff:abandon() end   -- (an error before the settling: the run's unsanitized best is not the session's)
   s.baseline_due = false   -- (the run's baseline goes along with this run's candidates only, even after an error)

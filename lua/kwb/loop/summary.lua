@@ -61,7 +61,8 @@ end
 -- result), the start kernel's judging (`start`: with the workers' start and
 -- their reference builds when it is not known), the device's ceilings where
 -- measured (`ceilings`), the final round (`certify`: its builds and
--- rounds, kwb.loop.certify), and the rest of the loop's wall time (references,
+-- rounds, kwb.loop.certify), a PyTorch module's own baselines (`pytorch`:
+-- kwb.loop.pytorch), and the rest of the loop's wall time (references,
 -- scheduling, the store, the reports); and the candidates built ahead
 -- (kwb.loop.run's look_ahead).
 local function stage_sums(run, elapsed)
@@ -80,7 +81,8 @@ local function stage_sums(run, elapsed)
   sums.start = math.max(0, run.start_s or 0) + (sums.baseline or 0)
   sums.ceilings = math.max(0, spent.ceilings - (run.ceilings_base or 0))
   sums.certify = run.certify_s   -- (the final round: kwb.loop.certify)
-  sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings - (sums.certify or 0))
+  sums.pytorch = run.pytorch and run.pytorch.seconds or nil   -- (a module's own baselines: kwb.loop.pytorch)
+  sums.rest = math.max(0, elapsed - counted - sums.start - sums.ceilings - (sums.certify or 0) - (sums.pytorch or 0))
   return sums
 end
 
@@ -241,6 +243,7 @@ function M.summary(run)
     certificate = cert and setmetatable(cert, require("kwb.loop.certify").Certificate),
     uncertified = not cert and run.uncertified or nil,
     baseline = baseline_part(bl),
+    pytorch = require("kwb.loop.pytorch").part(run.pytorch, best_times),
     -- the start kernel's figures every speed-up of the run is computed against, and the run that timed them
     start = { id = s.start.id, median = start_times, run = s.start.run, this_run = s.start.run == run.record.id,
               error = s.start_error },

@@ -361,6 +361,21 @@ return setmetatable(M, { __call = function(_, opts)
       return { grid = { (n + block - 1) // block }, block = { block } }
     end,
   }
-  p.torch = { file = file, fn = opts.fn, spec = spec, entry = entry, close = function() if ref then ref:close() end end }
+  -- time(shape, mode, device [, o]) -> samples (seconds) | nil, why it was
+  -- skipped: the module itself, "eager", "graph" (a CUDA graph of it) or
+  -- "compile" (torch.compile's), timed by its process (kwb_torch_ref.py's time)
+  local function time(shape, mode, dev, o)
+    o = o or {}
+    local r = process(nil, dev)
+    local dims = {}
+    for _, v in ipairs(spec.vars) do dims[v.name] = shape[v.name] end
+    local ans = r:ask({ op = "time", spec = spec, dims = dims, mode = mode, target = o.target or 0.2,
+                        min_samples = o.min_samples or 10, max_samples = o.max_samples or 1000, seed = o.seed or 0 },
+                      "timing PyTorch's " .. mode .. " at " .. p:shape_key(shape))
+    if ans.skipped then return nil, ans.skipped end
+    return ans.samples
+  end
+  p.torch = { file = file, fn = opts.fn, spec = spec, entry = entry, time = time,
+              close = function() if ref then ref:close() end end }
   return p
 end })

@@ -119,6 +119,9 @@ t.test("torch_export_registers_an_op_that_replaces_forward_and_matches_eager", f
   local lines = {}
   for l in text:gmatch("[^\n]+") do lines[#lines + 1] = l:match("^(%S+ %S+ %S+)") end
   t.eq(table.concat(lines, " | "), "rows=10 out ok | rows=33 out ok")
+  -- the op timed by the reference process in the module's place (what the GPU check of its timer uses)
+  local samples = recipe.problem.torch.time({ rows = 33 }, "eager", "cpu", { package = out.torch.package, target = 0.01 })
+  t.truthy(#samples >= 10 and samples[1] > 0, "the op's samples: " .. #samples)
   -- the kernel made wrong (its weight read as 1), the library built again: the check fails, naming the shape
   local k = next(out.kernels)
   local file = dir .. "/ln/" .. out.kernels[k].file

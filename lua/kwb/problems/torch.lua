@@ -370,7 +370,8 @@ return setmetatable(M, { __call = function(_, opts)
     local dims = {}
     for _, v in ipairs(spec.vars) do dims[v.name] = shape[v.name] end
     local ans = r:ask({ op = "time", spec = spec, dims = dims, mode = mode, target = o.target or 0.2,
-                        min_samples = o.min_samples or 10, max_samples = o.max_samples or 1000, seed = o.seed or 0 },
+                        min_samples = o.min_samples or 10, max_samples = o.max_samples or 1000, seed = o.seed or 0,
+                        package = o.package },
                       "timing PyTorch's " .. mode .. " at " .. p:shape_key(shape))
     if ans.skipped then return nil, ans.skipped end
     return ans.samples

@@ -421,9 +421,11 @@ def literal(v, ct, lang):
         elif math.isinf(v):
             s = lang.inf if v > 0 else "(-%s)" % lang.inf
         else:
-            if ct == "float":
-                v = struct.unpack("f", struct.pack("f", v))[0]
             s = repr(v)
+            if ct == "float":   # the shortest decimal that reads back as the same float
+                f32 = struct.unpack("f", struct.pack("f", v))[0]
+                s = next(repr(float(t)) for t in ("%.*g" % (p, f32) for p in range(1, 10))
+                         if struct.unpack("f", struct.pack("f", float(t)))[0] == f32)
             if "e" not in s and "." not in s:
                 s += ".0"
             s += "f" if ct == "float" else ""

@@ -18,6 +18,7 @@ import ctypes
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,11 +58,14 @@ CASES = {
     "layernorm": (1e-4, {"N": 2}),
     "views": (1e-4, {"B": 2, "M": 3, "K": 4, "N": 6}),
     "bf16": (1e-2, {"R": 3, "C": 8}),
+    "misc": (1e-4, {"M": 2, "K": 3, "N": 9}),
+    "attention": (1e-4, {"B": 3, "S": 5}),
     "casts": (0, {"N": 65536}, every_bit_pattern),
 }
 # name: the message the translator must give (exit status 2)
 REFUSED = {
     "conv": "kwb_start: no plain kernel for torch.nn.functional.conv2d (node conv2d); write a start kernel by hand",
+    "inplace": "kwb_start: no plain kernel for Tensor.mul_ (in place) (node mul_); write a start kernel by hand",
 }
 
 SHIM = r"""
@@ -84,7 +88,7 @@ def report(ok, what, detail=""):
     global failures
     if not ok:
         failures += 1
-    print("%s %s%s" % ("ok" if ok else "FAIL", what, (": " + detail) if detail else ""))
+    print("%s %s%s" % ("ok" if ok else "FAIL", what, (": " + detail) if detail and not ok else ""))
     sys.stdout.flush()
 
 
@@ -245,6 +249,56 @@ def check_refused(name, want):
                "exit status %d, stderr %r" % (rc, err.strip()))
 
 
+def reduction_loop_indents(src):
+    """The indentation of every reduction loop (a loop over an r variable) in the source."""
+    return sorted(set(len(l) - len(l.lstrip()) for l in src.splitlines()
+                      if re.match(r"\s*for \((int64_t|long long) r[0-9]+ ", l)))
+
+
+def check_hoisting():
+    """A reduction sits at the outermost loop where its indices are defined, never once per
+    element of what it reduces:
+      softmax c        a row's max and sum inside the row loop only (indent 8)
+      attention c      the scores' and the output's dot products inside their element loops
+                       (8 + 4 and one more for the dot product's loop: 12, 16); the softmax's
+                       max and sum once per row of scores
+      attention cuda   a thread's softmax max and sum over the scores at the kernel's top level
+                       (4, each score's dot product inside: 8), not inside the loop of the
+                       output's dot product (which would put them at 8 and 12)."""
+    for name, lang, want in (("softmax", "c", [8]), ("attention", "c", [12, 16]), ("attention", "cuda", [4, 8])):
+        rc, src, err = generate(name, lang)
+        got = reduction_loop_indents(src) if rc == 0 else err
+        report(got == want, "%s %s: reductions hoisted out of the loops they do not depend on" % (name, lang),
+               "reduction loops at indents %s, want %s" % (got, want))
+
+
+def check_bad_input(tmp):
+    """A spec or model that cannot be read: exit status 1, the file and field named."""
+    model = os.path.join(MODELS, "softmax.py")
+    with open(os.path.join(MODELS, "softmax.json")) as f:
+        good = json.load(f)
+    cases = []
+    spec = json.loads(json.dumps(good))
+    del spec["inputs"][0]["dtype"]
+    cases.append(("an input without a dtype", model, spec, 1, "inputs[0] has no dtype"))
+    spec = json.loads(json.dumps(good))
+    spec["outputs"][0]["dtype"] = "f64"
+    cases.append(("an output dtype the model does not give", model, spec, 1,
+                  "output out is f32 in the model, f64 in the spec"))
+    spec = json.loads(json.dumps(good))
+    spec["inputs"][0]["dims"] = ["B", "Q"]
+    cases.append(("a dim that is no var", model, spec, 1, "inputs[0].dims[1] 'Q' is neither a var nor an integer"))
+    cases.append(("a model file that is not there", os.path.join(tmp, "none.py"), good, 1, "none.py: no such file"))
+    for what, model_path, spec, want_rc, want in cases:
+        path = os.path.join(tmp, "bad.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        r = subprocess.run([sys.executable, TOOL, model_path, path, "c"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True)
+        report(r.returncode == want_rc and want in r.stderr and r.stdout == "",
+               "%s: exit status %d naming it" % (what, want_rc), "exit status %d, stderr %r" % (r.returncode, r.stderr))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="kwb-start-")
     try:
@@ -262,6 +316,9 @@ def main():
             if only and name not in only:
                 continue
             check_refused(name, want)
+        if not only:
+            check_hoisting()
+            check_bad_input(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d failed" % failures)

@@ -3,11 +3,18 @@
 
     python3 kwb_start.py MODEL.py SPEC.json c|cuda [FN]   prints the kernel's source
 
-MODEL.py defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`; SPEC.json
-is the problem's spec (vars, inputs, consts, weights, outputs: docs/architecture.md, "PyTorch
-problems"). The kernel has exactly the spec's signature: every var (int), every input and
-every weight (const pointers), every output (pointers), in that order. FN defaults to the
-model file's name.
+MODEL.py defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`. SPEC.json
+describes the problem:
+  vars     [{name, value}]                 shape variables and their example values
+  inputs   [{name, dtype, dims}]           forward's tensor arguments in order (a dim: a var's
+                                           name or an integer)
+  consts   [{index, value}]                forward's other arguments (0-based position), baked in
+  weights  [{name, param, dtype, dims}]    the module's state_dict entries (param: its key)
+  outputs  [{name, dtype, dims}]           forward's result: one tensor or a tuple
+dtypes f32 f64 f16 bf16 i8 u8 i32 i64. The kernel has exactly the spec's signature: every var
+(int), every input and every weight (const pointers), every output (pointers), in that order;
+f16 and bf16 as uint16_t bits (unsigned short in CUDA, which has no <stdint.h> under NVRTC).
+FN defaults to the model file's name.
 
 How: the module is traced with torch.fx (consts baked in), every node's dtype and shape are
 recorded by running the traced graph once on inputs of the spec's example shapes, and every
@@ -49,8 +56,9 @@ class StartError(Exception):
 class Unsupported(Exception):
     """An op with no plain kernel here: exit status 2."""
 
-    def __init__(self, op, node):
-        super().__init__("no plain kernel for %s (node %s); write a start kernel by hand" % (op, node))
+    def __init__(self, op, node=None):
+        where = " (node %s)" % node if node is not None else ""
+        super().__init__("no plain kernel for %s%s; write a start kernel by hand" % (op, where))
 
 
 # ---- the spec's dtypes -------------------------------------------------------------------
@@ -846,8 +854,9 @@ def trace(model, spec, where):
     tensor_params = [params[i].name for i in range(n_args) if i not in consts]
     try:
         gm = fx.symbolic_trace(model, concrete_args=concrete or None)
-    except Exception as e:
-        raise StartError("torch.fx cannot trace Model.forward: %s: %s" % (type(e).__name__, str(e).splitlines()[0]))
+    except Exception as e:   # data-dependent control flow, iterating over a tensor, ...
+        raise Unsupported("a Model.forward torch.fx cannot trace (%s: %s)"
+                          % (type(e).__name__, (str(e).splitlines() or [""])[0]))
     return gm, tensor_params, consts, n_args
 
 
@@ -1504,7 +1513,7 @@ def getitem_h(tr, n, a, kw):
     x, i = a
     if isinstance(x, tuple) and len(x) == 4 and x[0] == "values":   # max/min with dim
         x = (x[1], x[3])
-    if isinstance(x, tuple) and isinstance(i, int):
+    if isinstance(x, tuple) and isinstance(i, (int, slice)):
         return x[i]
     raise Unsupported("operator.getitem (%s)" % ("tensor indexing" if isinstance(x, Tensor) else repr(i)), n.name)
 

@@ -122,7 +122,7 @@ build/bundle.c: build/embed $(LUA_SRC)
 # Python programs (core.python_source: the reference process of a PyTorch
 # problem), each file's exact bytes as a C string: SYMBOL=FILE
 CUDA_EMBED := kwb_cuda_builtin_source=core/cuda/kwb_builtin.cu kwb_cuda_wmma_source=core/cuda/kwb_wmma.cu \
-              kwb_torch_ref_source=python/kwb_torch_ref.py
+              kwb_torch_ref_source=python/kwb_torch_ref.py kwb_start_source=python/kwb_start.py
 
 build/cuda_sources.c: build/embed $(foreach e,$(CUDA_EMBED),$(lastword $(subst =, ,$(e))))
 	@printf '  EMBED %d CUDA and Python sources\n' $(words $(CUDA_EMBED))

@@ -318,11 +318,11 @@ static int l_close(lua_State *L) {
 
 /* core.python_source(name) -> the text of one of kwb's own Python programs
  * (embedded at build time from python/) */
-extern const char kwb_torch_ref_source[];
+extern const char kwb_torch_ref_source[], kwb_start_source[];
 
 static int l_python_source(lua_State *L) {
     static const struct { const char *name; const char *text; } sources[] = {
-        {"kwb_torch_ref", kwb_torch_ref_source},
+        {"kwb_torch_ref", kwb_torch_ref_source}, {"kwb_start", kwb_start_source},
     };
     const char *name = luaL_checkstring(L, 1);
     for (size_t i = 0; i < sizeof sources / sizeof *sources; i++)

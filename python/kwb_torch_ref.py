@@ -49,6 +49,13 @@ class ProblemError(Exception):
     pass
 
 
+class Unfollowed(Exception):
+    """an output dimension follows variable j in a way a shape expression cannot say"""
+    def __init__(self, j):
+        super().__init__(j)
+        self.j = j
+
+
 def cname(s):
     out = "".join(c if c.isalnum() or c == "_" else "_" for c in s)
     return out if out and not out[0].isdigit() else "_" + out
@@ -160,8 +167,16 @@ class Ref:
         outs = self.outputs_of(self.run([t.to(self.device) if isinstance(t, torch.Tensor) else t for t in ex]))
         base = {(i, d): t.shape[d] for i, _, t in tensors for d in range(t.dim())}
         vars_, dim_var = self.find_vars(ex, tensors, base)
-        # each output dimension as an expression over the variables
-        out_dims = self.output_dims(ex, tensors, vars_, outs)
+        # each output dimension as an expression over the variables; a
+        # variable an output follows otherwise (a convolution's H - 2) stays fixed
+        while True:
+            try:
+                out_dims = self.output_dims(ex, tensors, vars_, outs)
+                break
+            except Unfollowed as u:
+                gone = vars_.pop(u.j)
+                for k in gone["keys"]:
+                    del dim_var[k]
         spec = {
             "vars": [{"name": v["name"], "value": v["value"]} for v in vars_],
             "inputs": [{"name": n, "index": i, "dtype": DTYPES[t.dtype],
@@ -288,8 +303,7 @@ class Ref:
                         expr.append(vars_[j]["name"])
                         coef //= v
                     else:
-                        raise ProblemError("%s: output dimension %d (%d) follows %s in a way kwb cannot write "
-                                           "(only as a product of variables)" % (self.file, d, n, vars_[j]["name"]))
+                        raise Unfollowed(j)
                 if not expr:
                     ds.append(n)
                 else:

@@ -9,7 +9,7 @@ local store = require "kwb.loop.store"
 
 local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/import"
 os.execute("rm -rf '" .. dir .. "'")
-assert(core.mkdirs(dir))
+assert(core.mkdirs(dir .. "/gen"))
 local here = core.cwd()
 
 local function copy(from, to)
@@ -67,6 +67,28 @@ t.test("import_refuses_a_wrong_start_kernel_and_writes_nothing", function()
   end, "the start kernel " .. dir .. "/mm_wrong.c is wrong: output out at M=24,K=16,N=20 (the first run): ")
   t.eq(exists(dir .. "/mw.lua"), false, "no recipe")
   t.eq(exists(dir .. "/.matmul.import.lua"), false, "no file left beside it")
+end)
+
+t.test("import_writes_a_plain_start_kernel_verified_against_each_module", function()
+  for _, m in ipairs { "elementwise", "row_sum", "softmax", "matmul", "layernorm" } do
+    local line = import.import("tests/torch/" .. m .. ".py", { o = dir .. "/gen/" .. m .. ".lua" })
+    t.truthy(line:find("start kernel " .. dir .. "/gen/" .. m .. "_start.c verified at 2 shapes (host)", 1, true), line)
+    t.eq(exists(dir .. "/gen/" .. m .. "_start.c"), true, m .. "'s start kernel")
+  end
+  local recipe = kwb.load(dir .. "/gen/layernorm.lua")
+  t.eq(recipe.problem:prototype(),
+       "void layernorm(int rows, const float *x, const float *ln_weight, const float *ln_bias, float *out)")
+  recipe.problem.torch.close()
+end)
+
+t.test("import_says_which_op_has_no_plain_kernel_and_writes_nothing", function()
+  -- (the batch varies; H and W, which the output follows as H - 2, stay fixed)
+  t.raises(function() import.import("tests/torch/conv.py", { o = dir .. "/gen/conv.lua" }) end,
+           "no start kernel: no plain kernel for torch.nn.Conv2d (node conv); write one with the signature\n"
+           .. "  void conv(int x_0, const float *x, const float *conv_weight, const float *conv_bias, float *out)\n"
+           .. "and give it with --start FILE")
+  t.eq(exists(dir .. "/gen/conv.lua"), false, "no recipe")
+  t.eq(exists(dir .. "/gen/conv_start.c"), false, "no start kernel")
 end)
 
 t.test("import_names_what_is_wrong_with_the_file", function()

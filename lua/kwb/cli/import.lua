@@ -77,7 +77,7 @@ local function write_start(py, file, spec, lang, entry)
   os.remove(tmp)
   if r and r.status == 0 then return r.out end
   local why = r and ((r.err:match("([^\n]+)\n?$")) or ("exit " .. r.status)) or "it did not run"
-  return nil, why
+  return nil, (why:gsub("^kwb_start: ", ""):gsub("; write a start kernel by hand$", ""))
 end
 
 local function recipe_text(o)
@@ -124,7 +124,9 @@ local function recipe_text(o)
 end
 
 function M.main(...)
-  local pos, opts = require("kwb.base.args").parse({ ... }, { o = "value", output = "value", backend = "value",
+  local argv = { ... }
+  for i, a in ipairs(argv) do if a == "-o" then argv[i] = "--output" end end   -- (-o: the one short option)
+  local pos, opts = require("kwb.base.args").parse(argv, { o = "value", output = "value", backend = "value",
                                                          start = "value", name = "value", fn = "value",
                                                          python = "value", force = "flag", help = "flag" })
   if pos and (opts.help or pos[1] == "-h") then

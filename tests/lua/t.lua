@@ -44,7 +44,21 @@ function M.test(name, fn)
   end
 end
 
+-- readable_dir(name) -> a fresh directory that kwb's workers (other uids)
+-- can read, for recipes a test writes and runs (the runner's own directory
+-- is private); removed by done().
+local made = {}
+function M.readable_dir(name)
+  local p = io.popen("mktemp -d /tmp/kwb-" .. name .. ".XXXXXX")
+  local dir = p:read("l")
+  p:close()
+  assert(dir and os.execute("chmod 755 '" .. dir .. "'"), "cannot make a readable directory")
+  made[#made + 1] = dir
+  return dir
+end
+
 function M.done()
+  for _, d in ipairs(made) do os.execute("rm -rf '" .. d .. "'") end
   if M.failed > 0 then os.exit(1) end
 end
 

@@ -103,7 +103,7 @@ t.test("export_cli_takes_options_anywhere_and_answers_json", function()
   t.eq(usage:match("^[^\n]*"), "kwb export: it takes RECIPE.lua and DIR")
   local bad, bcode = sh("./kwb export tests/recipes/dispatch.lua d --devise x")
   t.eq(bcode, 2)
-  t.eq(bad:match("^[^\n]*"), "kwb export: unknown option '--devise' (known: --device, --fallback, --help, --json)")
+  t.eq(bad:match("^[^\n]*"), "kwb export: unknown option '--devise' (known: --device, --fallback, --help, --json, --torch)")
 end)
 
 -- What a path is (stat's words): where a refused write left it.

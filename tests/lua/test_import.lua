@@ -7,8 +7,7 @@ local core = require "kwb.core"
 local import = require "kwb.cli.import"
 local store = require "kwb.loop.store"
 
-local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/import"
-os.execute("rm -rf '" .. dir .. "'")
+local dir = t.readable_dir("import")   -- (its recipes are read by the workers)
 assert(core.mkdirs(dir .. "/gen"))
 local here = core.cwd()
 

@@ -6,8 +6,7 @@ local core = require "kwb.core"
 local new = require "kwb.cli.new"
 local store = require "kwb.loop.store"
 
-local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/new"
-os.execute("rm -rf '" .. dir .. "'")
+local dir = t.readable_dir("new")   -- (its recipes are read by the workers)
 assert(core.mkdirs(dir))
 
 t.test("new_problem_writes_a_folder_that_runs_as_written", function()

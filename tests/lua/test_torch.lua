@@ -9,8 +9,7 @@ local core = require "kwb.core"
 local torch = require "kwb.problems.torch"
 local store = require "kwb.loop.store"
 
-local dir = os.getenv("KWB_CACHE"):match("^(.*)/[^/]*$") .. "/torch"
-os.execute("rm -rf '" .. dir .. "'")
+local dir = t.readable_dir("torch")   -- (its recipes are read by the workers)
 assert(core.mkdirs(dir))
 
 local function probe(name) return torch.probe { file = "tests/torch/" .. name .. ".py", what = name } end

@@ -34,15 +34,7 @@ local store = require "kwb.loop.store"
 local M = {}
 
 
--- (a path that is there must be a regular file: never a device or a FIFO; core.output_file)
-local function write(path, text)
-  local ok, why = core.output_file(path)
-  if not ok then error(why, 0) end
-  local f, err = io.open(path, "w")
-  if not f then error("cannot write " .. path .. ": " .. tostring(err), 0) end
-  f:write(text)
-  f:close()
-end
+local write = C.write
 
 -- The source as a file of its own: its parameters as #defines first (as the
 -- build defined them: kwb.insight.export.c's defines).

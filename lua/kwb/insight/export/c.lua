@@ -10,10 +10,22 @@
 -- they were static): two kernels that both define a helper of one name link
 -- together, and the Makefile checks with nm that each kernel object defines
 -- exactly one global symbol, its entry point's new name.
+local core = require "kwb.core"
 local problem_mod = require "kwb.problem"
 local host = require "kwb.host"
 
 local M = {}
+
+-- write(path, text): a file of the export (a path that is there must be a
+-- regular file: never a device or a FIFO; core.output_file)
+function M.write(path, text)
+  local ok, why = core.output_file(path)
+  if not ok then error(why, 0) end
+  local f, err = io.open(path, "w")
+  if not f then error("cannot write " .. path .. ": " .. tostring(err), 0) end
+  f:write(text)
+  f:close()
+end
 
 -- cident(s) -> s with every character no C identifier has as "_".
 function M.cident(s) return (s:gsub("[^%w_]", "_")) end

@@ -16,14 +16,7 @@ local files = require "kwb.base.files"
 
 local M = {}
 
-local function write(path, text)
-  local ok, why = core.output_file(path)
-  if not ok then error(why, 0) end
-  local f, err = io.open(path, "w")
-  if not f then error("cannot write " .. path .. ": " .. tostring(err), 0) end
-  f:write(text)
-  f:close()
-end
+local write = require("kwb.insight.export.c").write
 
 local function sh(cmd)
   local r = core.exec({ "sh", "-c", cmd }, { timeout = 600 })

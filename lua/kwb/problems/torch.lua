@@ -246,8 +246,11 @@ return setmetatable(M, { __call = function(_, opts)
 
   -- One reference process per kwb process (a worker starts its own), with
   -- the module's weights drawn from `seed`.
-  local ref
+  -- (a process that failed once is the problem's error for the rest of this
+  -- process's life: said again at once, never started again per candidate)
+  local ref, broken
   local function process(seed, device)
+    if broken then error(broken, 0) end
     device = opts.device or device or "cpu"
     if ref and ref.ch and ref.owner == core.pid() and (seed == nil or ref.seed == seed) and ref.device == device then
       return ref
@@ -290,7 +293,17 @@ return setmetatable(M, { __call = function(_, opts)
   end
 
   local p
-  local function reference(bufs, shape)
+  local function fails_for_good(fn)
+    return function(...)
+      local ok, err = pcall(fn, ...)
+      if not ok then
+        if tostring(err):find("the reference process", 1, true) then broken = broken or err end
+        error(err, 0)
+      end
+    end
+  end
+  local reference, fill_weights
+  reference = fails_for_good(function(bufs, shape)
     local r = process(nil, device_of(bufs))
     local at, list, bytes = layout(shape)
     r:room(bytes)
@@ -302,11 +315,11 @@ return setmetatable(M, { __call = function(_, opts)
     for _, v in ipairs(spec.vars) do dims[v.name] = shape[v.name] end
     r:ask({ op = "call", spec = spec, dims = dims, at = at }, "computing the reference at " .. p:shape_key(shape))
     for i = nin + 1, #list do get(r, list[i].off, bufs[list[i].e.name], list[i].e.dtype, list[i].n) end
-  end
+  end)
 
   -- The weights: the first one's init fills them all from the process's
   -- module, drawn from that seed.
-  local function fill_weights(_, seed, shape, bufs)
+  fill_weights = fails_for_good(function(_, seed, shape, bufs)
     local r = process(seed, device_of(bufs))
     local at, list, bytes = layout(shape)
     r:room(bytes)
@@ -318,7 +331,7 @@ return setmetatable(M, { __call = function(_, opts)
         if x.e == e then get(r, x.off, bufs[e.name], e.dtype, x.n) end
       end
     end
-  end
+  end)
 
   local vars, args = {}, {}
   for _, v in ipairs(spec.vars) do

@@ -136,6 +136,16 @@ t.test("torch_export_registers_an_op_that_replaces_forward_and_matches_eager", f
   recipe.problem.torch.close()
 end)
 
+t.test("torch_export_of_a_module_without_weights_checks_too", function()
+  -- (no weights: the spec's empty list goes to Python as a list, not as {})
+  local recipe = kwb.load "tests/recipes/torch/matmul.lua"
+  local out = require("kwb.insight.export").export(recipe, dir .. "/mm", { store = st, torch = true })
+  local text, status = run_check(torch.python(), out.torch.check)
+  t.eq(status, 0, text)
+  t.truthy(text:find("M=96,K=64,N=80 out ok max_abs ", 1, true), text)
+  recipe.problem.torch.close()
+end)
+
 t.test("torch_export_of_a_problem_that_is_no_modules_is_refused_before_anything_is_written", function()
   local recipe = kwb.load "tests/recipes/dispatch.lua"
   t.raises(function() require("kwb.insight.export").export(recipe, dir .. "/notorch", { store = st, torch = true }) end,

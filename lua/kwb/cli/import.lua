@@ -71,7 +71,7 @@ local function write_start(py, file, spec, lang, entry)
   if not ok then return nil, "this kwb has no start kernel writer" end
   local tmp = os.tmpname()
   local f = assert(io.open(tmp, "w"))
-  f:write(require("cjson").encode(spec))
+  f:write(torch.spec_json(spec))
   f:close()
   local r = core.exec({ py, "-c", src, file, tmp, lang, entry }, { timeout = 300 })
   os.remove(tmp)

@@ -210,6 +210,17 @@ function M.probe(opts)
   return check_spec(ans.spec, opts.file), r.python, r.torch
 end
 
+-- spec_json(spec) -> the spec as JSON, its lists as lists where they are
+-- empty too (lua-cjson writes an empty table as {}; the spec's lists are
+-- fixed by name, and no string of it can hold `"name":{}` unescaped)
+function M.spec_json(spec)
+  local text = require("cjson").encode(spec)
+  for _, k in ipairs { "vars", "inputs", "consts", "weights", "outputs", "dims", "init" } do
+    text = text:gsub('"' .. k .. '":{}', '"' .. k .. '":[]')
+  end
+  return text
+end
+
 -- The candidate's C prototype, as `kwb import` writes it into a recipe.
 function M.prototype(spec, entry)
   local ps = {}

@@ -253,7 +253,7 @@ function M.write(recipe, dir, out)
     { "PROBLEM", recipe.problem:key() }, { "DEVICE", out.device }, { "INPUTS", table.concat(names, ", ") },
     { "TOLJSON", tol.rel_l2 and string.format("{\"rel_l2\": %.17g}", tol.rel_l2)
                  or string.format("{\"atol\": %.17g, \"rtol\": %.17g}", tol.atol, tol.rtol) },
-    { "SPECJSON", cjson.encode(t.spec) }, { "SHAPESJSON", cjson.encode(shapes) },
+    { "SPECJSON", require("kwb.problems.torch").spec_json(t.spec) }, { "SHAPESJSON", cjson.encode(shapes) },
   }
   local function fill(text)
     for _, w in ipairs(words) do text = text:gsub(w[1], function() return w[2] end) end

@@ -317,8 +317,10 @@ class Ref:
         t = torch.frombuffer(self.mm, dtype=TORCH_OF[dtype], count=n, offset=offset) if n else torch.empty(0, dtype=TORCH_OF[dtype])
         return t.reshape(shape)
 
+    # (from the module as loaded, in its own dtypes: after the first call
+    # self.model is the float64 copy the reference computes with)
     def weights_out(self, req):
-        state = self.model.state_dict()
+        state = getattr(self, "own", self.model).state_dict()
         for name, offset in req["at"]:
             k = dict((n, k) for n, k, _ in self.weights)[name]
             v = state[k].detach().contiguous().cpu()

@@ -1,0 +1,68 @@
+-- tests/lua/test_torch_hostile.lua: candidates that try to fool a problem
+-- from a PyTorch module (kwb.problems.torch) on the host backend, each run
+-- through the judge: the weights kwb hands over changed by one candidate
+-- for the next ones to meet, kwb's inputs narrower than the module's own
+-- example, a tolerance loosened by one output for another, and by a few
+-- large elements for the rest.
+local t = require "t"
+local core = require "kwb.core"
+local measure = require "kwb.measure"
+local store = require "kwb.loop.store"
+
+local dir = t.readable_dir("torch-hostile")   -- (its recipes are read by the workers)
+assert(core.mkdirs(dir))
+local here = core.cwd()
+
+local function by_name(run)
+  local by = {}
+  for _, r in ipairs(run.results) do by[r.name] = r end
+  return by
+end
+
+local function verified(res)
+  return res.outcome == "accepted" or res.outcome == "slower"
+end
+
+-- ---- the weights ------------------------------------------------------------
+
+-- A candidate changes a weight it is handed (its buffers are writable) and
+-- spins past the timeout: the look after its last call finds the change
+-- and refills it. The bias is the module's second weight, filled by the
+-- first one's init (one module, one seed): refilled alone it was never
+-- filled, so the candidates after met a bias of zeros, their references
+-- computed with it. A candidate that changes the first weight is caught by
+-- the call's check and every weight is filled again from the reference
+-- process, which had by then turned its module to float64 (the reference's
+-- precision): its float64 weights were written where float32 ones belong.
+t.test("weights_changed_by_a_candidate_are_the_modules_own_again_for_the_next", function()
+  local recipe = kwb.load "tests/recipes/torch/hostile_weights.lua"
+  local _, run = recipe:run { mode = "quiet", workers = 1, store = store.open(dir .. "/weights.db") }
+  local by = by_name(run)
+  t.eq(by["spoil_bias_spin.c"].outcome, "timeout", by["spoil_bias_spin.c"].reason)
+  t.truthy(verified(by["honest_a.c"]), "the honest kernel after the bias was zeroed: "
+           .. tostring(by["honest_a.c"].outcome) .. ": " .. tostring(by["honest_a.c"].reason))
+  t.eq(by["spoil_weight.c"].outcome, "wrong")
+  t.eq(by["spoil_weight.c"].reason, "input ln_weight changed by the candidate at rows=10 (the first run)")
+  t.truthy(verified(by["honest_b.c"]), "the honest kernel after the weight was changed: "
+           .. tostring(by["honest_b.c"].outcome) .. ": " .. tostring(by["honest_b.c"].reason))
+  recipe.problem.torch.close()
+end)
+
+-- The same in a harness whose first task is the one that zeroes the bias
+-- (a worker's first candidate): no expected outputs were kept from before
+-- it, so a kernel that never reads the bias was verified.
+t.test("a_kernel_ignoring_the_bias_is_wrong_after_a_candidate_zeroed_it", function()
+  local recipe = kwb.load "tests/recipes/torch/hostile_weights.lua"
+  local h = measure.harness(recipe)
+  local function cand(file)
+    return { source = assert(io.open("tests/recipes/torch/hostile/" .. file)):read("a"), name = file }
+  end
+  local res = h:measure(cand "spoil_bias_spin.c", { seconds = {}, shapes = {}, seed = 1 })
+  t.eq(res.outcome, "timeout", res.reason)
+  res = h:measure(cand "lazy_no_bias.c", { seconds = {}, shapes = {}, seed = 2 })
+  t.eq(res.outcome, "wrong")
+  t.truthy(res.reason:find("^output out at rows=10 %(the first run%): %d+ elements off"), res.reason)
+  recipe.problem.torch.close()
+end)
+
+t.done()

@@ -65,4 +65,21 @@ t.test("a_kernel_ignoring_the_bias_is_wrong_after_a_candidate_zeroed_it", functi
   recipe.problem.torch.close()
 end)
 
+-- ---- the inputs --------------------------------------------------------------
+
+-- The module's example inputs are randn * 10; kwb drew standard normal ones
+-- (the example's kind, not its scale), on which a Taylor series of sin is
+-- right: the kernel was verified, and far off on the module's own inputs.
+t.test("inputs_are_drawn_at_the_examples_scale_so_a_kernel_right_only_near_0_is_wrong", function()
+  local spec = require("kwb.problems.torch").probe { file = "tests/torch/hostile/wide_sin.py", what = "wide_sin" }
+  t.eq(table.concat(spec.inputs[1].init, ","), "normal,0,10", "randn * 10")
+  local recipe = kwb.load "tests/recipes/torch/hostile_inputs.lua"
+  local _, run = recipe:run { mode = "quiet", workers = 1, store = store.open(dir .. "/inputs.db") }
+  t.eq(run.session.start.outcome, "start", "sinf: " .. tostring(run.session.start.reason))
+  local res = by_name(run)["sin_taylor.c"]
+  t.eq(res.outcome, "wrong")
+  t.truthy(res.reason:find("^output out at batch_size=4,dim=32 %(the first run%): %d+ elements off"), res.reason)
+  recipe.problem.torch.close()
+end)
+
 t.done()

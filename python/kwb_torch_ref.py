@@ -186,7 +186,7 @@ class Ref:
             "weights": [{"name": n, "param": k, "dtype": DTYPES[v.dtype], "dims": list(v.shape)}
                         for n, k, v in self.weights],
             "outputs": [{"name": "out" if len(outs) == 1 else "out%d" % j, "dtype": DTYPES[o.dtype],
-                         "dims": out_dims[j], "rms": rms(o)} for j, o in enumerate(outs)],
+                         "dims": out_dims[j], "scale": scale(o)} for j, o in enumerate(outs)],
         }
         names_seen = {}
         for group in ("vars", "inputs", "weights", "outputs"):
@@ -535,10 +535,20 @@ def nice(v):
     return int(v) if v == int(v) else v
 
 
-def rms(o):
+def scale(o):
+    """an output's typical magnitude, which the absolute tolerance is a part of: its RMS, or
+    the median magnitude of its nonzero elements where that is smaller (a few large elements,
+    exp's tail, make the RMS hundreds of times most elements: a tolerance scaled by it would
+    let those go uncomputed); 0 for an integer output"""
     if not o.is_floating_point() or o.numel() == 0:
         return 0
-    return float(o.double().pow(2).mean().sqrt())
+    a = o.detach().double().abs().reshape(-1).cpu()
+    a = a[torch.isfinite(a)]
+    if a.numel() == 0:
+        return 0
+    r = float(a.pow(2).mean().sqrt())
+    nonzero = a[a > 0]
+    return min(r, float(nonzero.median())) if nonzero.numel() else r
 
 
 def module_ints(mod):

@@ -82,4 +82,40 @@ t.test("inputs_are_drawn_at_the_examples_scale_so_a_kernel_right_only_near_0_is_
   recipe.problem.torch.close()
 end)
 
+-- ---- the tolerance -------------------------------------------------------------
+
+-- The absolute tolerance is a part of the example output's scale. Taken as
+-- its RMS, exp(3x)'s tail made it hundreds of times most elements, and a
+-- kernel that leaves every element under exp(-0.3) as 0 was verified; the
+-- scale is now the median magnitude where that is smaller.
+t.test("a_kernel_leaving_the_small_elements_of_a_wide_output_uncomputed_is_wrong", function()
+  local recipe = kwb.load "tests/recipes/torch/hostile_tolerance.lua"
+  local spec = recipe.problem.torch.spec
+  t.truthy(spec.outputs[1].scale < 2, "exp(3x)'s scale is about its median (1), not its RMS: " .. spec.outputs[1].scale)
+  t.eq(recipe.problem.tolerance.atol, 1e-3 * spec.outputs[1].scale)
+  local _, run = recipe:run { mode = "quiet", workers = 1, store = store.open(dir .. "/tolerance.db") }
+  t.eq(run.session.start.outcome, "start", "expf: " .. tostring(run.session.start.reason))
+  local res = by_name(run)["exp_skip.c"]
+  t.eq(res.outcome, "wrong")
+  t.truthy(res.reason:find("^output out at batch_size=4,dim=32 %(the first run%): %d+ elements off"), res.reason)
+  recipe.problem.torch.close()
+end)
+
+-- One tolerance serves every output. Scaled by the first (log_softmax, RMS
+-- about 5), it let the second (softmax, elements about 0.01) be a few
+-- percent off; it is now scaled by the smallest of the outputs' scales.
+t.test("a_second_output_is_held_to_its_own_scale_not_the_first_ones", function()
+  local recipe = kwb.load "tests/recipes/torch/hostile_outputs.lua"
+  local outs = recipe.problem.torch.spec.outputs
+  t.truthy(outs[2].scale < outs[1].scale / 100, string.format("softmax's scale %g, log_softmax's %g", outs[2].scale,
+                                                              outs[1].scale))
+  t.eq(recipe.problem.tolerance.atol, 1e-3 * outs[2].scale)
+  local _, run = recipe:run { mode = "quiet", workers = 1, store = store.open(dir .. "/outputs.db") }
+  t.eq(run.session.start.outcome, "start", "the exact kernel: " .. tostring(run.session.start.reason))
+  local res = by_name(run)["two_coarse.c"]
+  t.eq(res.outcome, "wrong")
+  t.truthy(res.reason:find("^output out1 at batch_size=3,dim=50 %(the first run%): %d+ elements off"), res.reason)
+  recipe.problem.torch.close()
+end)
+
 t.done()

@@ -358,6 +358,13 @@ class Ref:
                 o = o.to(TORCH_OF[e["dtype"]])
             if DTYPES[o.dtype] != e["dtype"]:
                 raise ProblemError("forward returned %s as %s where the problem says %s" % (e["name"], DTYPES[o.dtype], e["dtype"]))
+            # (kwb compares finite elements only: one NaN or Inf expected
+            # would fail every kernel, so it is the problem's error, named)
+            if o.is_floating_point() and not bool(torch.isfinite(o).all()):
+                off = (~torch.isfinite(o)).reshape(-1)
+                raise ProblemError("forward returned %d NaN or Inf elements in %s (the first %s[%d]): kwb compares "
+                                   "finite outputs only; give get_inputs() inputs the module is defined on"
+                                   % (int(off.sum()), e["name"], e["name"], int(off.nonzero()[0]) + 1))
             o = o.contiguous().cpu()
             if o.dtype == torch.bool:
                 o = o.to(torch.uint8)

@@ -186,7 +186,7 @@ class Ref:
             "weights": [{"name": n, "param": k, "dtype": DTYPES[v.dtype], "dims": list(v.shape)}
                         for n, k, v in self.weights],
             "outputs": [{"name": "out" if len(outs) == 1 else "out%d" % j, "dtype": DTYPES[o.dtype],
-                         "dims": out_dims[j], "rms": rms(o)} for j, o in enumerate(outs)],
+                         "dims": out_dims[j], "scale": scale(o)} for j, o in enumerate(outs)],
         }
         names_seen = {}
         for group in ("vars", "inputs", "weights", "outputs"):
@@ -317,8 +317,10 @@ class Ref:
         t = torch.frombuffer(self.mm, dtype=TORCH_OF[dtype], count=n, offset=offset) if n else torch.empty(0, dtype=TORCH_OF[dtype])
         return t.reshape(shape)
 
+    # (from the module as loaded, in its own dtypes: after the first call
+    # self.model is the float64 copy the reference computes with)
     def weights_out(self, req):
-        state = self.model.state_dict()
+        state = getattr(self, "own", self.model).state_dict()
         for name, offset in req["at"]:
             k = dict((n, k) for n, k, _ in self.weights)[name]
             v = state[k].detach().contiguous().cpu()
@@ -356,6 +358,13 @@ class Ref:
                 o = o.to(TORCH_OF[e["dtype"]])
             if DTYPES[o.dtype] != e["dtype"]:
                 raise ProblemError("forward returned %s as %s where the problem says %s" % (e["name"], DTYPES[o.dtype], e["dtype"]))
+            # (kwb compares finite elements only: one NaN or Inf expected
+            # would fail every kernel, so it is the problem's error, named)
+            if o.is_floating_point() and not bool(torch.isfinite(o).all()):
+                off = (~torch.isfinite(o)).reshape(-1)
+                raise ProblemError("forward returned %d NaN or Inf elements in %s (the first %s[%d]): kwb compares "
+                                   "finite outputs only; give get_inputs() inputs the module is defined on"
+                                   % (int(off.sum()), e["name"], e["name"], int(off.nonzero()[0]) + 1))
             o = o.contiguous().cpu()
             if o.dtype == torch.bool:
                 o = o.to(torch.uint8)
@@ -494,18 +503,59 @@ def like(t, shape):
 
 
 def init_of(t):
-    """how kwb draws an input like the file's example: normal, uniform on [0, 1), or the integers it spans"""
-    if t.is_floating_point():
-        return ["uniform", 0, 1] if t.numel() and bool((t >= 0).all()) else ["normal", 0, 1]
-    if t.numel() == 0:
-        return ["uniform", 0, 1]
-    return ["uniform", int(t.min()), int(t.max())]
+    """how kwb draws an input like the file's example, at the example's own offset and scale (a
+    kernel right only on a narrower range, or a tolerance scaled by a larger output than kwb's
+    inputs give, would pass otherwise): uniform over the range it spans, rounded outwards at a
+    tenth of its width's order, where it is bounded like one (a range under 3.6 standard
+    deviations: torch.rand is [0, 1)) or has no negative element where a normal like it would
+    (torch.randn().abs()); else normal, its standard deviation snapped to the nearest of SCALES
+    and its mean to a tenth of that one's leading digit's place, 0 where within 3 standard
+    errors of it (torch.randn * 10 + 5: normal(5, 10)); an integer input: the integers it spans"""
+    if not t.is_floating_point():
+        if t.numel() == 0:
+            return ["uniform", 0, 1]
+        return ["uniform", int(t.min()), int(t.max())]
+    x = t.detach().double().reshape(-1).cpu()
+    x = x[torch.isfinite(x)]
+    if x.numel() < 2 or float(x.max()) == float(x.min()):
+        return ["uniform", 0, 1] if not x.numel() or float(x.min()) >= 0 else ["normal", 0, 1]
+    lo, hi, mean, std = float(x.min()), float(x.max()), float(x.mean()), float(x.std())
+    unit = 10.0 ** math.floor(math.log10(std))
+    sd = min((k * unit for k in SCALES), key=lambda v: abs(math.log(v / std)))
+    unit = 10.0 ** math.floor(math.log10(sd) + 1e-9)
+    m = 0 if abs(mean) < 3 * std / math.sqrt(x.numel()) else nice(round(mean / unit * 10) * unit / 10)
+    if hi - lo < 3.6 * std or (lo >= 0 and m - 4 * sd < 0):
+        step = 10.0 ** (math.floor(math.log10(hi - lo)) - 1)
+        return ["uniform", nice(math.floor(lo / step) * step), nice(math.ceil(hi / step) * step)]
+    return ["normal", m, nice(sd)]
 
 
-def rms(o):
+# the standard deviations an input is drawn with, times a power of ten: an
+# example's (a sample's, n of them) is snapped to the nearest, so randn's
+# 0.94 is 1 and randn * 10's 10.3 is 10
+SCALES = (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10)
+
+
+def nice(v):
+    """v without the float noise of its rounding (0.30000000000000004: 0.3), a whole number as an int"""
+    v = float("%.12g" % v)
+    return int(v) if v == int(v) else v
+
+
+def scale(o):
+    """an output's typical magnitude, which the absolute tolerance is a part of: its RMS, or
+    the median magnitude of its nonzero elements where that is smaller (a few large elements,
+    exp's tail, make the RMS hundreds of times most elements: a tolerance scaled by it would
+    let those go uncomputed); 0 for an integer output"""
     if not o.is_floating_point() or o.numel() == 0:
         return 0
-    return float(o.double().pow(2).mean().sqrt())
+    a = o.detach().double().abs().reshape(-1).cpu()
+    a = a[torch.isfinite(a)]
+    if a.numel() == 0:
+        return 0
+    r = float(a.pow(2).mean().sqrt())
+    nonzero = a[a > 0]
+    return min(r, float(nonzero.median())) if nonzero.numel() else r
 
 
 def module_ints(mod):

@@ -207,6 +207,7 @@ local function fails_as_the_problems(name, body, want, opts)
            "names the problem and its file: " .. tostring(err))
   local n = fst.cache.db:exec("SELECT count(*) AS n FROM result")[1].n
   t.eq(n, 0, "no outcome recorded for the start kernel")
+  return tostring(err)
 end
 
 t.test("a_reference_process_that_dies_is_the_problems_error", function()
@@ -224,6 +225,15 @@ t.test("a_reference_answering_the_wrong_dtype_or_shape_is_the_problems_error", f
                         "forward returned out as i32 where the problem says f32")
   fails_as_the_problems("shape", "            return x[1:] * 2",
                         "forward returned out of shape [15] where the problem says [16]")
+end)
+
+-- (a NaN expected would fail every kernel: kwb compares finite outputs only,
+-- and the judge had no sentence for it)
+t.test("a_reference_with_nan_outputs_is_the_problems_error", function()
+  local err = fails_as_the_problems("nan", "            return torch.log(x)", "the reference process failed while "
+                                    .. "computing the reference at n=16: forward returned ")
+  t.truthy(err:find(" NaN or Inf elements in out %(the first out%[%d+%]%): kwb compares finite outputs "
+                    .. "only; give get_inputs%(%) inputs the module is defined on"), err)
 end)
 
 t.test("a_named_python_that_cannot_import_torch_is_said_so", function()

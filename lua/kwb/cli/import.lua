@@ -7,7 +7,7 @@
 -- that spec (no process probes it again at load), the candidate's
 -- signature, the shapes to time (the file's example and one of half its
 -- size in every variable; unannounced shapes are verified as for every
--- recipe), tolerances by the output's dtype and a start kernel: a plain one
+-- recipe), tolerances by the outputs' dtypes and a start kernel: a plain one
 -- kwb writes (python/kwb_start.py) or the one --start names, verified
 -- against the module before anything is written.
 local core = require "kwb.core"
@@ -107,8 +107,9 @@ local function recipe_text(o)
     string.format("  backend  = %q,", o.backend),
     "  problem  = require(\"kwb.problems.torch\") {",
     string.format("    file = %q, entry = %q,", o.rel_file, o.entry) .. (o.fn and string.format(" fn = %q,", o.fn) or ""),
-    string.format("    tolerance = { atol = %.3g, rtol = %.3g },   -- %s: rtol %g, atol that part of the example output's RMS",
-                  o.tol.atol, o.tol.rtol, sp.outputs[1].dtype, o.tol.rtol),
+    string.format("    tolerance = { atol = %.3g, rtol = %.3g },   -- %s: rtol %g, atol that part of the example output's "
+                  .. "scale (its RMS, or its median magnitude where smaller)", o.tol.atol, o.tol.rtol, sp.outputs[1].dtype,
+                  o.tol.rtol),
     "    spec = " .. spec_text .. ",",
     "  },",
     "  shapes   = { " .. table.concat(shapes, ", ") .. " },",
@@ -184,8 +185,7 @@ function M.import(file, opts)
   end
   local o = { spec = spec, name = name, entry = entry, fn = opts.fn, backend = backend, file_shown = file,
               recipe_name_shown = out, rel_file = relative(file_abs, out_dir), rel_start = relative(start_abs, out_dir) }
-  local rel = torch.tolerances[spec.outputs[1].dtype] or 0
-  o.tol = { atol = rel * math.max(spec.outputs[1].rms or 0, 1e-30), rtol = rel }
+  o.tol = torch.tolerance(spec)
   local text = recipe_text(o)
   -- verified before it is written: the recipe loaded from a file beside
   -- where it goes (its paths resolve as they will), the start kernel

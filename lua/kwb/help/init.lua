@@ -71,7 +71,7 @@ M.commands = {
       .. "of python3 and /usr/bin/python3 that imports torch): its inputs' and outputs' dtypes and shapes, which "
       .. "dimensions may vary (a dimension tied to a weight stays fixed), its weights (drawn from the run's seed, "
       .. "never left constant). Writes a recipe with that spec, the candidate's C/CUDA signature, the shapes to time "
-      .. "(the file's example and half of it), tolerances by the output's dtype and a start kernel: a plain one kwb "
+      .. "(the file's example and half of it), tolerances by the outputs' dtypes and a start kernel: a plain one kwb "
       .. "writes, or --start's. The start kernel is verified against the module at every shape before anything is "
       .. "written; files already there are kept unless --force.",
     options = {

@@ -122,11 +122,13 @@ function M.kept(h)
   return list
 end
 
--- refill_fixed(h, fk): fixed input fk filled again, from its seed, and
--- digested afresh before its next use (one a candidate changed).
-function M.refill_fixed(h, fk)
-  h.fixed_done[fk] = nil
-  if h.fixed_sum then h.fixed_sum[fk] = nil end
+-- refill_fixed(h): the fixed inputs filled again, from their seeds, and
+-- digested afresh before their next use (one a candidate changed): all of
+-- them, as after a change found by a call's check (fixed_spoiled), since
+-- one whose init is false is filled only by a sibling's init (a module's
+-- weights: kwb.problems.torch), which refilling it alone would never run.
+function M.refill_fixed(h)
+  h.fixed_done, h.fixed_sum = {}, {}
 end
 
 local function fill(buf, init, seed, shape, bufs, stream)

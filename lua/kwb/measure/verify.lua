@@ -150,7 +150,7 @@ function M.sweep(h, when, who)
     end
     local sum = e.fixed and h.fixed_sum and h.fixed_sum[e.fixed]
     if sum and e.buf:digest(h.fixed_key) ~= sum then
-      require("kwb.measure.inputs").refill_fixed(h, e.fixed)
+      require("kwb.measure.inputs").refill_fixed(h)
       why = why or string.format("%s changed by %s (%s)", e.name, who or "the candidate", when)
     end
   end

@@ -29,8 +29,8 @@
 --   python =     the interpreter (default: $KWB_PYTHON, else the first of
 --                python3 and /usr/bin/python3 that imports torch)
 --   spec =       the spec as `kwb import` wrote it (default: probed now)
---   tolerance =  { atol =, rtol = } (default: by the outputs' dtype, atol
---                scaled by the example output's RMS)
+--   tolerance =  { atol =, rtol = } (default: M.tolerance(spec), by the
+--                outputs' dtypes and the example outputs' scale)
 --   timeout =    seconds the process may take for one answer (default 300)
 --   device =     where the reference computes: "cpu" or "cuda" (default:
 --                the recipe's backend's)
@@ -45,9 +45,30 @@ M.ctype = ctype
 local size_of = { f32 = 4, f64 = 8, f16 = 2, bf16 = 2, i8 = 1, u8 = 1, i32 = 4, i64 = 8 }
 
 -- Tolerances by dtype: relative, and absolute as that part of the example
--- output's RMS (a constant output is then refused: kwb.measure.verify's
+-- output's scale (a constant output is then refused: kwb.measure.verify's
 -- degenerate check, at load).
 M.tolerances = { f64 = 1e-9, f32 = 1e-3, f16 = 1e-2, bf16 = 2e-2 }
+
+-- tolerance(spec) -> { atol =, rtol = }: one for every output (the problem
+-- has one), so as strict as the strictest needs: rtol the largest of the
+-- floating outputs' dtypes' (what the least precise one can meet), atol that
+-- part of the smallest of their scales (kwb_torch_ref.py's scale: the RMS,
+-- or the median magnitude where smaller), so an output of small elements
+-- beside one of large ones is held to its own scale, not the larger's.
+-- (A spec written before `scale` has each output's RMS.)
+function M.tolerance(spec)
+  local rtol, least
+  for _, o in ipairs(spec.outputs) do
+    local rel = M.tolerances[o.dtype]
+    if rel then
+      rtol = math.max(rtol or 0, rel)
+      local s = math.max(o.scale or o.rms or 0, 1e-30)
+      least = math.min(least or s, s)
+    end
+  end
+  if not rtol then return { atol = 0, rtol = 0 } end
+  return { atol = rtol * least, rtol = rtol }
+end
 
 -- ---- the interpreter ------------------------------------------------------
 
@@ -357,12 +378,7 @@ return setmetatable(M, { __call = function(_, opts)
                         init = i == 1 and fill_weights or false }
   end
   for _, e in ipairs(spec.outputs) do args[#args + 1] = { e.name, e.dtype, shape = shape_expr(e.dims), role = "out" } end
-  local tol = opts.tolerance
-  if not tol then
-    local o = spec.outputs[1]
-    local rel = M.tolerances[o.dtype] or 0
-    tol = { atol = rel * math.max(o.rms or 0, 1e-30), rtol = rel }
-  end
+  local tol = opts.tolerance or M.tolerance(spec)
   p = problem.define {
     name = name,
     description = "the PyTorch module in " .. file .. (opts.fn and (", function " .. opts.fn) or ""),

@@ -1454,6 +1454,15 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 #ifndef SP_TMA
 #define SP_TMA 0
 #endif
+// A sets a consumer holds: 2, one a group (a group dequantises while the
+// other's MMAs run), or 1 (32 registers fewer: each group waits for the MMAs
+// before it; the other consumer warpgroup's MMAs fill the gap)
+#ifndef SP_AS
+#define SP_AS 2
+#endif
+#if SP_AS != 1 && SP_AS != 2
+#error "SP_AS must be 1 or 2"
+#endif
 #if SP_N != 64 && SP_N != 128
 #error "SP_N must be 64 or 128"
 #endif
@@ -1596,7 +1605,7 @@ __device__ __forceinline__ void sp_produce(int up, int H, int I, int K, const in
 template <class C>
 __device__ __forceinline__ void sp_kloop(float (&acc)[2][C::n / 2], u32 sm, u32 bars, int nch, int &gc,
                                          const u32 (&ldq)[2][2], const u32 (&lds)[2][2], int lane) {
-    u32 a[2][8][4];
+    u32 a[SP_AS][8][4];
 #pragma unroll
     for (int m = 0; m < 2; m++)
 #pragma unroll
@@ -1615,11 +1624,11 @@ __device__ __forceinline__ void sp_kloop(float (&acc)[2][C::n / 2], u32 sm, u32 
                              : "r"(st + ldq[m][hf]));
                 asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(raw[hf].s.x), "=r"(raw[hf].s.y) : "r"(st + lds[m][hf]));
             }
-            wg_wait<1>();             // this group's MMAs of the chunk before are done with its A set
+            wg_wait<SP_AS - 1>();     // the MMAs that read the A set this group fills are done
             if (m == 1)               // and so both groups of chunk c - 1: its stage is free
                 mbar_arrive_if(bars + 8 * SP_S + 8 * ((gc + SP_S - 1) % SP_S), lane == 0 && c > 0);
-            rg_dequant(raw, a[m]);
-            rg_chunk_mma<C>(acc[m], a[m], st);
+            rg_dequant(raw, a[m % SP_AS]);
+            rg_chunk_mma<C>(acc[m], a[m % SP_AS], st);
         }
     }
     wg_wait<0>();

@@ -62,8 +62,8 @@ local function w4a16(s, p)
   local rg = wg and lw == 2 and s.H % 256 == 0 and s.I % 256 == 0 and s.I % (32 * rg_wg * rg_m) == 0
              and s.H % (64 * rg_wg * rg_m) == 0
   if lw == 2 and not rg then wg = false end
-  -- the warp-specialised register-A kernels (LW = 3): whole 128-element chunks, 256-row blocks of
-  -- w2 and 128 h columns a block of w13
+  -- the warp-specialised register-A kernels (LW = 3): whole 128-element chunks, blocks of
+  -- 128 * SP_M rows of w2 and 64 * SP_M h columns of w13
   local sp = wg and lw == 3 and s.H % 256 == 0 and s.I % 256 == 0
   if lw == 3 and not sp then wg = false end
   local rg_occ = p.RG_OCC or (rg_wg == 2 and 1 or rg_n == 32 and 3 or 2)
@@ -91,15 +91,16 @@ local function w4a16(s, p)
   end
   local up_rows, dn_rows = 16 * up_rw, 16 * dn_rw
   local up, down, pk = "w4_up", "w4_down", (p.WL or 0) == 1 and "p" or ""
+  local sp_m = p.SP_M or 2
   if sp then
-    -- w4a16.cu's SP_SMEM (SP_S stages of SP_N tokens x 256 bytes, 256 rows' codes and scales;
-    -- the mbarriers, the token table, 1 KB to align): three warpgroups, one block an SM
+    -- w4a16.cu's SP_SMEM (SP_S stages of SP_N tokens x 256 bytes, 128 * SP_M rows' codes and
+    -- scales; the mbarriers, the token table, 1 KB to align): three warpgroups, one block an SM
     local sp_s = p.SP_S or (sp_n == 128 and 4 or 6)
     up_threads, dn_threads = 384, 384
-    up_smem = sp_s * (sp_n * 256 + 18432) + 16 * sp_s + 4 * sp_n + 1024
+    up_smem = sp_s * (sp_n * 256 + 128 * sp_m * 72) + 16 * sp_s + 4 * sp_n + 1024
     dn_smem = up_smem
     up_blocks, dn_blocks = 1, 1
-    up_rows, dn_rows = 128, 256
+    up_rows, dn_rows = 64 * sp_m, 128 * sp_m
     up, down, pk = "w4_up_sp", "w4_down_sp", "r"
   elseif rg then
     -- w4a16.cu's RG_SMEM (RG_S stages of RG_N tokens x 256 bytes, the token table, 1 KB to
@@ -139,9 +140,10 @@ local function w4a16(s, p)
   local dn_args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2" .. pk .. "q", "w2" .. psf .. "sf", "w2s2",
                     "y" }
   if sp and (p.SP_TMA or 0) == 1 then
-    -- the rg codes by TMA: boxes of 64 bytes (a chunk) x 128 rows of w13 (gate, then up) and 256 of w2
-    up_args[#up_args + 1] = { tensor_map = "w13rq", dims = { s.H // 2, s.E * 2 * s.I }, box = { 64, 128 } }
-    dn_args[#dn_args + 1] = { tensor_map = "w2rq", dims = { s.I // 2, s.E * s.H }, box = { 64, 256 } }
+    -- the rg codes by TMA: boxes of 64 bytes (a chunk) x 64 * SP_M rows of w13 (gate, then up)
+    -- and 128 * SP_M of w2
+    up_args[#up_args + 1] = { tensor_map = "w13rq", dims = { s.H // 2, s.E * 2 * s.I }, box = { 64, 64 * sp_m } }
+    dn_args[#dn_args + 1] = { tensor_map = "w2rq", dims = { s.I // 2, s.E * s.H }, box = { 64, 128 * sp_m } }
   end
   return { steps = {
     { "w4_align", grid = 1, block = 1024, args = { "T", "K", "E", { "i32", tt }, "ids", "pairs", "tiles", "meta" } },

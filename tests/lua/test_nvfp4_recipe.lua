@@ -138,6 +138,36 @@ t.test("nvfp4_recipe_lw2_plan_takes_the_register_a_kernels_from_wg_switch", func
   t.eq(r.launch(odd, p).steps[1].args[4][2], 8 * p0.L_NT)
 end)
 
+t.test("nvfp4_recipe_lw3_plan_takes_the_warp_specialised_kernels", function()
+  local p = setmetatable({ LW = 3, WG_SWITCH = 16, SP_N = 128, SWITCH = 4 }, { __index = p0 })
+  -- T = 4096 (128 an expert): tiles of SP_N tokens, three warpgroups, one block an SM, the rg codes
+  local plan = r.launch(r.shapes[13].shape, p)
+  t.eq(plan.steps[1].args[4][2], 128)
+  t.eq(plan.steps[2][1] .. " " .. table.concat({ plan.steps[2].args[10], plan.steps[2].args[11], plan.steps[2].args[12] }, " "),
+       "w4_up_sp w13rq w13sf w13s2")
+  t.eq(plan.steps[3][1] .. " " .. plan.steps[3].args[10], "w4_down_sp w2rq")
+  t.eq(plan.steps[2].block, 384)
+  -- SP_SMEM at SP_M = 2: four stages of 128 tokens x 256 bytes and 256 rows' codes (64 bytes) and scales (8)
+  t.eq(plan.steps[2].smem, 4 * (128 * 256 + 256 * 72) + 16 * 4 + 4 * 128 + 1024)
+  t.eq(plan.steps[2].grid, 132)
+  t.eq(#plan.steps[2].args, 13, "no tensor map without SP_TMA")
+  -- SP_M = 1 with the codes by TMA: blocks of 64 h columns and 128 w2 rows, boxes of as many rows
+  p.SP_M, p.SP_TMA, p.SP_N = 1, 1, 64
+  plan = r.launch(r.shapes[13].shape, p)
+  t.eq(plan.steps[2].smem, 6 * (64 * 256 + 128 * 72) + 16 * 6 + 4 * 64 + 1024, "six stages at 64 tokens")
+  local tiles = 4096 * 8 // 64 + 256 + 1
+  t.eq(plan.steps[2].grid, math.min(132, tiles * (2048 // 64)))
+  t.eq(plan.steps[2].args[14].tensor_map .. " " .. table.concat(plan.steps[2].args[14].box, " ") .. " "
+       .. table.concat(plan.steps[2].args[14].dims, " "), "w13rq 64 64 3584 1048576")
+  t.eq(plan.steps[3].args[14].tensor_map .. " " .. table.concat(plan.steps[3].args[14].box, " ") .. " "
+       .. table.concat(plan.steps[3].args[14].dims, " "), "w2rq 64 128 1024 1835008")
+  p.SP_M = 2
+  t.eq(table.concat(r.launch(r.shapes[13].shape, p).steps[3].args[14].box, " "), "64 256")
+  -- T = 256 (8 an expert) is below WG_SWITCH; H not a multiple of 256: the mma.sync kernels
+  t.eq(r.launch(r.shapes[9].shape, p).steps[2][1], "w4_up_l")
+  t.eq(r.launch({ T = 4096, H = 7168 - 128, I = 2048, E = 256, K = 8, skew = 0 }, p).steps[2][1], "w4_up_l")
+end)
+
 t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function()
   -- (around the mma.sync settings of the H200 table, docs/perf.md 2026-12-03)
   local st = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,

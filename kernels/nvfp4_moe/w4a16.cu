@@ -724,7 +724,7 @@ w4_down_l(DN_ARGS) {
 
 #if LW
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "LW = 1 or 2 (the wgmma kernels) needs arch sm_90a"
+#error "LW = 1, 2 or 3 (the wgmma kernels) needs arch sm_90a"
 #endif
 
 // Eight e2m1 codes (element j in bits 4j..4j+3) -> four bf16x2 words in

@@ -412,6 +412,13 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 64, RG_WG = 2, RG_OCC = 1, RG_PF = 1, RG_M = 2 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 32, RG_WG = 1, RG_OCC = 2, RG_PF = 1, RG_M = 2 },
+                         -- the warp-specialised kernels where ptxas keeps their MMAs asynchronous: one
+                         -- row group a consumer at 128 tokens; two at 64 tokens, the codes by TMA, with
+                         -- the 40/232 register split
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 3, SP_N = 128, SP_M = 1 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 3, SP_N = 64, SP_TMA = 1, SP_PREG = 40, SP_CREG = 232 },
                          -- the diagnostic build of tests/gpu/nvfp4_stream.lua
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, NOMMA = 1 } } do
@@ -423,7 +430,7 @@ if cuda.nvrtc_version() then
       t.truthy(m.resources, "spec " .. i .. " compiles: " .. tostring(m.error) .. "\n" .. tostring(m.log))
       -- the wgmma kernels keep their 64 accumulators in registers (a spill would also serialise the MMAs)
       for k, res in pairs(m.resources or {}) do
-        if k:match("_wg$") or k:match("_rg$") then
+        if k:match("_wg$") or k:match("_rg$") or k:match("_sp$") then
           t.eq(res.spill_stores + res.stack, 0, "spec " .. i .. " " .. k .. " spills")
         end
       end
@@ -465,10 +472,10 @@ if cuda.nvrtc_version() then
       t.eq(m.resources and r.rules:check_ptx(m:ptx(), rp.source, "rg2.cu"), nil, "reply point " .. i .. " passes the rules")
     end
     -- the wgmma kernels exist only for the arch-specific target
-    for _, lw in ipairs { 1, 2 } do
+    for _, lw in ipairs { 1, 2, 3 } do
       local m, msg = cuda.compile { source = src, name = "w4a16.cu", defines = { LW = lw }, arch = "sm_90" }
       t.eq(m, nil)
-      t.truthy(msg:find("LW = 1 or 2 (the wgmma kernels) needs arch sm_90a", 1, true), msg)
+      t.truthy(msg:find("LW = 1, 2 or 3 (the wgmma kernels) needs arch sm_90a", 1, true), msg)
     end
   end)
 end

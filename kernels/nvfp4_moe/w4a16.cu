@@ -1394,7 +1394,7 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 // warps that compute. A block is three warpgroups and owns the SM:
 //   - warpgroup 0, the producer (setmaxnreg.dec to SP_PREG registers), copies
 //     everything a 128-element chunk needs into a ring of SP_S stages by
-//     cp.async: the codes of the block's 256 weight rows (64 bytes a row), their
+//     cp.async: the codes of the block's SP_R = 128 * SP_M weight rows (64 bytes a row), their
 //     block scales (8 bytes a row) and the tile's activations (in the 128-byte
 //     swizzled K-major layout wgmma reads). It keeps SP_LAG chunks of copies in
 //     flight: after committing chunk j it waits for chunk j - SP_LAG's copies,
@@ -1402,13 +1402,13 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 //     that stage's "full" mbarrier (128 arrivals). Before it refills a stage it
 //     waits on the stage's "empty" mbarrier.
 //   - warpgroups 1 and 2, the consumers (setmaxnreg.inc to SP_CREG), each own
-//     128 of the 256 rows as two 64-row groups taking turns (as RG_M = 2): for
+//     64 * SP_M of the SP_R rows as SP_M 64-row groups taking turns (as RG_M): for
 //     each chunk, wait on "full", then for each group read its codes and scales
-//     from the stage (16 + 8 bytes a lane and row), wait until the group's MMAs
-//     of the chunk before are done (wgmma.wait_group 1: its A registers are
-//     free), dequantise into them and issue the group's 8 x m64nNk16 as one
-//     wgmma group. Once both groups of chunk c - 1 are done, each warp's lane 0
-//     arrives on that stage's "empty" mbarrier (8 arrivals).
+//     from the stage (16 + 8 bytes a lane and row), wait until the MMAs that
+//     read the A set it fills are done (wgmma.wait_group SP_AS - 1), dequantise
+//     into it and issue the group's 8 x m64nNk16 as one wgmma group. Once every
+//     group of chunk c - 1 is done, each warp's lane 0 arrives on that stage's
+//     "empty" mbarrier (8 arrivals).
 // No block-wide barrier after the start: the two sides meet only at the
 // mbarriers, and the producer runs ahead across work items (the ring's chunk
 // count goes on from one item to the next), so the next item's loads overlap
@@ -1417,18 +1417,19 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 // (the producer copies only those token rows), so the last, partial tile of an
 // expert costs what its tokens need.
 // Stage layout (1024-aligned): activations [SP_N * 256 bytes: k-block kb of
-// the tile's nv rows at kb * nv * 128], codes [256 rows x 64 bytes], scales
-// [256 rows x 8 bytes]. Warp w of consumer cw's group m holds, in lane row g,
+// the tile's nv rows at kb * nv * 128], codes [SP_R rows x 64 bytes], scales
+// [SP_R rows x 8 bytes]. Warp w of consumer cw's group m holds, in lane row g,
 // for up the gate row (hf 0) and the up row (hf 1) of h column
-// i = 128 * rb + 32 * (2 * cw + m) + 8 * w + g, at stage rows 128 * hf + i - 128 * rb;
-// for down the rows of output columns n = 256 * rb + 64 * (2 * cw + m) + 16 * w + 8 * hf + g,
-// at stage rows n - 256 * rb (sp_wrow, sp_rho).
-// SP_TMA = 1: the codes come by TMA (one 2D box of 256 rows x 64 bytes of w2's
-// rg codes, or two of 128 rows of w13's: gate, up), issued by producer thread
+// i = 64 * SP_M * rb + 32 * (SP_M * cw + m) + 8 * w + g, at stage rows
+// 64 * SP_M * hf + i - 64 * SP_M * rb; for down the rows of output columns
+// n = SP_R * rb + 64 * (SP_M * cw + m) + 16 * w + 8 * hf + g, at stage rows
+// n - SP_R * rb (sp_wrow, sp_rho).
+// SP_TMA = 1: the codes come by TMA (one 2D box of SP_R rows x 64 bytes of w2's
+// rg codes, or two of SP_R / 2 rows of w13's: gate, up), issued by producer thread
 // 0 with the stage's byte count on its "full" mbarrier (one more arrival);
 // the kernels then take the codes' tensor map as a last parameter.
 // Requirements beyond the file's: H % 256 == 0 and I % 256 == 0 (whole
-// 128-element chunks; down's row blocks of 256), I % 128 == 0.
+// 128-element chunks, an even count of them; down's row blocks of up to 256).
 
 #ifndef SP_N
 #define SP_N 128

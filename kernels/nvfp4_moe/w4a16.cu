@@ -1429,7 +1429,7 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 // 0 with the stage's byte count on its "full" mbarrier (one more arrival);
 // the kernels then take the codes' tensor map as a last parameter.
 // Requirements beyond the file's: H % 256 == 0 and I % 256 == 0 (whole
-// 128-element chunks, an even count of them; down's row blocks of up to 256).
+// 128-element chunks; down's row blocks of up to 256).
 
 #ifndef SP_N
 #define SP_N 128

@@ -166,6 +166,19 @@ t.test("nvfp4_recipe_lw3_plan_takes_the_warp_specialised_kernels", function()
   -- T = 256 (8 an expert) is below WG_SWITCH; H not a multiple of 256: the mma.sync kernels
   t.eq(r.launch(r.shapes[9].shape, p).steps[2][1], "w4_up_l")
   t.eq(r.launch({ T = 4096, H = 7168 - 128, I = 2048, E = 256, K = 8, skew = 0 }, p).steps[2][1], "w4_up_l")
+  -- the space: LW = 3 at the start's other settings; registers that add up to 3 x 168 only; the
+  -- LW = 3 settings at their defaults where the kernels are others
+  local q = {}
+  for k, v in pairs(r.space.start) do q[k] = v end
+  q.LW, q.RG_N, q.RG_WG, q.RG_S, q.RG_PF, q.RG_ORD, q.RG_OCC, q.RG_M = 3, 64, 1, 4, 2, 0, 2, 1
+  q.SP_N, q.SP_M, q.SP_TMA, q.SP_PREG, q.SP_CREG = 64, 2, 1, 40, 232
+  t.eq(r.space.restrict(q), true)
+  q.SP_CREG = 216
+  t.eq(r.space.restrict(q), false, "40 + 2 x 216 is not 504")
+  q.SP_PREG, q.SP_M = 72, 1
+  t.eq(r.space.restrict(q), true)
+  q.LW = 2
+  t.eq(r.space.restrict(q), false, "SP_M = 1 with LW = 2")
 end)
 
 t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function()
@@ -275,7 +288,8 @@ t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
        "DN_KW=2 DN_RW=2 L2PF=128 LW=2 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 RG_M=1 "
-       .. "RG_N=128 RG_OCC=1 RG_ORD=0 RG_PF=2 RG_S=4 RG_WG=2 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=16 WL=1 WS=0 WS_S=2")
+       .. "RG_N=128 RG_OCC=1 RG_ORD=0 RG_PF=2 RG_S=4 RG_WG=2 SP_CREG=216 SP_M=2 SP_N=128 SP_PREG=72 SP_TMA=0 SWITCH=8 "
+       .. "UP_KW=2 UP_RW=2 WG_SWITCH=16 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   -- the start kernel is the template at those settings, not the plain kernel baseline.cu
   t.eq(r.start.file:match("[^/]*$"), "w4a16.cu")

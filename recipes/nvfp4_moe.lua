@@ -62,8 +62,8 @@ local function w4a16(s, p)
   local rg = wg and lw == 2 and s.H % 256 == 0 and s.I % 256 == 0 and s.I % (32 * rg_wg * rg_m) == 0
              and s.H % (64 * rg_wg * rg_m) == 0
   if lw == 2 and not rg then wg = false end
-  -- the warp-specialised register-A kernels (LW = 3): whole 128-element chunks, 256-row blocks of
-  -- w2 and 128 h columns a block of w13
+  -- the warp-specialised register-A kernels (LW = 3): whole 128-element chunks, blocks of
+  -- 128 * SP_M rows of w2 and 64 * SP_M h columns of w13
   local sp = wg and lw == 3 and s.H % 256 == 0 and s.I % 256 == 0
   if lw == 3 and not sp then wg = false end
   local rg_occ = p.RG_OCC or (rg_wg == 2 and 1 or rg_n == 32 and 3 or 2)
@@ -91,15 +91,16 @@ local function w4a16(s, p)
   end
   local up_rows, dn_rows = 16 * up_rw, 16 * dn_rw
   local up, down, pk = "w4_up", "w4_down", (p.WL or 0) == 1 and "p" or ""
+  local sp_m = p.SP_M or 2
   if sp then
-    -- w4a16.cu's SP_SMEM (SP_S stages of SP_N tokens x 256 bytes, 256 rows' codes and scales;
-    -- the mbarriers, the token table, 1 KB to align): three warpgroups, one block an SM
+    -- w4a16.cu's SP_SMEM (SP_S stages of SP_N tokens x 256 bytes, 128 * SP_M rows' codes and
+    -- scales; the mbarriers, the token table, 1 KB to align): three warpgroups, one block an SM
     local sp_s = p.SP_S or (sp_n == 128 and 4 or 6)
     up_threads, dn_threads = 384, 384
-    up_smem = sp_s * (sp_n * 256 + 18432) + 16 * sp_s + 4 * sp_n + 1024
+    up_smem = sp_s * (sp_n * 256 + 128 * sp_m * 72) + 16 * sp_s + 4 * sp_n + 1024
     dn_smem = up_smem
     up_blocks, dn_blocks = 1, 1
-    up_rows, dn_rows = 128, 256
+    up_rows, dn_rows = 64 * sp_m, 128 * sp_m
     up, down, pk = "w4_up_sp", "w4_down_sp", "r"
   elseif rg then
     -- w4a16.cu's RG_SMEM (RG_S stages of RG_N tokens x 256 bytes, the token table, 1 KB to
@@ -139,9 +140,10 @@ local function w4a16(s, p)
   local dn_args = { "T", "H", "I", "E", "K", "pairs", "tiles", "meta", "h", "w2" .. pk .. "q", "w2" .. psf .. "sf", "w2s2",
                     "y" }
   if sp and (p.SP_TMA or 0) == 1 then
-    -- the rg codes by TMA: boxes of 64 bytes (a chunk) x 128 rows of w13 (gate, then up) and 256 of w2
-    up_args[#up_args + 1] = { tensor_map = "w13rq", dims = { s.H // 2, s.E * 2 * s.I }, box = { 64, 128 } }
-    dn_args[#dn_args + 1] = { tensor_map = "w2rq", dims = { s.I // 2, s.E * s.H }, box = { 64, 256 } }
+    -- the rg codes by TMA: boxes of 64 bytes (a chunk) x 64 * SP_M rows of w13 (gate, then up)
+    -- and 128 * SP_M of w2
+    up_args[#up_args + 1] = { tensor_map = "w13rq", dims = { s.H // 2, s.E * 2 * s.I }, box = { 64, 64 * sp_m } }
+    dn_args[#dn_args + 1] = { tensor_map = "w2rq", dims = { s.I // 2, s.E * s.H }, box = { 64, 128 * sp_m } }
   end
   return { steps = {
     { "w4_align", grid = 1, block = 1024, args = { "T", "K", "E", { "i32", tt }, "ids", "pairs", "tiles", "meta" } },
@@ -159,7 +161,8 @@ end
 -- warpgroups a block (H100, 2026-12-06: 7.26 ms at T = 1024, 12.78 at 4096).
 local best = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
                SWITCH = 8, L2PF = 128, MINB = 1, L_MINB = 4, WS = 0, WS_S = 2, WL = 1, LW = 2, WG_SWITCH = 16, L_WG = 2,
-               RG_N = 128, RG_WG = 2, RG_S = 4, RG_PF = 2, RG_ORD = 0, RG_OCC = 1, RG_M = 1 }
+               RG_N = 128, RG_WG = 2, RG_S = 4, RG_PF = 2, RG_ORD = 0, RG_OCC = 1, RG_M = 1,
+               SP_N = 128, SP_M = 2, SP_TMA = 0, SP_PREG = 72, SP_CREG = 216 }
 
 return kwb.recipe {
   name     = "nvfp4_moe",
@@ -174,9 +177,13 @@ return kwb.recipe {
     NT = { 1, 2 }, UP_RW = { 1, 2, 4 }, UP_KW = { 1, 2, 4, 8 }, DN_RW = { 1, 2, 4 }, DN_KW = { 1, 2, 4, 8 },
     PF = { 1, 2 }, L_NT = { 2, 4, 8 }, L_UP_RW = { 1, 2, 4 }, L_DN_RW = { 1, 2, 4 }, L_KW = { 1, 2 },
     SWITCH = { 4, 8, 16, 32 }, L2PF = { 0, 128 }, MINB = { 1, 3, 4 }, L_MINB = { 1, 2, 4, 8 }, WS = { 0, 2 }, WS_S = { 2, 3, 4 },
-    WL = { 0, 1 }, LW = { 0, 1, 2 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 },
+    WL = { 0, 1 }, LW = { 0, 1, 2, 3 }, WG_SWITCH = { 16, 32, 64 }, L_WG = { 1, 2 },
     RG_N = { 32, 64, 128 }, RG_WG = { 1, 2 }, RG_S = { 3, 4 }, RG_PF = { 1, 2 }, RG_ORD = { 0, 1 }, RG_OCC = { 1, 2, 3 },
     RG_M = { 1, 2 },
+    -- the warp-specialised kernels (LW = 3): tile, row groups a consumer, the codes by TMA, and
+    -- the registers after setmaxnreg (72/216 or 40/232: 40/232 keeps the MMAs of 64-token tiles
+    -- at two row groups asynchronous; H100, 2026-12-08: 4.05 ms at T = 1024 against 7.19 for LW = 2)
+    SP_N = { 64, 128 }, SP_M = { 1, 2 }, SP_TMA = { 0, 1 }, SP_PREG = { 40, 72 }, SP_CREG = { 216, 232 },
     restrict = function(p)
       if not (p.UP_RW * p.UP_KW <= 16 and p.DN_RW * p.DN_KW <= 16 and p.L_UP_RW * p.L_KW <= 8
               and p.L_DN_RW * p.L_KW <= 8 and p.L_NT > p.NT) then return false end
@@ -191,6 +198,13 @@ return kwb.recipe {
                       or (p.RG_ORD or 0) ~= 0 or (p.RG_OCC or 2) ~= 2 or (p.RG_M or 1) ~= 1) then
         return false
       end
+      -- the LW = 3 settings likewise (missing: w4a16.cu's defaults), and its registers add up to
+      -- 3 x 168 (the count at entry), as setmaxnreg requires
+      local preg, creg = p.SP_PREG or 72, p.SP_CREG or 216
+      if lw ~= 3 and ((p.SP_N or 128) ~= 128 or (p.SP_M or 2) ~= 2 or (p.SP_TMA or 0) ~= 0 or preg ~= 72) then
+        return false
+      end
+      if preg + 2 * creg ~= 504 then return false end
       -- blocks an SM of the register-A kernels: two or three of one warpgroup (at most 168
       -- registers a thread at three), one of two (more spill)
       if lw == 2 and (p.RG_WG or 1) * (p.RG_OCC or 2) > 3 then return false end
@@ -218,7 +232,7 @@ return kwb.recipe {
     -- where the search begins when the cache knows no better point: the start kernel's settings
     start = best,
   },
-  arch     = "sm_90a",   -- wgmma (LW = 1, 2) exists only on the arch-specific target
+  arch     = "sm_90a",   -- wgmma (LW = 1, 2, 3) exists only on the arch-specific target
   launch   = function(s, p)
     if p.BASELINE then return baseline(s) end
     return w4a16(s, p)

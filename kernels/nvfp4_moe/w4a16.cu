@@ -724,7 +724,7 @@ w4_down_l(DN_ARGS) {
 
 #if LW
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "LW = 1 or 2 (the wgmma kernels) needs arch sm_90a"
+#error "LW = 1, 2 or 3 (the wgmma kernels) needs arch sm_90a"
 #endif
 
 // Eight e2m1 codes (element j in bits 4j..4j+3) -> four bf16x2 words in
@@ -1394,7 +1394,7 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 // warps that compute. A block is three warpgroups and owns the SM:
 //   - warpgroup 0, the producer (setmaxnreg.dec to SP_PREG registers), copies
 //     everything a 128-element chunk needs into a ring of SP_S stages by
-//     cp.async: the codes of the block's 256 weight rows (64 bytes a row), their
+//     cp.async: the codes of the block's SP_R = 128 * SP_M weight rows (64 bytes a row), their
 //     block scales (8 bytes a row) and the tile's activations (in the 128-byte
 //     swizzled K-major layout wgmma reads). It keeps SP_LAG chunks of copies in
 //     flight: after committing chunk j it waits for chunk j - SP_LAG's copies,
@@ -1402,13 +1402,13 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 //     that stage's "full" mbarrier (128 arrivals). Before it refills a stage it
 //     waits on the stage's "empty" mbarrier.
 //   - warpgroups 1 and 2, the consumers (setmaxnreg.inc to SP_CREG), each own
-//     128 of the 256 rows as two 64-row groups taking turns (as RG_M = 2): for
+//     64 * SP_M of the SP_R rows as SP_M 64-row groups taking turns (as RG_M): for
 //     each chunk, wait on "full", then for each group read its codes and scales
-//     from the stage (16 + 8 bytes a lane and row), wait until the group's MMAs
-//     of the chunk before are done (wgmma.wait_group 1: its A registers are
-//     free), dequantise into them and issue the group's 8 x m64nNk16 as one
-//     wgmma group. Once both groups of chunk c - 1 are done, each warp's lane 0
-//     arrives on that stage's "empty" mbarrier (8 arrivals).
+//     from the stage (16 + 8 bytes a lane and row), wait until the MMAs that
+//     read the A set it fills are done (wgmma.wait_group SP_AS - 1), dequantise
+//     into it and issue the group's 8 x m64nNk16 as one wgmma group. Once every
+//     group of chunk c - 1 is done, each warp's lane 0 arrives on that stage's
+//     "empty" mbarrier (8 arrivals).
 // No block-wide barrier after the start: the two sides meet only at the
 // mbarriers, and the producer runs ahead across work items (the ring's chunk
 // count goes on from one item to the next), so the next item's loads overlap
@@ -1417,18 +1417,19 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 // (the producer copies only those token rows), so the last, partial tile of an
 // expert costs what its tokens need.
 // Stage layout (1024-aligned): activations [SP_N * 256 bytes: k-block kb of
-// the tile's nv rows at kb * nv * 128], codes [256 rows x 64 bytes], scales
-// [256 rows x 8 bytes]. Warp w of consumer cw's group m holds, in lane row g,
+// the tile's nv rows at kb * nv * 128], codes [SP_R rows x 64 bytes], scales
+// [SP_R rows x 8 bytes]. Warp w of consumer cw's group m holds, in lane row g,
 // for up the gate row (hf 0) and the up row (hf 1) of h column
-// i = 128 * rb + 32 * (2 * cw + m) + 8 * w + g, at stage rows 128 * hf + i - 128 * rb;
-// for down the rows of output columns n = 256 * rb + 64 * (2 * cw + m) + 16 * w + 8 * hf + g,
-// at stage rows n - 256 * rb (sp_wrow, sp_rho).
-// SP_TMA = 1: the codes come by TMA (one 2D box of 256 rows x 64 bytes of w2's
-// rg codes, or two of 128 rows of w13's: gate, up), issued by producer thread
+// i = 64 * SP_M * rb + 32 * (SP_M * cw + m) + 8 * w + g, at stage rows
+// 64 * SP_M * hf + i - 64 * SP_M * rb; for down the rows of output columns
+// n = SP_R * rb + 64 * (SP_M * cw + m) + 16 * w + 8 * hf + g, at stage rows
+// n - SP_R * rb (sp_wrow, sp_rho).
+// SP_TMA = 1: the codes come by TMA (one 2D box of SP_R rows x 64 bytes of w2's
+// rg codes, or two of SP_R / 2 rows of w13's: gate, up), issued by producer thread
 // 0 with the stage's byte count on its "full" mbarrier (one more arrival);
 // the kernels then take the codes' tensor map as a last parameter.
 // Requirements beyond the file's: H % 256 == 0 and I % 256 == 0 (whole
-// 128-element chunks; down's row blocks of 256), I % 128 == 0.
+// 128-element chunks; down's row blocks of up to 256).
 
 #ifndef SP_N
 #define SP_N 128
@@ -1454,6 +1455,27 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 #ifndef SP_TMA
 #define SP_TMA 0
 #endif
+// A sets a consumer holds: 2, one a group (a group dequantises while the
+// other's MMAs run), or 1 (32 registers fewer: each group waits for the MMAs
+// before it; the other consumer warpgroup's MMAs fill the gap)
+// 64-row groups a consumer owns: 2 (a block's 256 weight rows) or 1 (128
+// rows: half the accumulators, so that ptxas keeps the MMAs of 128-token tiles
+// asynchronous; one A set, since a chunk's MMAs on the one accumulator set
+// may not overlap the next chunk's dequantisation into another: ptxas
+// serialises them, C7513)
+#ifndef SP_M
+#define SP_M 2
+#endif
+#ifndef SP_AS
+#define SP_AS SP_M
+#endif
+#if SP_M != 1 && SP_M != 2
+#error "SP_M must be 1 or 2"
+#endif
+#if SP_AS != 1 && SP_AS != SP_M
+#error "SP_AS must be 1 or SP_M"
+#endif
+#define SP_R (128 * SP_M)                              // weight rows of a block (stage rows)
 #if SP_N != 64 && SP_N != 128
 #error "SP_N must be 64 or 128"
 #endif
@@ -1464,7 +1486,7 @@ extern "C" __global__ void __launch_bounds__(RG_THREADS, RG_OCC) w4_down_rg(DN_A
 #error "SP_LAG must be 1 .. SP_S - 2"
 #endif
 #define SP_ACT (SP_N * 256)                            // activations of a stage
-#define SP_STAGE (SP_ACT + 256 * 64 + 256 * 8)         // + codes, + scales
+#define SP_STAGE (SP_ACT + SP_R * 64 + SP_R * 8)       // + codes, + scales
 #define SP_SMEM (SP_S * SP_STAGE + 16 * SP_S + 4 * SP_N + 1024)   // + mbarriers, token table, 1 KB to align
 
 struct alignas(64) SpMap {   // a CUtensorMap (the driver's 128 opaque bytes)
@@ -1518,13 +1540,13 @@ __device__ __forceinline__ int sp_rows(int count) { return count <= 32 ? 32 : co
 // rho: up, the gate rows of the block's 128 h columns then their up rows;
 // down, the block's 256 rows in order (so each is one box of a tensor map).
 __device__ __forceinline__ long long sp_wrow(int up, int rho, int e, int rb, int H, int I) {
-    if (up) return (long long)e * 2 * I + (rho >> 7) * I + 128 * rb + (rho & 127);
-    return (long long)e * H + 256 * rb + rho;
+    if (up) return (long long)e * 2 * I + (rho >> (5 + SP_M)) * I + 64 * SP_M * rb + (rho & (64 * SP_M - 1));
+    return (long long)e * H + SP_R * rb + rho;
 }
 
 // The stage row of consumer cw's group m, warp w, lane row g, half hf (sp_wrow's order).
 __device__ __forceinline__ int sp_rho(int up, int cw, int m, int w, int g, int hf) {
-    return up ? 128 * hf + 32 * (2 * cw + m) + 8 * w + g : 64 * (2 * cw + m) + 16 * w + 8 * hf + g;
+    return up ? 64 * SP_M * hf + 32 * (SP_M * cw + m) + 8 * w + g : 64 * (SP_M * cw + m) + 16 * w + 8 * hf + g;
 }
 
 // The producer: every chunk of every work item of this block into the ring.
@@ -1533,7 +1555,7 @@ __device__ __forceinline__ void sp_produce(int up, int H, int I, int K, const in
                                            const int *meta, const u16 *act, const unsigned char *wq,
                                            const unsigned char *wsf, const SpMap *tq, u32 sm, u32 bars, int *rows,
                                            int p) {
-    const int ntiles = meta[0], rblocks = up ? I / 128 : H / 256, kdim = up ? H : I, nch = kdim / 128;
+    const int ntiles = meta[0], rblocks = up ? I / (64 * SP_M) : H / SP_R, kdim = up ? H : I, nch = kdim / 128;
     const long long rowb = kdim / 2, sfb = kdim / 16;
     int gp = 0;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {
@@ -1545,33 +1567,33 @@ __device__ __forceinline__ void sp_produce(int up, int H, int I, int K, const in
             rows[r] = (up ? pairs[t] / K : t) * kdim;
         }
         producer_sync();
-        // this thread's code pieces: stage rows rho0 + 32 j, 16-byte piece p & 3; scale rows p, p + 128
+        // this thread's code pieces: stage rows rho0 + 32 j, 16-byte piece p & 3; scale rows p + 128 j
         const int rho0 = p >> 2, pc = p & 3;
-        const unsigned char *qs[8], *ss[2];
+        const unsigned char *qs[4 * SP_M], *ss[SP_M];
 #pragma unroll
-        for (int j = 0; j < 8; j++) qs[j] = SP_TMA ? wq : wq + sp_wrow(up, rho0 + 32 * j, e, rb, H, I) * rowb + 16 * pc;
+        for (int j = 0; j < 4 * SP_M; j++) qs[j] = SP_TMA ? wq : wq + sp_wrow(up, rho0 + 32 * j, e, rb, H, I) * rowb + 16 * pc;
 #pragma unroll
-        for (int j = 0; j < 2; j++) ss[j] = wsf + sp_wrow(up, p + 128 * j, e, rb, H, I) * sfb;
+        for (int j = 0; j < SP_M; j++) ss[j] = wsf + sp_wrow(up, p + 128 * j, e, rb, H, I) * sfb;
         for (int c = 0; c < nch; c++, gp++) {
             const int s = gp % SP_S;
             mbar_wait(bars + 8 * SP_S + 8 * s, ((gp / SP_S) & 1) ^ 1);   // empty: the consumers are done with it
-            const u32 st = sm + s * SP_STAGE, cq = st + SP_ACT, cs = cq + 256 * 64;
+            const u32 st = sm + s * SP_STAGE, cq = st + SP_ACT, cs = cq + SP_R * 64;
             if (SP_TMA) {
                 if (p == 0) {
-                    mbar_arrive_tx(bars + 8 * s, 256 * 64);
+                    mbar_arrive_tx(bars + 8 * s, SP_R * 64);
                     if (up) {
                         tma_2d(cq, tq, 64 * c, (int)sp_wrow(1, 0, e, rb, H, I), bars + 8 * s);
-                        tma_2d(cq + 128 * 64, tq, 64 * c, (int)sp_wrow(1, 128, e, rb, H, I), bars + 8 * s);
+                        tma_2d(cq + 64 * SP_M * 64, tq, 64 * c, (int)sp_wrow(1, 64 * SP_M, e, rb, H, I), bars + 8 * s);
                     } else {
                         tma_2d(cq, tq, 64 * c, (int)sp_wrow(0, 0, e, rb, H, I), bars + 8 * s);
                     }
                 }
             } else {
 #pragma unroll
-                for (int j = 0; j < 8; j++) cp16_w(cq + (rho0 + 32 * j) * 64 + 16 * pc, qs[j] + 64 * c);
+                for (int j = 0; j < 4 * SP_M; j++) cp16_w(cq + (rho0 + 32 * j) * 64 + 16 * pc, qs[j] + 64 * c);
             }
 #pragma unroll
-            for (int j = 0; j < 2; j++) cp8_g2s(cs + (p + 128 * j) * 8, ss[j] + 8 * c);
+            for (int j = 0; j < SP_M; j++) cp8_g2s(cs + (p + 128 * j) * 8, ss[j] + 8 * c);
             for (int u = p; u < 16 * nv; u += 128) {
                 const int r = u >> 4, kb = (u >> 3) & 1, k8 = u & 7;
                 cp16_a(st + kb * (nv * 128) + r * 128 + ((k8 ^ (r & 7)) << 4), act + rows[r] + 128 * c + 64 * kb + 8 * k8);
@@ -1594,11 +1616,11 @@ __device__ __forceinline__ void sp_produce(int up, int H, int I, int K, const in
 // from item to item. ldq, lds: this lane's offsets of its rows' codes and
 // scales (group m, half hf) within a stage.
 template <class C>
-__device__ __forceinline__ void sp_kloop(float (&acc)[2][C::n / 2], u32 sm, u32 bars, int nch, int &gc,
-                                         const u32 (&ldq)[2][2], const u32 (&lds)[2][2], int lane) {
-    u32 a[2][8][4];
+__device__ __forceinline__ void sp_kloop(float (&acc)[SP_M][C::n / 2], u32 sm, u32 bars, int nch, int &gc,
+                                         const u32 (&ldq)[SP_M][2], const u32 (&lds)[SP_M][2], int lane) {
+    u32 a[SP_AS][8][4];
 #pragma unroll
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < SP_M; m++)
 #pragma unroll
         for (int i = 0; i < C::n / 2; i++) acc[m][i] = 0.0f;
     for (int c = 0; c < nch; c++, gc++) {
@@ -1606,7 +1628,7 @@ __device__ __forceinline__ void sp_kloop(float (&acc)[2][C::n / 2], u32 sm, u32 
         const u32 st = sm + s * SP_STAGE;
         mbar_wait(bars + 8 * s, (gc / SP_S) & 1);                 // full: the chunk is in
 #pragma unroll
-        for (int m = 0; m < 2; m++) {
+        for (int m = 0; m < SP_M; m++) {
             RgRaw raw[2];
 #pragma unroll
             for (int hf = 0; hf < 2; hf++) {
@@ -1615,16 +1637,16 @@ __device__ __forceinline__ void sp_kloop(float (&acc)[2][C::n / 2], u32 sm, u32 
                              : "r"(st + ldq[m][hf]));
                 asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(raw[hf].s.x), "=r"(raw[hf].s.y) : "r"(st + lds[m][hf]));
             }
-            wg_wait<1>();             // this group's MMAs of the chunk before are done with its A set
-            if (m == 1)               // and so both groups of chunk c - 1: its stage is free
+            wg_wait<SP_AS - 1>();     // the MMAs that read the A set this group fills are done
+            if (m == SP_M - 1)        // and so every group of chunk c - 1: its stage is free
                 mbar_arrive_if(bars + 8 * SP_S + 8 * ((gc + SP_S - 1) % SP_S), lane == 0 && c > 0);
-            rg_dequant(raw, a[m]);
-            rg_chunk_mma<C>(acc[m], a[m], st);
+            rg_dequant(raw, a[m % SP_AS]);
+            rg_chunk_mma<C>(acc[m], a[m % SP_AS], st);
         }
     }
     wg_wait<0>();
-    wg_hold(acc[0]);
-    wg_hold(acc[1]);
+#pragma unroll
+    for (int m = 0; m < SP_M; m++) wg_hold(acc[m]);
     mbar_arrive_if(bars + 8 * SP_S + 8 * ((gc + SP_S - 1) % SP_S), lane == 0);
 }
 
@@ -1633,16 +1655,16 @@ __device__ __forceinline__ void sp_kloop(float (&acc)[2][C::n / 2], u32 sm, u32 
 template <class C>
 __device__ __forceinline__ void sp_consume_item(int up, int H, int I, int e, int first, int count, int rb,
                                                 const int *pairs, const float *s2v, u16 *h, float *y, u32 sm,
-                                                u32 bars, int nch, int &gc, const u32 (&ldq)[2][2],
-                                                const u32 (&lds)[2][2], int cw, int w, int lane) {
+                                                u32 bars, int nch, int &gc, const u32 (&ldq)[SP_M][2],
+                                                const u32 (&lds)[SP_M][2], int cw, int w, int lane) {
     const int g = lane >> 2, q = lane & 3;
-    float acc[2][C::n / 2];
+    float acc[SP_M][C::n / 2];
     sp_kloop<C>(acc, sm, bars, nch, gc, ldq, lds, lane);
     const float s2 = s2v[e] * 256.0f;
 #pragma unroll
-    for (int m = 0; m < 2; m++) {
-        if (up) rg_put_h(acc[m], s2, h, first, count, I, 128 * rb + 32 * (2 * cw + m) + 8 * w + g, q);
-        else rg_put_y(acc[m], s2, y, pairs, first, count, H, 256 * rb + 64 * (2 * cw + m) + 16 * w + g, q);
+    for (int m = 0; m < SP_M; m++) {
+        if (up) rg_put_h(acc[m], s2, h, first, count, I, 64 * SP_M * rb + 32 * (SP_M * cw + m) + 8 * w + g, q);
+        else rg_put_y(acc[m], s2, y, pairs, first, count, H, SP_R * rb + 64 * (SP_M * cw + m) + 16 * w + g, q);
     }
 }
 
@@ -1671,15 +1693,15 @@ __device__ __forceinline__ void sp_gemm(int up, int H, int I, int K, const u16 *
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(SP_CREG));
     const int ct = tid - 128, cw = ct >> 7, w = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, q = lane & 3;
-    const int ntiles = meta[0], rblocks = up ? I / 128 : H / 256, nch = (up ? H : I) / 128;
-    u32 ldq[2][2], lds[2][2];
+    const int ntiles = meta[0], rblocks = up ? I / (64 * SP_M) : H / SP_R, nch = (up ? H : I) / 128;
+    u32 ldq[SP_M][2], lds[SP_M][2];
 #pragma unroll
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < SP_M; m++)
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             const int rho = sp_rho(up, cw, m, w, g, hf);
             ldq[m][hf] = SP_ACT + rho * 64 + 16 * q;
-            lds[m][hf] = SP_ACT + 256 * 64 + rho * 8;
+            lds[m][hf] = SP_ACT + SP_R * 64 + rho * 8;
         }
     int gc = 0;
     for (long long wi = blockIdx.x; wi < (long long)ntiles * rblocks; wi += gridDim.x) {

@@ -159,6 +159,17 @@ local settings = {
     LW = 3, WG_SWITCH = 4, SP_N = 128, SP_TMA = 1 },
   { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
     LW = 3, WG_SWITCH = 4, SP_N = 64, SP_S = 6, SP_LAG = 2, SP_TMA = 1 },
+  -- the register split at which ptxas keeps the consumers' wgmma asynchronous at 64 tokens a tile
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 3, WG_SWITCH = 4, SP_N = 64, SP_LAG = 2, SP_TMA = 1, SP_PREG = 40, SP_CREG = 232 },
+  -- one A set a consumer (each group waits for the MMAs before it)
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 3, WG_SWITCH = 4, SP_N = 64, SP_AS = 1, SP_TMA = 1, SP_PREG = 40, SP_CREG = 232 },
+  -- one 64-row group a consumer (blocks of 128 rows): 128-token tiles with asynchronous MMAs
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 3, WG_SWITCH = 4, SP_N = 128, SP_M = 1 },
+  { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1, L_DN_RW = 1, L_KW = 1, SWITCH = 2,
+    LW = 3, WG_SWITCH = 4, SP_N = 128, SP_M = 1, SP_TMA = 1, SP_ORD = 0 },
 }
 -- kwb tests/gpu/nvfp4_layer.lua [TEXT]: only the template settings whose text contains TEXT
 -- (e.g. "LW=3"); the reference and the baseline always

@@ -138,6 +138,49 @@ t.test("nvfp4_recipe_lw2_plan_takes_the_register_a_kernels_from_wg_switch", func
   t.eq(r.launch(odd, p).steps[1].args[4][2], 8 * p0.L_NT)
 end)
 
+t.test("nvfp4_recipe_lw3_plan_takes_the_warp_specialised_kernels", function()
+  local p = setmetatable({ LW = 3, WG_SWITCH = 16, SP_N = 128, SWITCH = 4 }, { __index = p0 })
+  -- T = 4096 (128 an expert): tiles of SP_N tokens, three warpgroups, one block an SM, the rg codes
+  local plan = r.launch(r.shapes[13].shape, p)
+  t.eq(plan.steps[1].args[4][2], 128)
+  t.eq(plan.steps[2][1] .. " " .. table.concat({ plan.steps[2].args[10], plan.steps[2].args[11], plan.steps[2].args[12] }, " "),
+       "w4_up_sp w13rq w13sf w13s2")
+  t.eq(plan.steps[3][1] .. " " .. plan.steps[3].args[10], "w4_down_sp w2rq")
+  t.eq(plan.steps[2].block, 384)
+  -- SP_SMEM at SP_M = 2: four stages of 128 tokens x 256 bytes and 256 rows' codes (64 bytes) and scales (8)
+  t.eq(plan.steps[2].smem, 4 * (128 * 256 + 256 * 72) + 16 * 4 + 4 * 128 + 1024)
+  t.eq(plan.steps[2].grid, 132)
+  t.eq(#plan.steps[2].args, 13, "no tensor map without SP_TMA")
+  -- SP_M = 1 with the codes by TMA: blocks of 64 h columns and 128 w2 rows, boxes of as many rows
+  p.SP_M, p.SP_TMA, p.SP_N = 1, 1, 64
+  plan = r.launch(r.shapes[13].shape, p)
+  t.eq(plan.steps[2].smem, 6 * (64 * 256 + 128 * 72) + 16 * 6 + 4 * 64 + 1024, "six stages at 64 tokens")
+  local tiles = 4096 * 8 // 64 + 256 + 1
+  t.eq(plan.steps[2].grid, math.min(132, tiles * (2048 // 64)))
+  t.eq(plan.steps[2].args[14].tensor_map .. " " .. table.concat(plan.steps[2].args[14].box, " ") .. " "
+       .. table.concat(plan.steps[2].args[14].dims, " "), "w13rq 64 64 3584 1048576")
+  t.eq(plan.steps[3].args[14].tensor_map .. " " .. table.concat(plan.steps[3].args[14].box, " ") .. " "
+       .. table.concat(plan.steps[3].args[14].dims, " "), "w2rq 64 128 1024 1835008")
+  p.SP_M = 2
+  t.eq(table.concat(r.launch(r.shapes[13].shape, p).steps[3].args[14].box, " "), "64 256")
+  -- T = 256 (8 an expert) is below WG_SWITCH; H not a multiple of 256: the mma.sync kernels
+  t.eq(r.launch(r.shapes[9].shape, p).steps[2][1], "w4_up_l")
+  t.eq(r.launch({ T = 4096, H = 7168 - 128, I = 2048, E = 256, K = 8, skew = 0 }, p).steps[2][1], "w4_up_l")
+  -- the space: LW = 3 at the start's other settings; registers that add up to 3 x 168 only; the
+  -- LW = 3 settings at their defaults where the kernels are others
+  local q = {}
+  for k, v in pairs(r.space.start) do q[k] = v end
+  q.LW, q.RG_N, q.RG_WG, q.RG_S, q.RG_PF, q.RG_ORD, q.RG_OCC, q.RG_M = 3, 64, 1, 4, 2, 0, 2, 1
+  q.SP_N, q.SP_M, q.SP_TMA, q.SP_PREG, q.SP_CREG = 64, 2, 1, 40, 232
+  t.eq(r.space.restrict(q), true)
+  q.SP_CREG = 216
+  t.eq(r.space.restrict(q), false, "40 + 2 x 216 is not 504")
+  q.SP_PREG, q.SP_M = 72, 1
+  t.eq(r.space.restrict(q), true)
+  q.LW = 2
+  t.eq(r.space.restrict(q), false, "SP_M = 1 with LW = 2")
+end)
+
 t.test("nvfp4_recipe_space_gives_the_unused_wgmma_settings_one_value", function()
   -- (around the mma.sync settings of the H200 table, docs/perf.md 2026-12-03)
   local st = { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4, L_DN_RW = 2, L_KW = 1,
@@ -245,7 +288,8 @@ t.test("nvfp4_recipe_search_starts_at_the_hand_measured_settings", function()
   local st = r.space.start
   t.eq(require("kwb.loop").params_text(st),
        "DN_KW=2 DN_RW=2 L2PF=128 LW=2 L_DN_RW=2 L_KW=1 L_MINB=4 L_NT=2 L_UP_RW=4 L_WG=2 MINB=1 NT=1 PF=1 RG_M=1 "
-       .. "RG_N=128 RG_OCC=1 RG_ORD=0 RG_PF=2 RG_S=4 RG_WG=2 SWITCH=8 UP_KW=2 UP_RW=2 WG_SWITCH=16 WL=1 WS=0 WS_S=2")
+       .. "RG_N=128 RG_OCC=1 RG_ORD=0 RG_PF=2 RG_S=4 RG_WG=2 SP_CREG=216 SP_M=2 SP_N=128 SP_PREG=72 SP_TMA=0 SWITCH=8 "
+       .. "UP_KW=2 UP_RW=2 WG_SWITCH=16 WL=1 WS=0 WS_S=2")
   t.eq(r.space.restrict(st), true)
   -- the start kernel is the template at those settings, not the plain kernel baseline.cu
   t.eq(r.start.file:match("[^/]*$"), "w4a16.cu")
@@ -382,6 +426,13 @@ if cuda.nvrtc_version() then
                            L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 64, RG_WG = 2, RG_OCC = 1, RG_PF = 1, RG_M = 2 },
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
                            L_DN_RW = 1, L_KW = 1, LW = 2, RG_N = 32, RG_WG = 1, RG_OCC = 2, RG_PF = 1, RG_M = 2 },
+                         -- the warp-specialised kernels where ptxas keeps their MMAs asynchronous: one
+                         -- row group a consumer at 128 tokens; two at 64 tokens, the codes by TMA, with
+                         -- the 40/232 register split
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 3, SP_N = 128, SP_M = 1 },
+                         { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 4, L_UP_RW = 1,
+                           L_DN_RW = 1, L_KW = 1, LW = 3, SP_N = 64, SP_TMA = 1, SP_PREG = 40, SP_CREG = 232 },
                          -- the diagnostic build of tests/gpu/nvfp4_stream.lua
                          { NT = 1, UP_RW = 2, UP_KW = 2, DN_RW = 2, DN_KW = 2, PF = 1, L_NT = 2, L_UP_RW = 4,
                            L_DN_RW = 2, L_KW = 1, WS = 2, WS_S = 3, NOMMA = 1 } } do
@@ -393,7 +444,7 @@ if cuda.nvrtc_version() then
       t.truthy(m.resources, "spec " .. i .. " compiles: " .. tostring(m.error) .. "\n" .. tostring(m.log))
       -- the wgmma kernels keep their 64 accumulators in registers (a spill would also serialise the MMAs)
       for k, res in pairs(m.resources or {}) do
-        if k:match("_wg$") or k:match("_rg$") then
+        if k:match("_wg$") or k:match("_rg$") or k:match("_sp$") then
           t.eq(res.spill_stores + res.stack, 0, "spec " .. i .. " " .. k .. " spills")
         end
       end
@@ -435,10 +486,10 @@ if cuda.nvrtc_version() then
       t.eq(m.resources and r.rules:check_ptx(m:ptx(), rp.source, "rg2.cu"), nil, "reply point " .. i .. " passes the rules")
     end
     -- the wgmma kernels exist only for the arch-specific target
-    for _, lw in ipairs { 1, 2 } do
+    for _, lw in ipairs { 1, 2, 3 } do
       local m, msg = cuda.compile { source = src, name = "w4a16.cu", defines = { LW = lw }, arch = "sm_90" }
       t.eq(m, nil)
-      t.truthy(msg:find("LW = 1 or 2 (the wgmma kernels) needs arch sm_90a", 1, true), msg)
+      t.truthy(msg:find("LW = 1, 2 or 3 (the wgmma kernels) needs arch sm_90a", 1, true), msg)
     end
   end)
 end

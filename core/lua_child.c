@@ -78,8 +78,8 @@ static int reaped(child *c, int block) {
 }
 
 static void shut(child *c) {
-    if (c->pid > 0 && c->owner == getpid()) kwb_worker_keep(c->pid, 0);
     if (c->pid > 0 && c->owner == getpid()) {
+        kwb_worker_keep(c->pid, 0);
         kill(-c->pid, SIGKILL);
         kill(c->pid, SIGKILL);
         reaped(c, 1);

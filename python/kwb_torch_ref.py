@@ -321,8 +321,9 @@ class Ref:
     # self.model is the float64 copy the reference computes with)
     def weights_out(self, req):
         state = getattr(self, "own", self.model).state_dict()
+        key = dict((n, k) for n, k, _ in self.weights)
         for name, offset in req["at"]:
-            k = dict((n, k) for n, k, _ in self.weights)[name]
+            k = key[name]
             v = state[k].detach().contiguous().cpu()
             self.tensor_at(DTYPES[v.dtype], list(v.shape), offset).copy_(v.view(TORCH_OF[DTYPES[v.dtype]]) if v.dtype == torch.bool else v)
         return {}

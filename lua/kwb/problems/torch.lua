@@ -41,7 +41,6 @@ local M = {}
 
 local ctype = { f32 = "float", f64 = "double", f16 = "uint16_t", bf16 = "uint16_t", i8 = "int8_t", u8 = "uint8_t",
                 i32 = "int32_t", i64 = "int64_t" }
-M.ctype = ctype
 local size_of = { f32 = 4, f64 = 8, f16 = 2, bf16 = 2, i8 = 1, u8 = 1, i32 = 4, i64 = 8 }
 
 -- Tolerances by dtype: relative, and absolute as that part of the example
@@ -134,18 +133,23 @@ function Ref:close()
   self.ch = nil
 end
 
+-- Closed, and raised as having died (how) while or before doing something,
+-- with the last line it wrote to its stderr.
+function Ref:died(how, when)
+  local err = self.ch:stderr():gsub("%s+$", "")
+  self:close()
+  problem_error(self.what, string.format("died (%s) %s%s", how, when,
+                                        err ~= "" and (": " .. (err:match("([^\n]+)$") or err)) or ""))
+end
+
 -- The next answer: a table with ok = true, or an error of the problem.
 function Ref:answer(limit, doing)
   local line, why, how = self.ch:recv(limit)
-  if not line then
-    local err = self.ch:stderr():gsub("%s+$", "")
+  if not line and why == "timeout" then
     self:close()
-    if why == "timeout" then
-      problem_error(self.what, string.format("gave no answer in %g s (%s); it was killed", limit, doing))
-    end
-    problem_error(self.what, string.format("died (%s) while %s%s", how, doing,
-                                          err ~= "" and (": " .. (err:match("([^\n]+)$") or err)) or ""))
+    problem_error(self.what, string.format("gave no answer in %g s (%s); it was killed", limit, doing))
   end
+  if not line then self:died(how, "while " .. doing) end
   local ok, ans = pcall(require("cjson").decode, line)
   if not ok or type(ans) ~= "table" then
     self:close()
@@ -159,12 +163,7 @@ function Ref:ask(req, doing)
   if not self.ch then problem_error(self.what, "is closed") end
   local sent, _, how = self.ch:send(require("cjson").encode(req) .. "\n")
   doing = doing or (req.op == "call" and "computing the reference" or req.op)
-  if not sent then
-    local err = self.ch:stderr():gsub("%s+$", "")
-    self:close()
-    problem_error(self.what, string.format("died (%s) before %s%s", how, doing,
-                                          err ~= "" and (": " .. (err:match("([^\n]+)$") or err)) or ""))
-  end
+  if not sent then self:died(how, "before " .. doing) end
   return self:answer(self.timeout, doing)
 end
 
@@ -195,7 +194,6 @@ local function count(dims, shape)
   end
   return n
 end
-M.count = count
 
 local function stem(file) return (file:match("([^/]+)$") or file):gsub("%.py$", "") end
 
@@ -311,6 +309,12 @@ return setmetatable(M, { __call = function(_, opts)
     for _, b in pairs(bufs) do return on_host(b) and "cpu" or "cuda" end
   end
 
+  local function dims_of(shape)
+    local dims = {}
+    for _, v in ipairs(spec.vars) do dims[v.name] = shape[v.name] end
+    return dims
+  end
+
   local function layout(shape)
     local at, off, list = {}, 0, {}
     for _, group in ipairs { spec.inputs, spec.weights, spec.outputs } do
@@ -343,9 +347,7 @@ return setmetatable(M, { __call = function(_, opts)
     for i, x in ipairs(list) do
       if i <= nin then put(r, x.off, bufs[x.e.name], x.e.dtype, x.n) end
     end
-    local dims = {}
-    for _, v in ipairs(spec.vars) do dims[v.name] = shape[v.name] end
-    r:ask({ op = "call", spec = spec, dims = dims, at = at }, "computing the reference at " .. p:shape_key(shape))
+    r:ask({ op = "call", spec = spec, dims = dims_of(shape), at = at }, "computing the reference at " .. p:shape_key(shape))
     for i = nin + 1, #list do get(r, list[i].off, bufs[list[i].e.name], list[i].e.dtype, list[i].n) end
   end)
 
@@ -358,10 +360,9 @@ return setmetatable(M, { __call = function(_, opts)
     local pairs_ = {}
     for _, e in ipairs(spec.weights) do pairs_[#pairs_ + 1] = { e.name, at[e.name] } end
     r:ask({ op = "weights", at = pairs_ }, "handing over the module's weights")
-    for _, x in ipairs(list) do
-      for _, e in ipairs(spec.weights) do
-        if x.e == e then get(r, x.off, bufs[e.name], e.dtype, x.n) end
-      end
+    for i = #spec.inputs + 1, #spec.inputs + #spec.weights do   -- (the layout's weights, after the inputs)
+      local x = list[i]
+      get(r, x.off, bufs[x.e.name], x.e.dtype, x.n)
     end
   end)
 
@@ -407,9 +408,7 @@ return setmetatable(M, { __call = function(_, opts)
   local function time(shape, mode, dev, o)
     o = o or {}
     local r = process(nil, dev)
-    local dims = {}
-    for _, v in ipairs(spec.vars) do dims[v.name] = shape[v.name] end
-    local ans = r:ask({ op = "time", spec = spec, dims = dims, mode = mode, target = o.target or 0.2,
+    local ans = r:ask({ op = "time", spec = spec, dims = dims_of(shape), mode = mode, target = o.target or 0.2,
                         min_samples = o.min_samples or 10, max_samples = o.max_samples or 1000, seed = o.seed or 0,
                         package = o.package },
                       "timing PyTorch's " .. mode .. " at " .. p:shape_key(shape))

@@ -443,4 +443,35 @@ t.test("hostile_a_problem_a_constant_output_passes_is_an_error_naming_the_shape"
   t.truthy(not tostring(err):find("set to 0 passes", 1, true), "the mean, not zeros")
 end)
 
+-- An output of one element (a sum, a loss) equals some constant on any one
+-- draw; the problem is degenerate only where that constant passes another
+-- draw of the inputs as well. A sum of its input runs, and its self-test
+-- still rejects the plant that writes a constant.
+t.test("hostile_a_one_element_output_is_tested_on_a_second_draw", function()
+  local total = kwb.problem.define {
+    name = "total", vars = { "n" }, fn = "total",
+    args = { { "n", "i32", value = "n" }, { "a", "f32", shape = "n", role = "in", init = { "normal", 0, 1 } },
+             { "s", "f32", shape = 1, role = "out" } },
+    reference = { source = "void total_ref(int n, const float *a, float *s) { double t = 0; "
+                           .. "for (int i = 0; i < n; i++) t += a[i]; s[0] = (float)t; }", fn = "total_ref" },
+    tolerance = { atol = 1e-3, rtol = 1e-4 },
+  }
+  local start = tmp .. "/total.c"
+  local f = assert(io.open(start, "w"))
+  f:write("void total(int n, const float *a, float *s) { double t = 0; for (int i = 0; i < n; i++) t += a[i]; "
+          .. "s[0] = (float)t; }\n")
+  f:close()
+  local r = kwb.recipe { name = "total", problem = total, shapes = { n = { 256, 1024 } }, start = start,
+                         budget = { candidates = 1, minutes = 1, timeout = 5 } }
+  local sm = r:run { mode = "quiet", store = fresh_store("total") }
+  t.eq(sm.best.start, true, "the run ends with the start kernel as its pick")
+  t.eq(sm.judge.line, "judge: 6 of 6 planted candidates rejected", "all but \"copies an input\" (none of one element)")
+  -- the same output under a tolerance every sum of 256 normal draws passes is still refused
+  total.tolerance = { atol = 1e4, rtol = 0 }
+  local loose = kwb.recipe { name = "total_loose", problem = total, shapes = { n = { 256 } }, start = start,
+                             budget = { candidates = 1, minutes = 1, timeout = 5 } }
+  t.raises(function() loose:run { mode = "quiet", store = fresh_store("total_loose") } end,
+           "recipe total_loose: at shape n=256 every element of output s set to 0 passes the tolerance")
+end)
+
 t.done()

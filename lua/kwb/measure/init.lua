@@ -141,13 +141,29 @@ function Harness:check(b, when, skip_inout)
   return verify.check(self.problem, self.backend, b, when, skip_inout)
 end
 
+-- constant_output(b, seed, round, per_run) -> nil, or why a constant output
+-- passes at this shape (kwb.measure.verify.degenerate), on this round's draw
+-- and on another: an output of one element (a loss) equals a constant on any
+-- one draw, and only a constant that passes a fresh draw as well makes the
+-- problem one a kernel computing nothing passes. A problem whose inputs are
+-- drawn once a run (draw = "run") has no other draw. This round's inputs are
+-- drawn again before it returns.
+function Harness:constant_output(b, seed, round, per_run)
+  local why, found = verify.degenerate(self.problem, self.backend, b)
+  if not why or self.problem.draw == "run" then return why end
+  inputs.prepare(self, b, seed, "the degenerate check's other draw", false)
+  local again = verify.degenerate(self.problem, self.backend, b, found)
+  inputs.prepare(self, b, seed, round, per_run)
+  return again
+end
+
 -- round(fn, b, seed, round, timeout [, note [, per_run]]) -> nil, or outcome,
 -- reason: one call of the candidate on fresh inputs (the run's, the same for
 -- every candidate, where per_run), checked.
 function Harness:round(fn, b, seed, round, timeout, note, per_run)
   inputs.prepare(self, b, seed, round, per_run)
   if not b.sound then   -- once per shape: a problem a constant output passes is an error of the recipe
-    local why = verify.degenerate(self.problem, self.backend, b)
+    local why = self:constant_output(b, seed, round, per_run)
     why = why and string.format("recipe %s: %s", self.recipe.name, why)
     -- (a plant's measurement goes on, the finding in its result: the self-test says it, kwb.loop.selftest)
     if why and self.planting then self.degenerate = self.degenerate or why

@@ -64,11 +64,15 @@ local function signature(problem)
   return string.format("KWB_ENTRY void %s(%s)", problem.fn, table.concat(params, ", ")), table.concat(names, ", ")
 end
 
--- A buffer's element count as a C expression over the scalar arguments, or
--- nil where its size is not an integer expression of variables that are
--- arguments themselves (a function, `/`, `^`, a variable no scalar carries).
+-- A buffer's element count as a C expression over the scalar arguments (or
+-- a fixed count), or nil where its size is not an integer expression of
+-- variables that are arguments themselves (a function, `/`, `^`, a variable no scalar carries).
 local function c_size(problem, a)
   local e = a.expr
+  if e == nil then   -- (a fixed count, shape = 1: a size that reads no variable)
+    local ok, n = pcall(a.size, setmetatable({}, { __index = function() error("reads a variable") end }))
+    return ok and math.type(n) == "integer" and "(" .. n .. "LL)" or nil
+  end
   if type(e) ~= "string" or e:find("[^%w_%s%+%-%*/%(%)]") or e:gsub("//", ""):find("/") then return nil end
   local scalar = {}
   for _, s in ipairs(problem.args) do

@@ -179,37 +179,46 @@ local function middle(backend, probe, ref, tol)
   return (lo + hi) / 2
 end
 
--- degenerate(problem, backend, b) -> nil, or why the shape's outputs cannot
--- tell a kernel that computes nothing from one that computes: an output of
--- zeros, of the reference's mean (the constant nearest in rel_l2), or of
--- the constant nearest to every element's interval (middle) passes the
--- tolerance.
-function M.degenerate(problem, backend, b)
+-- degenerate(problem, backend, b [, only]) -> nil, or why the shape's
+-- outputs cannot tell a kernel that computes nothing from one that computes:
+-- an output of zeros, of the reference's mean (the constant nearest in
+-- rel_l2), or of the constant nearest to every element's interval (middle)
+-- passes the tolerance; and the findings ({ name, v } each, every output's
+-- first) for another draw to test again (only: test just those constants).
+function M.degenerate(problem, backend, b, only)
+  local found = {}
   for _, a in ipairs(problem.buffers) do
     if a.role == "out" or a.role == "inout" then
       local ref = b.refs[a.name]
       local probe = backend.buffer(ref.dtype, ref.n)
-      probe:fill(0)
-      local consts = { 0, backend.compare(probe, ref, { atol = math.huge, rtol = 0 }).ref_mean }   -- and the mean
-      if not problem.tolerance.rel_l2 then
+      local consts = {}
+      if only then
+        for _, f in ipairs(only) do if f.name == a.name then consts[1] = f.v end end
+      else
         probe:fill(0)
-        consts[3] = middle(backend, probe, ref, problem.tolerance)
+        consts = { 0, backend.compare(probe, ref, { atol = math.huge, rtol = 0 }).ref_mean }   -- and the mean
+        if not problem.tolerance.rel_l2 then
+          probe:fill(0)
+          consts[3] = middle(backend, probe, ref, problem.tolerance)
+        end
       end
       for _, v in ipairs(consts) do
         probe:fill(v)
         local tol = problem.tolerance
         local d = tol.rel_l2 and backend.compare(probe, ref, { atol = math.huge, rtol = 0 })
                   or backend.compare(probe, ref, tol)
-        local pass = d.ok and (not tol.rel_l2 or d.rel_l2 <= tol.rel_l2)
-        if pass then
-          return string.format("at shape %s every element of output %s set to %.6g passes the tolerance: a kernel "
-                               .. "that computes nothing would be judged right (choose shapes, inputs or a tolerance "
-                               .. "under which the reference's output is not a constant)", b.key, a.name, v)
+        if d.ok and (not tol.rel_l2 or d.rel_l2 <= tol.rel_l2) then
+          found[#found + 1] = { name = a.name, v = v }
+          break
         end
       end
     end
   end
-  return nil
+  local f = found[1]
+  if not f then return nil end
+  return string.format("at shape %s every element of output %s set to %.6g passes the tolerance: a kernel that "
+                       .. "computes nothing would be judged right (choose shapes, inputs or a tolerance under which "
+                       .. "the reference's output is not a constant)", b.key, f.name, f.v), found
 end
 
 return M

@@ -69,7 +69,7 @@ t.test("import_refuses_a_wrong_start_kernel_and_writes_nothing", function()
 end)
 
 t.test("import_writes_a_plain_start_kernel_verified_against_each_module", function()
-  for _, m in ipairs { "elementwise", "row_sum", "softmax", "matmul", "layernorm" } do
+  for _, m in ipairs { "elementwise", "row_sum", "softmax", "matmul", "layernorm", "mse_loss" } do
     local line = import.import("tests/torch/" .. m .. ".py", { o = dir .. "/gen/" .. m .. ".lua" })
     t.truthy(line:find("start kernel " .. dir .. "/gen/" .. m .. "_start.c verified at 2 shapes (host)", 1, true), line)
     t.eq(exists(dir .. "/gen/" .. m .. "_start.c"), true, m .. "'s start kernel")
@@ -78,6 +78,12 @@ t.test("import_writes_a_plain_start_kernel_verified_against_each_module", functi
   t.eq(recipe.problem:prototype(),
        "void layernorm(int rows, const float *x, const float *ln_weight, const float *ln_bias, float *out)")
   recipe.problem.torch.close()
+  -- a loss: one output element (the degenerate-problem check draws again before it calls it constant)
+  local loss = kwb.load(dir .. "/gen/mse_loss.lua")
+  t.eq(loss.problem:prototype(),
+       "void mse_loss(int batch_size, int dim, const float *predictions, const float *targets, float *out)")
+  t.eq(loss.problem.buffers[3].size(loss.shapes[1].shape), 1, "the output's one element")
+  loss.problem.torch.close()
 end)
 
 t.test("import_says_which_op_has_no_plain_kernel_and_writes_nothing", function()

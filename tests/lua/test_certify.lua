@@ -305,7 +305,33 @@ t.test("certify_verify_pick_exits_1_where_a_ratio_disagrees", function()
   t.eq(status, 1, out)
   t.truthy(out:find("\nDISAGREES speedup of " .. cli_sm.best.short .. " over the start kernel at n=96: certified "
                     .. "100%.000x %[99%.000, 101%.000%], now [%d.]+x %[[%d.]+, [%d.]+%]\n"), out)
-  t.truthy(out:find("\n%d+ of 10 ratios agree: the pick does not hold here\n$"), out)
+  t.truthy(out:find("\n%d+ of 10 ratios agree[^\n]*: the pick does not hold here\n$"), out)
+end)
+
+-- A ratio measured again agrees only where its interval overlaps the
+-- certified one and is narrow enough to tell: a wide one overlaps anything.
+t.test("certify_compare_a_wide_interval_is_too_wide_to_tell_not_an_agreement", function()
+  local certify = require "kwb.loop.certify"
+  local function r(median, lo, hi) return { kind = "speedup", id = "k", over = "s", shape = "n=8", median = median,
+                                            lo = lo, hi = hi } end
+  local cert = { target = 0.01, ratios = { r(1.50, 1.48, 1.52) } }
+  local function verdict(median, lo, hi)
+    local out, all = certify.compare(cert, { ratios = { r(median, lo, hi) } })
+    t.eq(out[1].agree, all)
+    return out[1].verdict
+  end
+  t.eq(verdict(1.51, 1.49, 1.53), "agrees", "as narrow, overlapping")
+  t.eq(verdict(1.51, 1.475, 1.545), "agrees", "under twice the certified width (0.04 -> 0.08 wide at most)")
+  t.eq(verdict(1.51, 1.40, 1.62), "inconclusive", "0.22 wide overlaps 1.50 and confirms nothing")
+  t.eq(verdict(1.30, 1.20, 1.40), "disagrees", "apart, however wide")
+  t.eq(verdict(1.60, 1.55, 1.65), "disagrees")
+  -- a certified interval narrower than the round's target: the target sets the width a repeat may have
+  cert.ratios[1] = r(1.50, 1.499, 1.501)
+  t.eq(verdict(1.50, 1.475, 1.525), "agrees", "0.05 wide: under 2 x (2 x 1% x 1.50)")
+  t.eq(verdict(1.50, 1.43, 1.57), "inconclusive")
+  local out, all = certify.compare(cert, { ratios = {} })
+  t.eq(out[1].verdict, "inconclusive", "not measured again")
+  t.eq(all, false)
 end)
 
 t.test("certify_verify_pick_refuses_another_device_kind", function()

@@ -96,22 +96,27 @@ function M.main(...)
     for i, c in ipairs(cmp) do
       out[i] = { kind = c.ratio.kind, id = c.ratio.id, over = c.ratio.over, shape = c.ratio.shape,
                  certified = { median = c.ratio.median, lo = c.ratio.lo, hi = c.ratio.hi },
-                 now = c.now and { median = c.now.median, lo = c.now.lo, hi = c.now.hi } or nil, agree = c.agree }
+                 now = c.now and { median = c.now.median, lo = c.now.lo, hi = c.now.hi } or nil, agree = c.agree,
+                 verdict = c.verdict }
     end
     print(require("kwb.base.text").json { run = res.cert.run, agree = all, ratios = out, certificate = res.cert,
                                           again = res.now })
     return all and 0 or 1
   end
-  local n = 0
+  local n, unsure = 0, 0
   print(string.format("run %s: its final round again on %s, %d rounds, %.1f s", ids.short(res.cert.run), res.now.device,
                       res.now.rounds, res.now.seconds))
+  local word = { agrees = "agrees", disagrees = "DISAGREES", inconclusive = "too wide" }
   for _, c in ipairs(cmp) do
     if c.agree then n = n + 1 end
-    print(string.format("%-9s %s: certified %s, now %s", c.agree and "agrees" or "DISAGREES",
-                        certify.ratio_name(res.cert, c.ratio), certify.interval(c.ratio),
-                        c.now and certify.interval(c.now) or "not measured"))
+    if c.verdict == "inconclusive" then unsure = unsure + 1 end
+    print(string.format("%-9s %s: certified %s, now %s", word[c.verdict], certify.ratio_name(res.cert, c.ratio),
+                        certify.interval(c.ratio), c.now and certify.interval(c.now) or "not measured"))
   end
-  print(string.format("%d of %d ratios agree%s", n, #cmp, all and "" or ": the pick does not hold here"))
+  local why = n + unsure == #cmp and ": the round here was too noisy to tell (a longer one: --seconds)"
+              or ": the pick does not hold here"
+  print(string.format("%d of %d ratios agree%s%s", n, #cmp,
+                      unsure > 0 and string.format(", %d too wide to tell", unsure) or "", all and "" or why))
   return all and 0 or 1
 end
 

@@ -145,8 +145,10 @@ M.commands = {
     text = "The certificate a run kept of its final round (kwb cache show RUN) timed again here: the same kernels, "
       .. "built from the cache, in turns at every shape until every comparison is decided or the bound is reached. "
       .. "Each ratio (each kernel's speed-up over the start kernel at each shape and its score, each kernel against "
-      .. "the pick, the pick against the baseline) agrees where its new 95% interval overlaps the certificate's; "
-      .. "exit 1 if any disagrees, or if this machine is not of the certificate's device kind. The recipe is the "
+      .. "the pick, the pick against the baseline) agrees where its new 95% interval overlaps the certificate's and "
+      .. "is at most twice as wide (or twice the round's target), is too wide to tell where it overlaps but is "
+      .. "wider, and disagrees where they are apart; exit 1 unless every ratio agrees, or if this machine is not of "
+      .. "the certificate's device kind. The recipe is the "
       .. "run's, unless --recipe names one (a run a bundle brought needs it). Measured on this machine's workers, "
       .. "or with --queue by a fleet's worker of the certificate's device kind (--device names another kind, which "
       .. "the device check then refuses).",

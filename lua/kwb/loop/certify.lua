@@ -345,16 +345,26 @@ function M.run(run)
   return cert
 end
 
--- compare(old, new) -> { { ratio = old's, now = new's or nil, agree = bool } }, all:
--- each ratio of a certificate against the same ratio measured again; they
--- agree where their intervals overlap.
+-- compare(old, new) -> { { ratio = old's, now = new's or nil, agree = bool,
+-- verdict = "agrees" | "disagrees" | "inconclusive" } }, all: each ratio of a
+-- certificate against the same ratio measured again. They agree where their
+-- intervals overlap and the new one is precise enough to tell: at most twice
+-- as wide as the certified one, or than the round's target (both ends of
+-- it: 2 x target x the median) where the certified one is narrower. A wider
+-- one overlaps almost anything and confirms nothing: inconclusive (not
+-- agreeing), as is a ratio not measured again.
 function M.compare(old, new)
   local out, all = {}, true
+  local target = old.target or 0.01
   for _, r in ipairs(old.ratios) do
     local n = M.find(new, r.kind, r.id, r.over, r.shape)
-    local agree = n ~= nil and n.lo <= r.hi and r.lo <= n.hi
-    out[#out + 1] = { ratio = r, now = n, agree = agree }
-    all = all and agree
+    local verdict
+    if not n then verdict = "inconclusive"
+    elseif n.hi < r.lo or r.hi < n.lo then verdict = "disagrees"
+    elseif n.hi - n.lo > 2 * math.max(r.hi - r.lo, 2 * target * r.median) then verdict = "inconclusive"
+    else verdict = "agrees" end
+    out[#out + 1] = { ratio = r, now = n, agree = verdict == "agrees", verdict = verdict }
+    all = all and verdict == "agrees"
   end
   return out, all
 end

@@ -22,7 +22,7 @@ t.test("flagship_pair_certified_scores_agree_within_1_percent", function()
     local iv = sm.best.score_interval or {}
     print(string.format("# run %s: pick %s, certified %.4fx (95%% %.4f-%.4f), %s rounds", i == 1 and "A" or "B",
                         tostring(sm.best.short), sm.best.score or 0, iv[1] or 0, iv[2] or 0,
-                        tostring(sm.certificate and sm.certificate.rounds)))
+                        sm.certificate and string.format("%d", sm.certificate.rounds) or "no"))
   end
   t.truthy(a.certificate and b.certificate, "both runs certified their picks")
   local keys = {}

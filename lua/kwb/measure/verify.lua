@@ -164,7 +164,8 @@ end
 -- and the largest (rmax) bound them all: the middle of [rmax's low end,
 -- rmin's high end] passes every element where any constant does. rmin and
 -- rmax from compare's largest difference against +-max|r|; nil where rtol
--- >= 1 (0 passes then) or the reference has no finite element.
+-- >= 1 (0 passes then) or the reference has no finite element; and the
+-- interval's ends.
 local function middle(backend, probe, ref, tol)
   local huge = { atol = math.huge, rtol = 0 }
   local d = backend.compare(probe, ref, huge)   -- (probe: zeros)
@@ -176,39 +177,52 @@ local function middle(backend, probe, ref, tol)
   local rmax = backend.compare(probe, ref, huge).max_abs - m
   local atol, rtol = tol.atol or 0, tol.rtol or 0
   local lo, hi = rmax - atol - rtol * math.abs(rmax), rmin + atol + rtol * math.abs(rmin)
-  return (lo + hi) / 2
+  return (lo + hi) / 2, lo, hi
 end
 
 -- degenerate(problem, backend, b [, only]) -> nil, or why the shape's
 -- outputs cannot tell a kernel that computes nothing from one that computes:
 -- an output of zeros, of the reference's mean (the constant nearest in
 -- rel_l2), or of the constant nearest to every element's interval (middle)
--- passes the tolerance; and the findings ({ name, v } each, every output's
--- first) for another draw to test again (only: test just those constants).
+-- passes the tolerance; and the findings ({ name =, v = [, lo =, hi =] }
+-- each, every output's first) for another draw to test again. only: the
+-- findings of earlier draws, each tested again on this one (a middle: the
+-- middle of its interval and this draw's, the constants that passed every
+-- draw so far, where they meet).
 function M.degenerate(problem, backend, b, only)
   local found = {}
+  local tol = problem.tolerance
   for _, a in ipairs(problem.buffers) do
     if a.role == "out" or a.role == "inout" then
       local ref = b.refs[a.name]
       local probe = backend.buffer(ref.dtype, ref.n)
       local consts = {}
       if only then
-        for _, f in ipairs(only) do if f.name == a.name then consts[1] = f.v end end
+        for _, f in ipairs(only) do
+          if f.name == a.name and f.lo then
+            probe:fill(0)
+            local _, lo, hi = middle(backend, probe, ref, tol)
+            if lo then
+              lo, hi = math.max(lo, f.lo), math.min(hi, f.hi)
+              consts[1] = { v = (lo + hi) / 2, lo = lo, hi = hi }
+            end
+          elseif f.name == a.name then consts[1] = { v = f.v } end
+        end
       else
         probe:fill(0)
-        consts = { 0, backend.compare(probe, ref, { atol = math.huge, rtol = 0 }).ref_mean }   -- and the mean
-        if not problem.tolerance.rel_l2 then
+        consts = { { v = 0 }, { v = backend.compare(probe, ref, { atol = math.huge, rtol = 0 }).ref_mean } }
+        if not tol.rel_l2 then
           probe:fill(0)
-          consts[3] = middle(backend, probe, ref, problem.tolerance)
+          local v, lo, hi = middle(backend, probe, ref, tol)
+          if v then consts[3] = { v = v, lo = lo, hi = hi } end
         end
       end
-      for _, v in ipairs(consts) do
-        probe:fill(v)
-        local tol = problem.tolerance
+      for _, c in ipairs(consts) do
+        probe:fill(c.v)
         local d = tol.rel_l2 and backend.compare(probe, ref, { atol = math.huge, rtol = 0 })
                   or backend.compare(probe, ref, tol)
         if d.ok and (not tol.rel_l2 or d.rel_l2 <= tol.rel_l2) then
-          found[#found + 1] = { name = a.name, v = v }
+          found[#found + 1] = { name = a.name, v = c.v, lo = c.lo, hi = c.hi }
           break
         end
       end

@@ -165,7 +165,7 @@ $ ./kwb --cache build/test-cache/params.db cache best scale --shape cols=100,row
 device           shape             candidate  median  outcome   measured
 host:Test CPU:2  rows=64,cols=100  d021b2f6   1.0 us  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache stats | grep -v '^file'
-cache       build/test-cache/cli.db (schema 5)
+cache       build/test-cache/cli.db (schema 6)
 candidates  4 in 2 problems
 builds      1
 results     5

@@ -416,8 +416,9 @@ t.test("lessons_a_bundle_carries_them_and_marks_where_they_came_from", function(
   local e = assert(cache_mod.open(fresh("forged")))
   local ok, msg = e:import(forged)
   t.eq(ok, nil)
-  t.truthy(msg:find("bundle " .. forged .. " is corrupt: record %d+ %(lesson%) has id " .. changed
-                    .. ", but its content hashes to %x+$"), msg)
+  local head = "bundle " .. forged .. " is corrupt: record "
+  t.eq(msg:sub(1, #head), head, msg)
+  t.truthy(msg:sub(#head + 1):find("^%d+ %(lesson%) has id " .. changed .. ", but its content hashes to %x+$"), msg)
   t.eq(#e:lessons(), 0, "nothing imported")
   e:close()
 end)
@@ -462,6 +463,54 @@ t.test("lessons_a_malformed_summary_keeps_nothing_says_why_and_loses_no_evidence
                                  .. "p:lessons({ recipe = { name = \"r\" } }, { evidence = 2, error = \"why\" })'",
                                  canary, fresh("plain")))
   t.eq(plain, "lessons: none kept from the last 2 candidates: why\n", "the plain line")
+end)
+
+-- A replayed run (tests/recipes/llm_host.lua, --model replay:FILE): its
+-- summaries' replies come from the transcript, in the order the run asks.
+local function replayed(cache, file, every)
+  local out = sh(string.format("KWB_TEST_STRATEGY=llm KWB_TEST_BUDGET=2 KWB_TEST_LESSONS_EVERY=%d KWB_CACHE=%s ./kwb "
+                               .. "tests/recipes/llm_host.lua --json --certify 0 --model replay:%s", every, cache, file))
+  local events = {}
+  for line in out:gmatch("[^\n]+") do
+    local ok, e = pcall(cjson.decode, line)
+    if ok and type(e) == "table" then events[#events + 1] = e end
+  end
+  return events, out
+end
+
+t.test("lessons_a_replayed_run_takes_its_summaries_from_the_transcript", function()
+  local file = tmp .. "/lessons_run.json"
+  local f = assert(io.open(file, "w"))
+  -- (the run asks the second proposal before the first summary: the replies in that order)
+  f:write(cjson.encode { replies = {
+    { text = "The inner loop should be contiguous:\n\n" .. block(ikj) },
+    { text = "Try this:\n\n" .. block(broken) },
+    { text = "```lessons\n" .. string.format(lesson1, short(ikj_id)) .. "\n```\n", purpose = "lessons" },
+  } })
+  f:close()
+  local ids = {}
+  for i = 1, 2 do
+    local events, out = replayed(fresh("replayed" .. i), file, 1)
+    local c = by_event(events, "candidate")
+    t.eq(#c, 2, out:sub(1, 2000))
+    t.eq(c[1].id, ikj_id)
+    t.eq(c[2].id, broken_id)
+    local ev = by_event(events, "lessons")
+    t.eq(#ev, 2, "a summary after each candidate")
+    t.eq(ev[1].kept, 1)
+    t.eq(ev[1].evidence, 1)
+    t.eq(ev[2].kept, 0)
+    t.eq(ev[2].error, "the transcript " .. file .. " has no reply left (3 replayed); no more summaries in this run")
+    ids[i] = ev[1].ids[1]
+  end
+  t.eq(ids[2], ids[1], "the same lesson on every replay")
+  -- lessons off: the same proposals, the summary's reply passed over
+  local events = replayed(fresh("replayed_off"), file, 0)
+  local c = by_event(events, "candidate")
+  t.eq(#c, 2)
+  t.eq(c[1].id, ikj_id)
+  t.eq(c[2].id, broken_id)
+  t.eq(#by_event(events, "lessons"), 0)
 end)
 
 -- ---- the figure: a host recipe run twice with a scripted model ---------------------

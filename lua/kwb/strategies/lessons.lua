@@ -271,8 +271,12 @@ local function summarise(run, evidence)
   run.model:settle()   -- (the proposals asked before it are answered first: the order of requests is the run's)
   local got = run.model:wait(run.model:ask(convo, "lessons"))
   local out = { evidence = #evidence, transcript = got.transcript }
-  if got.error then   -- (a replayed transcript with no summary's reply here asked no one: its words alone)
-    out.error = got.code == "exhausted" and got.error or ("the summary request failed: " .. got.error)
+  if got.code == "exhausted" then   -- (a replayed transcript with no summary's reply here: no one was asked)
+    out.error, out.done = got.error .. "; no more summaries in this run", true
+    return out
+  end
+  if got.error then
+    out.error = "the summary request failed: " .. got.error
     return out
   end
   local lessons, why = M.parse(got.text, evidence)
@@ -289,14 +293,15 @@ end
 -- after(run): the ledger's turn after a counted result: a summary once `every`
 -- candidates were evaluated since the last one was asked, of the results since
 -- the last one kept (the newest M.evidence of them), unless the run's cost
--- budget is spent; what came of it goes to the run's events.
+-- budget is spent; what came of it goes to the run's events. A replayed
+-- transcript that has no summary's reply for it ends the run's summaries.
 function M.after(run)
   if not run.model then return end   -- (a run whose strategy asks no model)
   local every = M.settings(run.recipe)
   if every == 0 then return end
   local st = run.lessons or { next_at = every, from = 0 }
   run.lessons = st
-  if run.evaluated < st.next_at or run:spent() then return end
+  if st.done or run.evaluated < st.next_at or run:spent() then return end
   st.next_at = run.evaluated + every
   local evidence = {}
   for i = math.max(st.from + 1, #run.results - M.evidence + 1), #run.results do
@@ -304,6 +309,7 @@ function M.after(run)
   end
   local got = summarise(run, evidence)
   if got.kept then st.from = #run.results end
+  st.done = got.done
   run.progress:lessons(run, got)
 end
 

@@ -124,6 +124,13 @@ t.test("lessons_cache_keeps_them_per_problem_and_device_with_tags_and_ids", func
   t.eq(#c:lessons { device = "other" }, 1)
   t.eq(#c:lessons(), 3)
   t.eq(c:check().ok, true, "every lesson makes sense")
+  c:exec("UPDATE lesson SET tags = '[]' WHERE id = ?1", got[2])
+  local r = c:check()
+  t.eq(#r.unsound, 1)
+  t.eq(r.unsound[1].what .. ": " .. r.unsound[1].message, "lesson " .. got[2] .. ": its tags are not a list of 1 to 4 words")
+  r = c:check { repair = true }
+  t.eq(r.repaired[1].repaired, "removed")
+  t.eq(#c:lessons { problem = "matmul", device = "d" }, 1, "the lesson that made no sense removed")
   c:close()
 end)
 

@@ -91,10 +91,11 @@ local function finite_time(x) return type(x) == "number" and x == x and x >= 0 a
 -- What --repair does with a row that makes no sense -> "removed" or "cleared":
 -- a result is removed (its candidate is then evaluated again where a run
 -- meets it; its measurements stay as history), and so is a build (made again
--- when needed) and a lesson (advice, not a record); a candidate or a run, a record, is kept with the fields that
--- make no sense cleared (an outcome kwb does not give, a field that is not a
--- string, a time that is not one; a run's settings that are not an object
--- become {}, an end before its start or a funnel that is not one is dropped).
+-- when needed) and a lesson (advice, not a record); a candidate or a run, a
+-- record, is kept with the fields that make no sense cleared (an outcome kwb
+-- does not give, a field that is not a string, a time that is not one; a
+-- run's settings that are not an object become {}, an end before its start
+-- or a funnel that is not one is dropped).
 local function repair_row(db, e)
   local row = e.row
   if e.table == "result" then

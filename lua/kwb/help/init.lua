@@ -49,8 +49,8 @@ M.commands = {
       { "import FILE", "add a bundle's records: all of them, or none if the file is bad or a row makes no sense" },
       { "stats", "counts, sizes and the compression ratio" },
       { "check [--repair]", "decode every stored copy of every blob and check every row for sense; --repair "
-        .. "rewrites a corrupt copy from its sound one, removes a result or build that makes no sense and clears "
-        .. "a candidate's or run's fields that make none (exit 1 if a blob is lost or a row makes no sense)" },
+        .. "rewrites a corrupt copy from its sound one, removes a result, build or lesson that makes no sense and "
+        .. "clears a candidate's or run's fields that make none (exit 1 if a blob is lost or a row makes no sense)" },
       { "gc", "drop blobs no record needs, then compact the file" },
     } },
   { name = "new", module = "kwb.cli.new",

@@ -17,9 +17,9 @@
 -- (kwb.loop.progress's lessons); the evidence stays for the next summary.
 --
 --   lessons.after(run)                        -- kwb.loop.run, after each counted result
---   lessons.request(info) -> convo            -- info: problem, backend, device, best, evidence, kept
+--   lessons.request(info) -> convo            -- info: problem, recipe, device, best, evidence, profiles, kept
 --   lessons.parse(text, evidence) -> { { text =, tags =, ids = } } | nil, why
---   lessons.relevant(cache, recipe, device [, bytes]) -> rows, most relevant first, within bytes
+--   lessons.relevant(cache, recipe, device [, bytes [, own_only]]) -> rows, most relevant first, within bytes
 --   lessons.part(rows, problem) -> the prompt's text, or nil
 local ids = require "kwb.base.ids"
 local ktext = require "kwb.base.text"

@@ -136,6 +136,20 @@ static const char *const migrations[] = {
     "  pick TEXT NOT NULL,"            /* the candidate id the round named the pick */
     "  body TEXT NOT NULL,"            /* JSON: kernels, shapes, ratios with their intervals, device, kwb */
     "  created REAL NOT NULL) WITHOUT ROWID;",
+    /* 5 -> 6: the lessons ledger: what a model's summaries of a run's evidence
+     * taught, per problem and device kind (kwb.strategies.lessons) */
+    "CREATE TABLE lesson("
+    "  id TEXT PRIMARY KEY,"           /* SHA-256 of problem, device, text, tags, ids */
+    "  problem TEXT NOT NULL,"         /* the problem's key */
+    "  device TEXT NOT NULL,"          /* the device kind */
+    "  pos INTEGER NOT NULL,"          /* 1, 2, ... its place in its summary */
+    "  text TEXT NOT NULL,"
+    "  tags TEXT NOT NULL,"            /* JSON array: technique words */
+    "  ids TEXT NOT NULL,"             /* JSON array: the candidates that show it */
+    "  run TEXT, transcript TEXT,"     /* the run and the summary's transcript that made it */
+    "  origin TEXT,"                   /* the bundle it came in; NULL: made here */
+    "  created REAL NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX lesson_device ON lesson(device, problem, created);",
 };
 enum { SCHEMA_VERSION = sizeof migrations / sizeof migrations[0] };
 

@@ -165,7 +165,7 @@ $ ./kwb --cache build/test-cache/params.db cache best scale --shape cols=100,row
 device           shape             candidate  median  outcome   measured
 host:Test CPU:2  rows=64,cols=100  d021b2f6   1.0 us  accepted  here
 $ ./kwb --cache build/test-cache/cli.db cache stats | grep -v '^file'
-cache       build/test-cache/cli.db (schema 5)
+cache       build/test-cache/cli.db (schema 6)
 candidates  4 in 2 problems
 builds      1
 results     5
@@ -286,10 +286,10 @@ not exist is an error (only import makes one).
   stats                       counts, sizes and the compression ratio
   check [--repair]            decode every stored copy of every blob and check
                               every row for sense; --repair rewrites a corrupt
-                              copy from its sound one, removes a result or build
-                              that makes no sense and clears a candidate's or
-                              run's fields that make none (exit 1 if a blob is
-                              lost or a row makes no sense)
+                              copy from its sound one, removes a result, build
+                              or lesson that makes no sense and clears a
+                              candidate's or run's fields that make none (exit 1
+                              if a blob is lost or a row makes no sense)
   gc                          drop blobs no record needs, then compact the file
 [exit 2]
 # kwb profile needs a cache that has the candidate, and the recipe that made it
@@ -318,9 +318,9 @@ $ ./kwb --cache build/test-cache/none.db cache check --help
 usage: kwb cache check [--repair] [--json]
 
 Decode every stored copy of every blob and check every row for sense; --repair
-rewrites a corrupt copy from its sound one, removes a result or build that makes
-no sense and clears a candidate's or run's fields that make none (exit 1 if a
-blob is lost or a row makes no sense).
+rewrites a corrupt copy from its sound one, removes a result, build or lesson
+that makes no sense and clears a candidate's or run's fields that make none
+(exit 1 if a blob is lost or a row makes no sense).
 $ ./kwb cache ls -h
 usage: kwb cache ls [PROBLEM] [--json]
 

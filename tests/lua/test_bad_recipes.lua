@@ -147,9 +147,9 @@ local cases = {
   { "strategy_options_for_none", '  strategy = { "random", sweep = 8 },', "strategy_options_for_none.lua:6: recipe field 'strategy': no options for strategy 'random'" },
   { "strategy_llm_without_model", '  strategy = "llm",', "strategy_llm_without_model.lua:1: recipe field 'model': expected a model (the llm strategy asks one for its proposals), got nothing" },
   -- model
-  { "model_number", "  model = 5,", "model_number.lua:6: recipe field 'model': expected a table with provider, model, key_env, base_url, temperature, max_tokens, fallback, price, command, timeout, file, context_bytes, profile, got number 5" },
+  { "model_number", "  model = 5,", "model_number.lua:6: recipe field 'model': expected a table with provider, model, key_env, base_url, temperature, max_tokens, fallback, price, command, timeout, file, context_bytes, profile, lessons_every, lessons_bytes, got number 5" },
   { "model_empty", "  model = {},", "model_empty.lua:6: recipe field 'model.provider': expected a value (required), got nothing" },
-  { "model_unknown_field", '  model = { provider = "openai", model = "x", bogus = 1 },', "model_unknown_field.lua:6: unknown recipe field 'model.bogus' (known: provider, model, key_env, base_url, temperature, max_tokens, fallback, price, command, timeout, file, context_bytes, profile)" },
+  { "model_unknown_field", '  model = { provider = "openai", model = "x", bogus = 1 },', "model_unknown_field.lua:6: unknown recipe field 'model.bogus' (known: provider, model, key_env, base_url, temperature, max_tokens, fallback, price, command, timeout, file, context_bytes, profile, lessons_every, lessons_bytes)" },
   { "model_unknown_provider", '  model = { provider = "opnai", model = "x" },', "model_unknown_provider.lua:6: recipe field 'model.provider': expected one of openai, anthropic, command, replay, got \"opnai\" (did you mean 'openai'?)" },
   { "model_model_number", '  model = { provider = "openai", model = 5 },', "model_model_number.lua:6: recipe field 'model.model': expected a non-empty string, got number 5" },
   { "model_negative_temperature", '  model = { provider = "openai", model = "x", temperature = -1 },', "model_negative_temperature.lua:6: recipe field 'model.temperature': expected a number >= 0, got number -1" },
@@ -159,11 +159,14 @@ local cases = {
   { "model_nan_timeout", '  model = { provider = "openai", model = "x", timeout = 0/0 },', "model_nan_timeout.lua:6: recipe field 'model.timeout': expected a positive number, got number -nan" },
   { "model_empty_command", '  model = { provider = "command", command = {} },', "model_empty_command.lua:6: recipe field 'model.command': expected a list: the program, then its arguments, got a table" },
   { "model_replay_no_file", '  model = { provider = "replay", file = "missing.json" },', "model_replay_no_file.lua:6: recipe field 'model.file': no file ./missing.json (paths are relative to the recipe's file)" },
+  { "model_negative_lessons_every", '  model = { provider = "openai", model = "x", lessons_every = -1 },', "model_negative_lessons_every.lua:6: recipe field 'model.lessons_every': expected a whole number of candidates (0: no summaries), got number -1" },
+  { "model_zero_lessons_bytes", '  model = { provider = "openai", model = "x", lessons_bytes = 0 },', "model_zero_lessons_bytes.lua:6: recipe field 'model.lessons_bytes': expected a positive integer, got number 0" },
   { "model_bad_fallback", '  model = { provider = "openai", model = "x", fallback = { provider = "nosuch" } },', "model_bad_fallback.lua:6: recipe field 'model.fallback.provider': expected one of openai, anthropic, command, replay, got \"nosuch\"" },
-  -- context, ideas, forbid, allow
+  -- context, ideas, tags, forbid, allow
   { "context_no_file", '  context = { "missing.md" },', "context_no_file.lua:6: recipe field 'context[1]': no file ./missing.md (paths are relative to the recipe's file)" },
   { "context_string", '  context = "x.md",', "context_string.lua:6: recipe field 'context': expected a list of strings, got \"x.md\"" },
   { "ideas_number", "  ideas = { 5 },", "ideas_number.lua:6: recipe field 'ideas[1]': expected a string, got number 5" },
+  { "tags_not_a_word", '  tags = { "loop-order", "Loop Order" },', "tags_not_a_word.lua:6: recipe field 'tags[2]': expected a lowercase technique word (letters, digits and '-', at most 32 bytes), got \"Loop Order\"" },
   { "forbid_unknown_rule", '  forbid = { "default", "nosuch" },', "forbid_unknown_rule.lua:6: recipe field 'forbid[2]': no rule named 'nosuch' (known: default, allow-list, escape, exit, global-state, inline-asm, l2-persistence, other-streams, printf, ptx-allow-list, sleep, sync, timer)" },
   { "forbid_rule_table", '  forbid = { "default", { name = "no-goto", words = "goto" } },', "forbid_rule_table.lua:6: recipe field 'forbid[2]': rule 'no-goto': words must be a non-empty list of strings" },
   { "forbid_rule_table_unknown_field", '  forbid = { "default", { name = "no-goto", word = { "goto" } } },', "forbid_rule_table_unknown_field.lua:6: recipe field 'forbid[2]': rule 'no-goto' needs words, symbols, asm or pattern" },
@@ -227,7 +230,7 @@ local cases = {
   { "sanitize_unknown", '  sanitize = "yes",', "sanitize_unknown.lua:6: recipe field 'sanitize': expected \"best\" (the default), \"all\" or false, got \"yes\"" },
   -- fields that do not exist
   { "unknown_field", "  stratgy = \"grid\",", "unknown_field.lua:6: unknown recipe field 'stratgy' (did you mean 'strategy'?)" },
-  { "positional_field", "  5,", "positional_field.lua:1: unknown recipe field '1' (known: name, description, problem, shapes, start, baseline, template, space, strategy, model, context, ideas, forbid, accept, score, budget, seed, flags, cc, timing, dispatch, race, trust_imported, ceilings, backend, launch, arch, prompt, verify_shapes, allow, sanitize)" },
+  { "positional_field", "  5,", "positional_field.lua:1: unknown recipe field '1' (known: name, description, problem, shapes, start, baseline, template, space, strategy, model, context, ideas, tags, forbid, accept, score, budget, seed, flags, cc, timing, dispatch, race, trust_imported, ceilings, backend, launch, arch, prompt, verify_shapes, allow, sanitize)" },
 }
 
 t.test("bad_recipes_cover_every_field_of_the_format", function()

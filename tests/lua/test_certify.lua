@@ -370,8 +370,9 @@ t.test("certify_an_older_cache_opens_and_keeps_its_rows", function()
   local path = fresh("v3")
   local c = assert(require("kwb.cache").open(path))
   c:begin_run { recipe = "x.lua", source = "return 1", settings = {} }
-  -- a cache of schema 4: no certificate table
+  -- a cache of schema 4: no certificate table (nor the lessons ledger's)
   c:exec("DROP TABLE certificate")
+  c:exec("DROP TABLE lesson")
   c:exec("PRAGMA user_version = 4")
   c:close()
   local again = assert(require("kwb.cache").open(path))

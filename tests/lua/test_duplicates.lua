@@ -151,8 +151,9 @@ t.test("a_cache_of_schema_3_opens_with_its_builds_and_no_codes_and_takes_new_one
   local path = dir .. "/schema3.db"
   local c = assert(cache.open(path))
   local id = c:put_candidate { problem = "p", source = "int f(void) { return 1; }" }
-  -- (the schema as version 3 left it: no code column, no index on it, no certificate table)
+  -- (the schema as version 3 left it: no code column, no index on it, no certificate or lesson table)
   c:exec("DROP TABLE certificate")
+  c:exec("DROP TABLE lesson")
   c:exec("DROP INDEX build_code")
   c:exec("ALTER TABLE build DROP COLUMN code")
   c:exec("INSERT INTO build(id, candidate, arch, toolchain, ok, log, binary, resources, created) "

@@ -3,10 +3,11 @@
 -- $KWB_TEST_MODEL_URL (build/httpd), speaking $KWB_TEST_MODEL_PROVIDER's API
 -- (openai unless set), with $KWB_TEST_MODEL_TIMEOUT seconds a request where
 -- set; the strategy $KWB_TEST_STRATEGY, the budget $KWB_TEST_BUDGET candidates
--- and $KWB_TEST_COST.
+-- and $KWB_TEST_COST; the lessons ledger's summaries every $KWB_TEST_LESSONS_EVERY
+-- candidates (none unless set: tests/lua/test_lessons.lua sets it).
 local matmul = require "kwb.problems.matmul"
 
-local strategies = { tune = { "llm+tune", sweep = 3 }, agent = { "agent", turns = 3 } }
+local strategies = { tune = { "llm+tune", sweep = 3 }, agent = { "agent", turns = 3 }, llm = "llm" }
 
 return kwb.recipe {
   name     = "llm_host",
@@ -16,7 +17,8 @@ return kwb.recipe {
   model    = { provider = os.getenv("KWB_TEST_MODEL_PROVIDER") or "openai", model = "test-model",
                base_url = os.getenv("KWB_TEST_MODEL_URL") or "http://127.0.0.1:1/v1",
                timeout = tonumber(os.getenv("KWB_TEST_MODEL_TIMEOUT") or ""),
-               key_env = "KWB_TEST_MODEL_KEY", price = { input = 1, output = 2 }, context_bytes = 200 },
+               key_env = "KWB_TEST_MODEL_KEY", price = { input = 1, output = 2 }, context_bytes = 200,
+               lessons_every = tonumber(os.getenv("KWB_TEST_LESSONS_EVERY") or "0") },
   strategy = strategies[os.getenv("KWB_TEST_STRATEGY") or "tune"],
   context  = { "docs/gpu_notes.md", "docs/cpu_notes.md" },
   ideas    = { "Reorder the loops so the inner one is contiguous." },

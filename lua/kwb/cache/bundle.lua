@@ -1,7 +1,7 @@
 -- kwb/cache/bundle.lua: bundles, the files candidates travel in between
--- caches: export a chosen subset with its ancestors, builds, results and
--- runs; import checks every record and hash first, then adds everything in
--- one transaction or nothing. Methods of kwb.cache's Cache.
+-- caches: export a chosen subset with its ancestors, builds, results, runs
+-- and the lessons they show; import checks every record and hash first, then
+-- adds everything in one transaction or nothing. Methods of kwb.cache's Cache.
 local base = require "kwb.cache.base"
 local core = require "kwb.core"
 
@@ -9,6 +9,7 @@ local Cache = base.Cache
 local canon, fail, decode = base.canon, base.fail, base.decode
 local check_string, check_table, check_outcome = base.check_string, base.check_table, base.check_outcome
 local candidate_id_of_blob, build_id = base.candidate_id_of_blob, base.build_id
+local lesson_id = require("kwb.cache.lessons").id
 
 -- The columns a bundle carries. A build's code digest is not among them: a
 -- candidate built here is never taken as a duplicate of another machine's
@@ -21,6 +22,8 @@ local bundle_columns = {
              "created" },
   run = { "id", "recipe", "recipe_hash", "settings", "started", "ended", "funnel" },
   certificate = { "run", "pick", "body", "created" },   -- (a run's final round: kwb.loop.certify)
+  -- (the lessons ledger: kwb.cache.lessons; its summary's transcript stays here, as a candidate's does)
+  lesson = { "id", "problem", "device", "pos", "text", "tags", "ids", "run", "origin", "created" },
 }
 local required = {
   candidate = { id = "string", problem = "string", created = "number", source = "string",
@@ -32,12 +35,15 @@ local required = {
   run = { id = "string", recipe = "string", recipe_hash = "string", settings = "string",
           started = "number" },
   certificate = { run = "string", pick = "string", body = "string", created = "number" },
+  lesson = { id = "string", problem = "string", device = "string", pos = "number", text = "string", tags = "string",
+             ids = "string", created = "number" },
 }
 local blob_refs = { candidate = { "source" }, build = { "log", "binary" } }
 
 -- export(file, {problem =, ids = {prefix...}, outcome =, since =, binaries = true})
 -- writes the matching candidates, their ancestors, builds, results and runs
--- (with each run's certificate).
+-- (with each run's certificate), and every lesson all of whose candidates
+-- are among them (so it reads the same on the other side).
 -- -> counts | nil, msg, info
 function Cache:export(file, f)
   check_string(file, "bundle file")
@@ -75,7 +81,7 @@ function Cache:export(file, f)
   for _, id in ipairs(selected) do base.ancestry(self.db, id, seen, ids) end
   table.sort(ids)
   local records, blobs, runs = {}, {}, {}
-  local counts = { candidates = 0, builds = 0, results = 0, runs = 0, certificates = 0 }
+  local counts = { candidates = 0, builds = 0, results = 0, runs = 0, certificates = 0, lessons = 0 }
   local function add(tbl, row)
     local rec = {}
     for _, col in ipairs(bundle_columns[tbl]) do rec[col] = row[col] end
@@ -99,6 +105,16 @@ function Cache:export(file, f)
       counts.results = counts.results + 1
     end
   end
+  local exported = {}
+  for _, id in ipairs(ids) do exported[id] = true end
+  for _, l in ipairs(self.db:exec("SELECT * FROM lesson ORDER BY created, run, pos, id")) do
+    local all = true
+    for _, id in ipairs(decode(l.ids, {})) do all = all and exported[id] or false end
+    if all then
+      add("lesson", l)
+      counts.lessons = counts.lessons + 1
+    end
+  end
   local run_ids = {}
   for id in pairs(runs) do run_ids[#run_ids + 1] = id end
   table.sort(run_ids)
@@ -120,6 +136,7 @@ function Cache:export(file, f)
   if f.binaries == false then filters.binaries = false end
   -- (a bundle without certificates is as it was before there were any)
   if counts.certificates == 0 then counts.certificates = nil end
+  if counts.lessons == 0 then counts.lessons = nil end
   local manifest = canon { format = 1, kwb = core.version, schema = core.cache_schema_version,
                            created = f.created or os.time(), filters = filters, counts = counts }
   local ok, msg, info = self.db:export(file, manifest, records, blobs)
@@ -179,6 +196,8 @@ function Cache:import(file)
       cands[row.id] = row.problem
     elseif rec.table == "build" then
       want = build_id(row.candidate, row.arch, row.toolchain)
+    elseif rec.table == "lesson" then
+      want = lesson_id(row.problem, row.device, row.text, decode(row.tags), decode(row.ids))
     end
     if want and want ~= row.id then
       b:close()
@@ -210,10 +229,23 @@ function Cache:import(file)
       local body = decode(row.body)
       body.imported = body.imported or bundle
       row.body = canon(body)
+    elseif rec.table == "lesson" then   -- (another cache's: kwb lessons names the bundle)
+      row.origin = row.origin or bundle
     end
     rows[i] = { table = rec.table, row = row }
   end
   for i, r in ipairs(rows) do
+    if r.table == "lesson" then   -- (its candidates of its problem, in the bundle or the cache)
+      for _, id in ipairs(decode(r.row.ids)) do
+        local problem = cands[id] or (self.db:exec("SELECT problem FROM candidate WHERE id = ?1", id)[1] or {}).problem
+        if problem ~= r.row.problem then
+          b:close()
+          return bad_bundle(file, "record %d (lesson %s) names candidate %s, %s", i, r.row.id, id, problem
+                            and string.format("a candidate of problem %s, not %s", problem, r.row.problem)
+                            or "which is in neither the bundle nor the cache")
+        end
+      end
+    end
     local cand = (r.table == "build" or r.table == "result") and r.row.candidate
     local problem = cand and (cands[cand] or (self.db:exec("SELECT problem FROM candidate WHERE id = ?1", cand)[1] or {}).problem)
     if cand and not problem then
@@ -227,9 +259,9 @@ function Cache:import(file)
       return bad_bundle(file, "record %d (result of %s at %s): %s", i, cand, r.row.shape, why)
     end
   end
-  local counts = { candidates = 0, builds = 0, results = 0, runs = 0, certificates = 0 }
+  local counts = { candidates = 0, builds = 0, results = 0, runs = 0, certificates = 0, lessons = 0 }
   local plural = { candidate = "candidates", build = "builds", result = "results", run = "runs",
-                   certificate = "certificates" }
+                   certificate = "certificates", lesson = "lessons" }
   local ok, err = pcall(self.transaction, self, function()
     counts.blobs = self.db:import_blobs(b)
     for _, r in ipairs(rows) do

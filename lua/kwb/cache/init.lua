@@ -13,7 +13,8 @@
 -- core/cache_bundle.c); which rows exist and what they mean is decided here.
 -- The files: kwb/cache/base.lua (the class, canonical JSON, ids),
 -- kwb/cache/maint.lua (stats, gc, check), kwb/cache/bundle.lua (export,
--- import); `require "kwb.cache"` gives them all.
+-- import), kwb/cache/lessons.lua (the lessons ledger); `require "kwb.cache"`
+-- gives them all.
 local ids = require "kwb.base.ids"
 local base = require "kwb.cache.base"
 local core = require "kwb.core"
@@ -486,6 +487,7 @@ end
 require "kwb.cache.maint"
 require "kwb.cache.transcript"
 require "kwb.cache.certificate"
+require "kwb.cache.lessons"
 require "kwb.cache.bundle"
 
 return M

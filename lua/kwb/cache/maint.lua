@@ -74,8 +74,9 @@ local function unsound_rows(db)
     result = "SELECT r.*, c.problem AS problem FROM result r LEFT JOIN candidate c ON c.id = r.candidate "
              .. "ORDER BY r.created, r.candidate, r.device, r.shape",
     run = "SELECT * FROM run ORDER BY started, id",
+    lesson = "SELECT * FROM lesson ORDER BY created, id",
   }
-  for _, tbl in ipairs { "candidate", "build", "result", "run" } do
+  for _, tbl in ipairs { "candidate", "build", "result", "run", "lesson" } do
     for _, row in ipairs(db:exec(queries[tbl])) do
       n = n + 1
       local why = sense.why(tbl, row) or tbl == "result" and sense.floor_why(row, row.problem)
@@ -90,17 +91,18 @@ local function finite_time(x) return type(x) == "number" and x == x and x >= 0 a
 -- What --repair does with a row that makes no sense -> "removed" or "cleared":
 -- a result is removed (its candidate is then evaluated again where a run
 -- meets it; its measurements stay as history), and so is a build (made again
--- when needed); a candidate or a run, a record, is kept with the fields that
--- make no sense cleared (an outcome kwb does not give, a field that is not a
--- string, a time that is not one; a run's settings that are not an object
--- become {}, an end before its start or a funnel that is not one is dropped).
+-- when needed) and a lesson (advice, not a record); a candidate or a run, a
+-- record, is kept with the fields that make no sense cleared (an outcome kwb
+-- does not give, a field that is not a string, a time that is not one; a
+-- run's settings that are not an object become {}, an end before its start
+-- or a funnel that is not one is dropped).
 local function repair_row(db, e)
   local row = e.row
   if e.table == "result" then
     db:exec("DELETE FROM result WHERE candidate = ?1 AND device = ?2 AND shape = ?3", row.candidate, row.device, row.shape)
     return "removed"
-  elseif e.table == "build" then
-    db:exec("DELETE FROM build WHERE id = ?1", row.id)
+  elseif e.table == "build" or e.table == "lesson" then
+    db:exec("DELETE FROM " .. e.table .. " WHERE id = ?1", row.id)
     return "removed"
   elseif e.table == "candidate" then
     if row.outcome ~= nil and not require("kwb.base.outcomes").known(row.outcome) then
@@ -125,7 +127,7 @@ local function repair_row(db, e)
 end
 
 -- check{repair = false} decodes every stored copy of every blob's frame, and
--- checks every candidate, build, result and run row for sense.
+-- checks every candidate, build, result, run and lesson row for sense.
 -- -> {blobs = n checked, frames = n copies checked, ok = true if nothing was found,
 --     rows = n rows checked, unsound = {{table, what, message}...},   -- rows that make no sense
 --     corrupt = {{blob, frame = "ok"|"corrupt", mirror = "ok"|"corrupt"|"none",

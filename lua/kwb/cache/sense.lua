@@ -205,6 +205,17 @@ function checks.certificate(row)
   return time_why("created time", row.created)
 end
 
+-- A lesson (kwb.cache.lessons): a sentence with its technique tags and the
+-- candidates that show it, its place in its summary a whole number.
+function checks.lesson(row)
+  local why = require("kwb.cache.lessons").why(row.text, decode(row.tags), decode(row.ids))
+  if why then return why end
+  if not (whole(row.pos) and row.pos >= 1) then
+    return string.format("its pos %s is not a whole number of at least 1", show(row.pos))
+  end
+  return time_why("created time", row.created)
+end
+
 -- why(table, row) -> nil where the row makes sense, else why not: one
 -- sentence naming the field ("its min time 0.003 is over its median time
 -- 0.001"). The row as stored (its JSON columns as text).
@@ -226,12 +237,13 @@ function M.floor_why(row, problem)
 end
 
 -- what(table, row) -> the row in words: "result of ID at SHAPE on DEVICE",
--- "candidate ID", "build ID", "run ID".
+-- "candidate ID", "build ID", "run ID", "lesson ID".
 function M.what(tbl, row)
   if tbl == "result" then
     return string.format("result of %s at %s on %s", tostring(row.candidate), tostring(row.shape), tostring(row.device))
   end
   if tbl == "certificate" then return string.format("certificate of run %s", tostring(row.run)) end
+  if tbl == "lesson" then return string.format("lesson %s", tostring(row.id)) end
   return string.format("%s %s", tbl, tostring(row.id))
 end
 

@@ -391,6 +391,13 @@ return {
     "Keeps a run's certificate, the record of its final round (kwb.loop.certify), replacing an earlier one." },
   { "cache:certificate", "cache:certificate(run) -> certificate | nil",
     "A run's certificate: its kernels, shapes, ratios with their 95% intervals, device and kwb's commit." },
+  { "cache:put_lessons", "cache:put_lessons { problem =, device =, lessons = { { text =, tags =, ids = } } [, ...] } -> ids",
+    "Keeps lessons of the lessons ledger for a problem (its key) on a device kind: each a sentence, one to four "
+    .. "lowercase technique tags and the candidates that show it (ids or prefixes, each in the cache); run, "
+    .. "transcript and created may be given. A lesson already kept stays as it was; all or nothing." },
+  { "cache:lessons", "cache:lessons([{ problem =, device = }]) -> rows",
+    "The lessons kept (of a problem, on a device kind, where given), oldest first: id, problem, device, pos, text, "
+    .. "tags, ids, run, transcript, origin (the bundle it came in), created." },
   { "cache:put_transcript", "cache:put_transcript { provider =, model =, request = [, ...] } -> id",
     "Stores one model request and its reply: run, purpose, prompt_hash, reply, tokens_in, tokens_out, seconds, "
     .. "cost, attempts, error." },
@@ -420,11 +427,12 @@ return {
   { "cache:integrity", "cache:integrity() -> text", "SQLite's integrity check: \"ok\" or its list of problems." },
   { "cache:export", "cache:export(file [, filters]) -> counts | nil, message, info",
     "Writes a bundle (a regular file, or a new one in a directory that exists) of the matching candidates with "
-    .. "their ancestors, builds, results and runs. filters: "
-    .. "problem, ids, outcome, since, binaries (false leaves them out). counts: candidates, builds, results, runs." },
+    .. "their ancestors, builds, results and runs, and the lessons all of whose candidates are among them. filters: "
+    .. "problem, ids, outcome, since, binaries (false leaves them out). counts: candidates, builds, results, runs "
+    .. "(certificates and lessons where there are any)." },
   { "cache:import", "cache:import(file) -> counts | nil, message, info",
     "Checks a whole bundle (every hash, and every row for sense), then adds its rows in one transaction, or "
-    .. "nothing; rows already present stay as they are. Its results and runs are marked with the bundle's name. "
+    .. "nothing; rows already present stay as they are. Its results, runs and lessons are marked with the bundle's name. "
     .. "counts are of new rows and blobs. info.code \"corrupt-bundle\", \"bundle-version\", ..." },
   { "cache:close", "cache:close()", "Closes the database; later use raises." },
 

@@ -49,8 +49,8 @@ M.commands = {
       { "import FILE", "add a bundle's records: all of them, or none if the file is bad or a row makes no sense" },
       { "stats", "counts, sizes and the compression ratio" },
       { "check [--repair]", "decode every stored copy of every blob and check every row for sense; --repair "
-        .. "rewrites a corrupt copy from its sound one, removes a result or build that makes no sense and clears "
-        .. "a candidate's or run's fields that make none (exit 1 if a blob is lost or a row makes no sense)" },
+        .. "rewrites a corrupt copy from its sound one, removes a result, build or lesson that makes no sense and "
+        .. "clears a candidate's or run's fields that make none (exit 1 if a blob is lost or a row makes no sense)" },
       { "gc", "drop blobs no record needs, then compact the file" },
     } },
   { name = "new", module = "kwb.cli.new",
@@ -123,6 +123,19 @@ M.commands = {
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
       { "--json", "the files written, the candidates and the best (and `certified`: the round's run, rounds and "
         .. "interval), as one JSON object" },
+    } },
+  { name = "lessons", module = "kwb.cli.lessons", usage = "kwb lessons RECIPE.lua [--device KIND] [--json]",
+    summary = "the lessons ledger: what earlier runs' summaries taught, as the recipe's prompt shows them",
+    text = "The lessons a run whose strategy asks a model kept (every model.lessons_every evaluated candidates, 8 by "
+      .. "default, the model summarises the evidence into lessons, each with technique tags and the candidates "
+      .. "that show it), on one device kind, the most relevant to the recipe first: its problem's own, newest first, "
+      .. "then other problems' that share a tag with the recipe's tags or its problem's lessons. Each line is as the "
+      .. "prompt shows it, then the run that made it or the bundle it came in; a lesson over the prompt's byte "
+      .. "budget (model.lessons_bytes, 3000 by default) is marked so.",
+    options = {
+      { "--device KIND", "the device kind whose lessons count (default: this machine's for the recipe's backend)" },
+      { "--json", "the problem, the device, the budget and the lessons (each with its tags, candidates, run, "
+        .. "origin and in_prompt) as one JSON object" },
     } },
   { name = "profile", module = "kwb.cli.profile", usage = "kwb profile ID [--shape S] [--recipe FILE] [--csv FILE] [--json]",
     summary = "ncu on a cached CUDA candidate: per kernel time, throughputs, occupancy, stalls, and the bottleneck",
@@ -218,8 +231,8 @@ M.run_options = {
   { "--minutes M", "stop after M minutes" },
   { "--strategy S", strategies },
   { "--model P:NAME", "the model for this run in place of the recipe's: openai:NAME, anthropic:NAME, replay:FILE or "
-    .. "command:'PROGRAM ARGS', with the provider's URL and key variable (of the recipe's model only context_bytes and "
-    .. "profile stay)" },
+    .. "command:'PROGRAM ARGS', with the provider's URL and key variable (of the recipe's model only context_bytes, "
+    .. "profile, lessons_every and lessons_bytes stay)" },
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
   { "--ahead N", "build up to N candidates ahead while one is measured, for a strategy whose proposals never depend on results (grid; default 4, 0: none; cuda)" },
@@ -285,9 +298,13 @@ M.recipe_fields = {
     .. "sweep = 8 } (a builtin with options) or a list of them taken in turn (default random with a space)" },
   { "model", "the model the llm, llm+tune and agent strategies ask: { provider =, model =, base_url =, key_env =, "
     .. "temperature =, max_tokens =, price =, fallback =, profile = true (CUDA: each new best profiled with ncu, "
-    .. "its bottleneck in the prompt), ... }" },
+    .. "its bottleneck in the prompt), lessons_every = 8 (evaluated candidates between the lessons ledger's "
+    .. "summaries; 0: none), lessons_bytes = 3000 (the lessons a prompt holds), ... }" },
   { "context", "files the model reads (hwdocs/, modeldocs/), relative to the recipe's file" },
   { "ideas", "sentences for the model's prompt: the ideas a human brings" },
+  { "tags", "technique words of the recipe's problem (lowercase: \"loop-order\", \"tiling\"): the lessons other "
+    .. "problems learnt on this device kind that share one go into its prompt (besides those sharing a tag with its "
+    .. "own problem's lessons)" },
   { "forbid", "the rules candidates must keep: \"default\", rule names, \"-name\" to drop one, or { name =, words = } "
     .. "(default { \"default\" })" },
   { "accept", "function(candidate, best) -> boolean: the accept rule (default: faster beyond the noise)" },

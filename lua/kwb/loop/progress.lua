@@ -161,6 +161,21 @@ function Reporter:candidate(run, res)
   end
 end
 
+-- A summary of the lessons ledger (kwb.strategies.lessons): the lessons it
+-- kept, or why it kept none.
+function Reporter:lessons(run, got)
+  if self.mode == "json" then
+    emit { event = "lessons", kept = got.kept or 0, evidence = got.evidence, ids = got.ids, error = got.error,
+           transcript = got.transcript }
+  elseif self.mode ~= "quiet" then
+    local from = string.format("the last %d candidate%s", got.evidence, got.evidence == 1 and "" or "s")
+    out(self, got.error and string.format("lessons: none kept from %s: %s", from, got.error)
+              or got.kept == 0 and string.format("lessons: none new in %s, the model says", from)
+              or string.format("lessons: %d kept from %s (kwb lessons %s)", got.kept, from,
+                               run.recipe.file or run.recipe.name))
+  end
+end
+
 -- A result judged again at the run's end (kwb.loop.sanitizer's settle: its best
 -- found unsafe by the put-off sanitizer run; sanitize_winners: a shape's
 -- winner found unsafe), with the outcome it had.

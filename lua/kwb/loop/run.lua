@@ -3,10 +3,12 @@
 -- to the strategy again without being evaluated, the others are submitted
 -- (up to one per worker at once) and completed in the order they were
 -- proposed, so a proposal never depends on which worker was faster. Every
--- result goes to the progress report and back to the strategy; the run ends
+-- result goes to the progress report, back to the strategy and, in a run
+-- that asks a model, to the lessons ledger (kwb.strategies.lessons); the run ends
 -- when the budget (candidates, minutes) is spent or the strategy has
 -- nothing left, with a summary (kwb.loop.summary).
 local core = require "kwb.core"
+local lessons = require "kwb.strategies.lessons"
 local outcomes = require "kwb.base.outcomes"
 local progress = require "kwb.loop.progress"
 local rng = require "kwb.base.rng"
@@ -119,6 +121,7 @@ function Run:count(res, by_tool)
   self.progress:candidate(self, res)
   self.best = self.session.best
   if self.strategy.observe and not by_tool then self.strategy:observe(self, res, true) end
+  lessons.after(self)   -- (every model.lessons_every evaluated candidates, a summary into the lessons ledger)
 end
 
 -- report_again([beside]): the start kernel's and the baseline's figures

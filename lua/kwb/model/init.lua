@@ -234,7 +234,7 @@ function Agent:start(t)
   local mod = M.provider(spec.provider)
   t.started, t.key, t.attempts, t.cost = core.now(), nil, 1, nil
   if mod.call then   -- a program or a transcript: answered now
-    local ok, reply, why, prompt, exhausted = pcall(mod.call, spec, t.convo, self.state)
+    local ok, reply, why, prompt, exhausted = pcall(mod.call, spec, t.convo, self.state, t.purpose)
     if not ok then reply, why = nil, tostring(reply) end
     return self:finish(t, reply, why, prompt, reply and (reply.raw or reply.text) or nil, exhausted and "exhausted" or nil)
   end
@@ -319,6 +319,12 @@ function Agent:poll(seconds)
       self:landed(t)
     end
   end
+end
+
+-- settle(): every request in flight answered (a request asked after it
+-- reaches the server after them all: requests go in the order they were asked).
+function Agent:settle()
+  while self.flying and #self.flying > 0 do self:poll(1) end
 end
 
 -- wait(ticket) -> its reply

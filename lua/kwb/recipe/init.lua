@@ -336,6 +336,14 @@ function M.new(spec, level)
     for i, f in ipairs(spec.context) do r.context[i] = c:path("context[" .. i .. "]", f) end
   end
   r.ideas = spec.ideas and c:string_list("ideas", spec.ideas, true) or {}
+  r.tags = spec.tags and c:string_list("tags", spec.tags, true) or {}
+  local lessons = require "kwb.cache.lessons"
+  for i, tag in ipairs(r.tags) do   -- (the words a lesson's tags are: kwb.cache.lessons)
+    if #tag > lessons.tag_bytes or not tag:match(lessons.tag_pattern) then
+      c:fail("tags[" .. i .. "]", string.format("a lowercase technique word (letters, digits and '-', at most %d bytes)",
+                                                lessons.tag_bytes), tag)
+    end
+  end
   if spec.forbid ~= nil and not is_array(spec.forbid) then
     c:fail("forbid", "a list of rule names and rule tables", spec.forbid)
   end

@@ -11,6 +11,9 @@
 --             the loop profiles each new best): its bottleneck and why
 --   failures  the last failed candidates with their evidence, and the last
 --             repeats and duplicates with the kernel each repeated
+--   lessons   the lessons ledger's lessons on this device kind (kwb.strategies.lessons):
+--             the problem's own, newest first, then other problems' that share a tag,
+--             within model.lessons_bytes (3000 by default)
 --   ideas     the humans' ideas (the recipe's `ideas`, kwb.idea "..." at the REPL)
 --   format    how to answer (one code block; a template's space as a lua block)
 --
@@ -18,10 +21,11 @@
 --   -- { system =, messages = { { role = "user", content = } }, parts = }
 --
 -- recipe.prompt(parts, info) may return a string (the user message) or
--- { system =, user = }; info holds the raw material (recipe, best, failures).
+-- { system =, user = }; info holds the raw material (recipe, best, failures, lessons).
 local ktext = require "kwb.base.text"
 local ceilings = require "kwb.measure.ceilings"
 local figures = require "kwb.figures"
+local lessons = require "kwb.strategies.lessons"
 
 local M = {}
 
@@ -274,12 +278,14 @@ function M.info(run)
     if #info.failures >= M.failures then break end
     if res.outcome ~= "accepted" and res.outcome ~= "slower" then info.failures[#info.failures + 1] = res end
   end
+  info.lessons = lessons.relevant(s.store.cache, r, s.ctx.device, select(2, lessons.settings(r)))
   for _, i in ipairs(r.ideas) do info.ideas[#info.ideas + 1] = i end
   for _, i in ipairs(M.queued) do info.ideas[#info.ideas + 1] = i end
   return info
 end
 
--- parts(info, mode) -> { role =, rules =, context =, problem =, best =, profile =, failures =, ideas =, format = }
+-- parts(info, mode) -> { role =, rules =, context =, problem =, best =, profile =, failures =, lessons =, ideas =,
+-- format = }
 function M.parts(info, mode)
   local r = info.recipe
   local terms = words(r.problem.name .. " " .. (r.problem.description or "") .. " " .. (r.description or "")
@@ -295,13 +301,14 @@ function M.parts(info, mode)
     best = best_part(info),
     profile = profile_part(info),
     failures = failures_part(info),
+    lessons = lessons.part(info.lessons, r.problem:key()),
     ideas = ideas_part(info),
     format = string.format(formats[mode or "source"], fence(r)),
   }
   return parts, used
 end
 
-M.order = { "problem", "context", "best", "profile", "failures", "ideas", "format" }
+M.order = { "problem", "context", "best", "profile", "failures", "lessons", "ideas", "format" }
 
 -- build(run, { mode = }) -> convo { system =, messages =, parts =, documents = }
 function M.build(run, opts)

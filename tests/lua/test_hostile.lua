@@ -176,18 +176,42 @@ t.test("hostile_unannounced_shapes_are_derived_given_or_none", function()
   local nv = {}
   for i, sh in ipairs(kwb.load("recipes/nvfp4_moe.lua").verify_shapes) do nv[i] = sh.shape.T end
   t.eq(table.concat(nv, " "), "2 4097 3648", "NVFP4 varies T only (its vary); T = 0 is no shape")
-  -- a large shape keeps each variable one off at full size: a kernel whose fast path runs where K is
-  -- aligned and large, and drops M's bounds check there, is wrong at 4095 x 4096 x 4096 alone
+  -- a large shape's one-off shapes are small (each variable one off 256, the others at 256); the odd one
+  -- stays at full size, past the largest
   local kt = {}
   for i, sh in ipairs(kwb.load("recipes/kt_matmul.lua").verify_shapes) do kt[i] = sh.key:gsub("[MNK]=", "") end
-  t.eq(table.concat(kt, " "), "4095,4096,4096 4097,4096,4096 4096,4095,4096 4096,4097,4096 4096,4096,4095 "
-       .. "4096,4096,4097 4097,4097,4097 513,513,513", "4096^3: one off in each at full size, odd, racecheck's")
+  t.eq(table.concat(kt, " "), "255,256,256 257,256,256 256,255,256 256,257,256 256,256,255 "
+       .. "256,256,257 4097,4097,4097 513,513,513", "4096^3: one off in each around 256, odd at full size, racecheck's")
   local matmul = require "kwb.problems.matmul"
   local base = { name = "v", problem = matmul {}, shapes = { n = { 8 } }, start = "../../kernels/host/matmul_naive.c" }
   local function with(v) local s = {}; for k, x in pairs(base) do s[k] = x end; s.verify_shapes = v; return kwb.recipe(s) end
   t.eq(#with(false).verify_shapes, 0)
   t.eq(with({ { n = 5 }, { n = 7 } }).verify_shapes[2].key, "n=7")
   t.raises(function() with({ { n = 0 } }) end, "recipe field 'verify_shapes[1]': shape variable 'n' must be a positive integer")
+end)
+
+-- A kernel right at small sizes through a fallback and wrong past it where
+-- the size is no multiple of its step: the one-off shapes are small (255 and
+-- 257, the fallback's), so the odd shape past the largest timed size, kept
+-- at full size, is the one that finds it.
+t.test("hostile_right_only_below_a_size_is_wrong_at_the_odd_shape_past_the_largest", function()
+  local r = kwb.recipe {
+    name = "hostile_tail", problem = require("kwb.problems.vecadd") {}, shapes = { n = { 100000 } },
+    start = { source = "void vecadd(int n, const float *a, const float *b, float *c) {\n"
+                       .. "    for (int i = 0; i < n; i++) c[i] = a[i] + b[i];\n}\n" },
+    strategy = require("kwb.strategies.list")({ { file = "../candidates/hostile_large_tail.c" } }),
+    flags = { "-O2" }, budget = { candidates = 1, minutes = 1, timeout = 5 },
+    timing = { warmup = 0.001, min_samples = 3, cap = 0.01, target = 0.1 },
+  }
+  local keys = {}
+  for i, sh in ipairs(r.verify_shapes) do keys[i] = sh.key end
+  t.eq(table.concat(keys, " "), "n=255 n=257 n=100001", "one off 256 each way, odd past the largest (the draw is n=100000)")
+  local _, trun = r:run { mode = "quiet", store = fresh_store("tail") }
+  local res = trun.results[1]
+  t.eq(res.name, "hostile_large_tail.c")
+  t.eq(res.outcome, "wrong", tostring(res.reason))
+  t.eq(res.reason, "output c at n=100001 (the first run; a shape verified but not timed): "
+                   .. "1 element never written, first c[100001]")
 end)
 
 -- A recipe's allow adds names to the allow-list.

@@ -67,8 +67,9 @@ function Reporter:start_kernel(s, res, fresh)
     emit { event = "start-kernel", id = res.id, median = times, cached = not fresh }
   elseif self.mode ~= "quiet" then
     local c = s:ceilings()
-    out(self, string.format("start kernel %s: %d shapes verified%s · ceilings %.1f GB/s, %.1f GFLOP/s",
-      res.short, #s.recipe.shapes, fresh and "" or " (from the cache)", c.bandwidth / 1e9, c.flops / 1e9))
+    out(self, string.format("start kernel %s: %d shapes verified%s · ceilings %.1f GB/s, %.1f GFLOP/s%s",
+      res.short, #s.recipe.shapes, fresh and "" or " (from the cache)", c.bandwidth / 1e9, c.flops / 1e9,
+      s.ceilings_from and string.format(" (measured in run %s)", s.ceilings_from) or ""))
   end
 end
 
@@ -360,8 +361,9 @@ function Reporter:summary(run, sm)
   local st = sm.stages
   if st and sm.candidates > 0 then
     print(string.format("time: build %.1f s · verify %.1f s · timing %.1f s · sanitizer %.1f s · start kernel %.1f s"
-      .. "%s · ceilings %.1f s%s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
+      .. "%s · ceilings %.1f s%s%s · the rest %.1f s%s", st.build, st.verify, st.time, st.sanitize, st.start or 0,
       st.baseline and string.format(" (baseline %.1f s)", st.baseline) or "", st.ceilings or 0,
+      sm.ceilings_from and string.format(" (run %s's)", sm.ceilings_from) or "",
       (st.certify and string.format(" · final round %.1f s", st.certify) or "")
         .. (st.pytorch and string.format(" · PyTorch %.1f s", st.pytorch) or ""), st.rest,
       (sm.prebuilt or 0) > 0 and string.format(" · %d built ahead", sm.prebuilt) or ""))

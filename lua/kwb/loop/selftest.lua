@@ -19,6 +19,7 @@
 -- the shapes, the device kind and this build of kwb. A later run with the
 -- same key takes it from there (v.from names that run) instead of paying
 -- for it again.
+local build = require "kwb.base.build"
 local cache = require "kwb.cache"
 local core = require "kwb.core"
 local host = require "kwb.host"
@@ -35,21 +36,9 @@ local function tolerance_text(t)
   return string.format("tolerance atol = %g, rtol = %g", t.atol, t.rtol)
 end
 
--- This build of kwb: its version and the SHA-256 of its executable (nil
--- where that cannot be read: then nothing is kept).
-local build_id
-local function build()
-  if build_id == nil then
-    local f = io.open("/proc/self/exe", "rb")
-    build_id = f and (core.version .. " " .. core.sha256(f:read("a"))) or false
-    if f then f:close() end
-  end
-  return build_id or nil
-end
-
 -- The key of a verdict: what it depends on, hashed (nil: not kept).
 local function key_of(s, cands)
-  local b = build()
+  local b = build.id()
   if not b then return nil end
   local r = s.recipe
   local ids = {}

@@ -14,6 +14,7 @@ local files = require "kwb.base.files"
 local candidate = require "kwb.loop.candidate"
 local codes_of = require "kwb.loop.codes"
 local judge = require "kwb.loop.judge"
+local kept_ceilings = require "kwb.loop.ceilings"
 local measure = require "kwb.measure"
 local result = require "kwb.loop.result"
 local rng = require "kwb.base.rng"
@@ -86,15 +87,21 @@ function Session:fleet()
   return self.pool and self.pool.remote and self.pool or nil
 end
 
+-- ceilings() -> the device's ceilings: an earlier run's of this device kind
+-- (kwb.loop.ceilings; ceilings_from names it), else measured now and kept.
 function Session:ceilings()
-  if not self._ceilings and self:fleet() then   -- the fleet's device, measured by one of its workers
+  if self._ceilings then return self._ceilings end
+  self._ceilings, self.ceilings_from = kept_ceilings.kept(self)
+  if self._ceilings then return self._ceilings end
+  local t0 = core.now()
+  if self:fleet() then   -- the fleet's device, measured by one of its workers
     self._ceilings = self.pool:ceilings(files.absolute(self.recipe.returned_by))
-  elseif not self._ceilings then
+  else
     local lock <close> = self.pool and self.pool:device_lock() or nil   -- no worker times meanwhile
-    local t0 = core.now()
     self._ceilings = self.backend.ceilings(self.recipe.ceilings, require("kwb.measure.ceilings").work(self.recipe))
     self.ceilings_s = (self.ceilings_s or 0) + (core.now() - t0)   -- (a run's summary: stages.ceilings)
   end
+  kept_ceilings.keep(self, self._ceilings, core.now() - t0)
   return self._ceilings
 end
 

@@ -234,6 +234,8 @@ function M.summary(run)
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped, repeats = run.repeats,
     duplicates = run.duplicates,
     partial_shapes = run.partial, timing_seconds = run.timing_s, stages = stage_sums(run, elapsed),
+    -- the run whose measured ceilings this one took (kwb.loop.ceilings); absent where measured now
+    ceilings_from = s.ceilings_from,
     prebuilt = run.prebuilt,
     exhausted = run.exhausted or false, seconds = elapsed,
     per_second = elapsed > 0 and run.evaluated / elapsed or 0,

@@ -77,3 +77,22 @@ t.test("kept_ceilings_another_recipe_ceilings_a_bundles_run_or_unsound_values_ar
   t.eq(kept.kept(s), nil, "no flops")
   st.cache:close()
 end)
+
+-- Ceilings kept low (measured on a loaded machine, say) would make every
+-- kernel impossible from then on: a kernel under their floor has them
+-- measured again in its run and is judged by those.
+t.test("kept_ceilings_a_kernel_under_the_floor_of_kept_ceilings_has_them_measured_again", function()
+  local st = store.open(db)
+  local rec
+  for _, run in ipairs(st:runs()) do if run.id:sub(1, #first.run) == first.run then rec = run end end
+  local c = rec.settings.ceilings
+  c.values = { bandwidth = 1e3, flops = 1e3, measured_bandwidth = 1e3 / 1.2, measured_flops = 1e3 / 1.2 }
+  st.cache:amend_run(rec.id, { ceilings = c })
+  st.cache:close()
+  local third = run_once()
+  t.eq(third.funnel.impossible, 0, "nothing impossible")
+  t.eq(third.ceilings_from, nil, "measured again in the run")
+  t.truthy(third.stages.ceilings > 0, "measured: " .. tostring(third.stages.ceilings))
+end)
+
+t.done()

@@ -10,7 +10,10 @@
 -- device was another machine), nor values that are not positive numbers. A
 -- new build of kwb measures them again, and so does a changed recipe or
 -- device kind; `kwb doctor` (CUDA) stores its own, which the backend reads
--- before it measures.
+-- before it measures. A kernel under the floor of kept ceilings is not
+-- called impossible on their word: the run measures them again and judges
+-- it by those (Session:complete), as ceilings measured low on a loaded
+-- machine would otherwise make every kernel impossible from then on.
 --
 --   local c, from = ceilings.kept(session)   -- nil where none is kept
 --   ceilings.keep(session, c, seconds)      -- with the session's run record

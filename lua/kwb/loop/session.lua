@@ -87,12 +87,16 @@ function Session:fleet()
   return self.pool and self.pool.remote and self.pool or nil
 end
 
--- ceilings() -> the device's ceilings: an earlier run's of this device kind
--- (kwb.loop.ceilings; ceilings_from names it), else measured now and kept.
-function Session:ceilings()
-  if self._ceilings then return self._ceilings end
-  self._ceilings, self.ceilings_from = kept_ceilings.kept(self)
-  if self._ceilings then return self._ceilings end
+-- ceilings([fresh]) -> the device's ceilings: an earlier run's of this
+-- device kind (kwb.loop.ceilings; ceilings_from names it), else measured
+-- now and kept. fresh: measured now whatever is kept (ceilings_from cleared).
+function Session:ceilings(fresh)
+  if self._ceilings and not fresh then return self._ceilings end
+  if not fresh then
+    self._ceilings, self.ceilings_from = kept_ceilings.kept(self)
+    if self._ceilings then return self._ceilings end
+  end
+  self.ceilings_from = nil
   local t0 = core.now()
   if self:fleet() then   -- the fleet's device, measured by one of its workers
     self._ceilings = self.pool:ceilings(files.absolute(self.recipe.returned_by))
@@ -284,8 +288,17 @@ function Session:complete(pending)
   -- a candidate measured again (try, --retime) that is the best is judged against the start kernel
   local best = self.best
   if best and best.id == res.id then best = self.start end
-  judge.judge(self.recipe, res, { ceilings = not res.outcome and self:ceilings() or nil, start = self.start,
-                                  best = best, is_start = start })
+  local measured = res.outcome == nil
+  local j = { ceilings = measured and self:ceilings() or nil, start = self.start, best = best, is_start = start }
+  judge.judge(self.recipe, res, j)
+  -- (under the floor of ceilings an earlier run measured: they may have been
+  -- measured low on a loaded machine; this run measures them again and
+  -- judges the candidate by those before it calls it impossible)
+  if measured and res.outcome == "impossible" and self.ceilings_from then
+    res.outcome, res.reason = nil, nil
+    j.ceilings = self:ceilings(true)
+    judge.judge(self.recipe, res, j)
+  end
   local san = self:sanitizing()
   local p = self.putoff
   -- (the same code sanitized here before: measured again by try or --retime, the mark stays)

@@ -554,9 +554,10 @@ t.test("lessons_figure_a_second_run_reaches_the_first_runs_best_sooner", functio
   local sm1 = by_event(ev1, "summary")[1]
   t.truthy(sm1, out1:sub(1, 3000))
   local best = sm1.best.id
-  local order = {}
-  for _, e in ipairs(by_event(ev1, "candidate")) do order[#order + 1] = e.outcome end
-  t.eq(table.concat(order, " "), "slower slower slower accepted", "j-i-k, j-k-i, k-j-i, then i-k-j")
+  -- (j-i-k, j-k-i, k-j-i, then i-k-j: the first three within a few tens of
+  -- percent of the start kernel, slower or, on a loaded machine, accepted;
+  -- i-k-j several times faster, the best whatever the others' outcomes)
+  t.eq(#by_event(ev1, "candidate"), 4, "four candidates")
   local first = reached(ev1, best)
   t.eq(first, 4, "the first run's best is its fourth candidate")
   t.eq(by_event(ev1, "lessons")[1].kept, 1, "its summary kept one lesson")

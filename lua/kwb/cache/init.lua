@@ -475,7 +475,8 @@ function Cache:amend_run(id, fields)
 end
 
 function Cache:runs()
-  local rows = self.db:exec("SELECT * FROM run ORDER BY started, id")
+  -- (started is in whole seconds: runs begun in the same second in the order they began)
+  local rows = self.db:exec("SELECT * FROM run ORDER BY started, rowid")
   for _, r in ipairs(rows) do
     r.settings = decode(r.settings, {})
     r.funnel = decode(r.funnel, nil)

@@ -31,6 +31,9 @@ local M = {}
 --        identifiers: a variable may be called `time`, a call to time() may not).
 -- asm:   plain substrings forbidden inside string literals (inline assembly).
 -- data:  the module may define no writable data (globals, static locals).
+-- backend: the one backend a rule is about ("host" or "cuda"; none: both);
+--        a model's prompt for another backend's recipe leaves it out
+--        (kwb.strategies.prompt).
 M.catalogue = {
   ["other-streams"] = {
     why = "work on another stream, event or thread escapes the harness's timing",
@@ -73,6 +76,7 @@ M.catalogue = {
   },
   ["l2-persistence"] = {
     why = "L2 persistence controls outlive the candidate and change other results",
+    backend = "cuda",
     words = { "cudaCtxResetPersistingL2Cache", "cudaLimitPersistingL2CacheSize", "accessPolicyWindow",
               "cudaAccessPropertyPersisting", "cudaStreamAttributeAccessPolicyWindow",
               "cudaStreamSetAttribute", "cuCtxResetPersistingL2Cache", "CU_LIMIT_PERSISTING_L2_CACHE_SIZE",
@@ -107,6 +111,7 @@ M.catalogue = {
           .. "may not trap, pause or count events, and may not use the device heap (malloc/free: its blocks outlive "
           .. "the call)",
     ptx_allow = true,
+    backend = "cuda",   -- (check_ptx: a CUDA module's PTX)
   },
   -- not a list of what is forbidden but of what is allowed: a host module may
   -- call these and nothing else (the deny rules above come first, for their
@@ -115,6 +120,7 @@ M.catalogue = {
     why = "a host candidate may call libm, the mem* and str* functions and malloc/free, and what the recipe's "
           .. "'allow' adds, nothing else",
     allow = true,
+    backend = "host",   -- (check_symbols: a host module's undefined symbols)
   },
 }
 
@@ -203,7 +209,7 @@ end
 
 local function compile_rule(name, spec)
   local r = { name = name, why = spec.why or ("forbidden by rule '" .. name .. "'"), data = spec.data, allow = spec.allow,
-              ptx_allow = spec.ptx_allow,
+              ptx_allow = spec.ptx_allow, backend = spec.backend,
               words = spec.words or {}, symbols = spec.symbols or {}, asm = spec.asm or {} }
   -- Scan: at every token start try the rule's words; skip whole identifiers
   -- and numbers otherwise, so a word never matches inside a longer name.

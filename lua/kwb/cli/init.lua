@@ -73,11 +73,11 @@ end
 
 -- with_model(recipe_model, model) -> the model a run with --model asks: the
 -- option's, with the provider's defaults (URL, key variable), keeping only the
--- recipe's settings of the prompt (context_bytes, profile).
+-- recipe's settings of the prompt (context_bytes, profile, diff_bytes).
 function M.with_model(old, model)
   local out = {}
   for k, v in pairs(model) do out[k] = v end
-  if old then out.context_bytes, out.profile = old.context_bytes, old.profile end
+  if old then out.context_bytes, out.profile, out.diff_bytes = old.context_bytes, old.profile, old.diff_bytes end
   return out
 end
 

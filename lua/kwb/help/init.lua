@@ -240,8 +240,8 @@ M.run_options = {
   { "--minutes M", "stop after M minutes" },
   { "--strategy S", strategies },
   { "--model P:NAME", "the model for this run in place of the recipe's: openai:NAME, anthropic:NAME, replay:FILE or "
-    .. "command:'PROGRAM ARGS', with the provider's URL and key variable (of the recipe's model only context_bytes and "
-    .. "profile stay)" },
+    .. "command:'PROGRAM ARGS', with the provider's URL and key variable (of the recipe's model only context_bytes, "
+    .. "profile and diff_bytes stay)" },
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
   { "--ahead N", "build up to N candidates ahead while one is measured, for a strategy whose proposals never depend on results (grid; default 4, 0: none; cuda)" },
@@ -307,7 +307,8 @@ M.recipe_fields = {
     .. "sweep = 8 } (a builtin with options) or a list of them taken in turn (default random with a space)" },
   { "model", "the model the llm, llm+tune and agent strategies ask: { provider =, model =, base_url =, key_env =, "
     .. "temperature =, max_tokens =, price =, fallback =, profile = true (CUDA: each new best profiled with ncu, "
-    .. "its bottleneck in the prompt), ... }" },
+    .. "its bottleneck in the prompt), diff_bytes = 8192 (a parent longer than this is to be changed by edits, "
+    .. "SEARCH/REPLACE blocks or a unified diff, not written again whole), ... }" },
   { "context", "files the model reads (hwdocs/, modeldocs/), relative to the recipe's file" },
   { "ideas", "sentences for the model's prompt: the ideas a human brings" },
   { "forbid", "the rules candidates must keep: \"default\", rule names, \"-name\" to drop one, or { name =, words = } "

@@ -2,7 +2,8 @@
 -- calls it with its Checker): a provider of kwb.model's, what that provider
 -- needs (a model name, a program on PATH, a transcript file that reads), an
 -- http(s) base_url, fallbacks checked the same way, prices in currency units
--- per million tokens, profile (the best's ncu profile in the prompt) a boolean.
+-- per million tokens, profile (the best's ncu profile in the prompt) a boolean,
+-- diff_bytes (a parent longer than this is changed by edits) a positive integer.
 local nearest = require "kwb.base.nearest"
 
 return function(checks)
@@ -49,12 +50,12 @@ return function(checks)
   end
   local function a_boolean(c, f, v) if type(v) ~= "boolean" then c:fail(f, "true or false", v) end end
   model_spec = { names = { "provider", "model", "key_env", "base_url", "temperature", "max_tokens", "fallback", "price",
-                           "command", "timeout", "file", "context_bytes", "profile" },
+                           "command", "timeout", "file", "context_bytes", "profile", "diff_bytes" },
                  required = { "provider" },
                  check = { provider = a_string, model = a_string, key_env = a_string, base_url = a_string,
                            temperature = nonneg_number, max_tokens = positive_integer, fallback = a_fallback,
                            price = function(c, f, v) c:subtable(f, v, price_spec) end, command = an_argv,
                            timeout = positive_number, file = a_string, context_bytes = positive_integer,
-                           profile = a_boolean } }
+                           profile = a_boolean, diff_bytes = positive_integer } }
   return model_check
 end

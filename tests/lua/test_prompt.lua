@@ -93,12 +93,15 @@ local start = { id = string.rep("a", 64), short = "aaaaaaaa", outcome = "start",
                 shapes = shapes({ median = 1e-6, speedup = 1 }, { median = 8e-6, speedup = 1 }) }
 
 t.test("prompt_the_last_attempts_are_a_table_with_the_slower_ones", function()
-  local slower = { id = string.rep("b", 64), short = "bbbbbbbb", outcome = "slower", score = 0.9, params = { BK = 8 },
+  -- (the parent, a start kernel with defines: an attempt's what is the parameters it changed)
+  local parent = { id = start.id, short = start.short, outcome = "start", score = 1, shapes = start.shapes,
+                   params = { BK = 16, BJ = 4 } }
+  local slower = { id = string.rep("b", 64), short = "bbbbbbbb", outcome = "slower", score = 0.9, params = { BK = 8, BJ = 4 },
                    shapes = shapes({ median = 1.05e-6, speedup = 0.95 }, { median = 9.4e-6, speedup = 0.853, partial = true }) }
   local broke = { id = string.rep("c", 64), short = "cccccccc", outcome = "compile-error", shapes = {},
                   reason = "error: expected ';'\nand more", rationale = "Unroll | by four.\nMore prose." }
   local again = { short = "dddddddd", outcome = "repeat", reason = "the same kernel as bbbbbbbb, evaluated before (slower)" }
-  local info = prompt.gather { recipe = host_recipe(), best = start, start = start, prior = { start, slower },
+  local info = prompt.gather { recipe = host_recipe(), best = parent, start = parent, prior = { parent, slower },
                                results = { broke }, feedback = { broke, again } }
   t.eq(prompt.parts(info, "source").attempts,
        "The last attempts (newest first; score: the geometric mean over shapes of the speed-up over the start kernel, "

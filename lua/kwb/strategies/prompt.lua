@@ -309,10 +309,18 @@ local function cell(s)
   return (tostring(s):gsub("%s*\n%s*", " "):gsub("|", "\\|"))
 end
 
--- What an attempt tried, in a few words: its parameters, else the first line
+-- What an attempt tried, in a few words: its parameters that differ from
+-- the parent's (all of them where the parent has none), else the first line
 -- of its rationale, else its file's name.
-local function what(res, rationale)
-  if res.params and next(res.params) then return one_line(ktext.params_text(res.params), 60) end
+local function what(res, rationale, base)
+  local p = res.params
+  if p and next(p) then
+    local differ = {}
+    for k, v in pairs(p) do
+      if not base or base[k] ~= v then differ[k] = v end
+    end
+    if next(differ) then return one_line(ktext.params_text(differ), 80) end
+  end
   if rationale and rationale:match("%S") then return one_line(rationale, 60) end
   return res.name or "-"
 end
@@ -435,8 +443,9 @@ end
 
 -- The last attempts: the earlier ones (prior: results stored before, oldest
 -- first, the start kernel's left out) then this run's feedback, newest first,
--- at most M.attempts; each with what it tried.
-local function last_attempts(m, rationale_of)
+-- at most M.attempts; each with what it tried (against base, the parent's
+-- parameters).
+local function last_attempts(m, rationale_of, base)
   local mine, all = {}, {}
   for _, res in ipairs(m.feedback or {}) do
     if res.id then mine[res.id] = true end
@@ -447,7 +456,7 @@ local function last_attempts(m, rationale_of)
   for _, res in ipairs(m.feedback or {}) do all[#all + 1] = res end
   local out = {}
   for i = #all, math.max(1, #all - M.attempts + 1), -1 do
-    out[#out + 1] = { res = all[i], what = what(all[i], rationale_of(all[i])) }
+    out[#out + 1] = { res = all[i], what = what(all[i], rationale_of(all[i]), base) }
   end
   return out
 end
@@ -480,7 +489,7 @@ local function near_misses(info, m, rationale_of)
     return (a.res.seq or 0) > (b.res.seq or 0)
   end)
   for i = #out, M.near_misses + 1, -1 do out[i] = nil end
-  for _, n in ipairs(out) do n.what = what(n.res, rationale_of(n.res)) end
+  for _, n in ipairs(out) do n.what = what(n.res, rationale_of(n.res), p.params) end
   return out
 end
 
@@ -525,7 +534,7 @@ function M.gather(m)
     if #info.failures >= M.failures then break end
     if res.outcome ~= "accepted" and res.outcome ~= "slower" then info.failures[#info.failures + 1] = res end
   end
-  info.attempts = last_attempts(m, rationale_of)
+  info.attempts = last_attempts(m, rationale_of, parent and parent.params)
   info.near = near_misses(info, m, rationale_of)
   for _, i in ipairs(r.ideas) do info.ideas[#info.ideas + 1] = i end
   for _, i in ipairs(M.queued) do info.ideas[#info.ideas + 1] = i end

@@ -51,13 +51,13 @@ end)
 
 -- ---- the parent as built -----------------------------------------------------
 
-local template = "#ifndef BK\n#define BK 16\n#endif\n  #  ifndef UNROLL\n  # define UNROLL\n  #  endif\n"
+local template = "#ifndef BK\n#define BK 16 /* rows a tile */\n#endif\n  #  ifndef UNROLL\n  # define UNROLL\n  #  endif\n"
   .. "int tile(void) { return BK * 100 + BJ * 10 + UNROLL; }\n"
 
 t.test("prompt_with_params_puts_the_values_built_with_into_the_defines", function()
   t.eq(prompt.with_params(template, { BK = 32, BJ = 4, UNROLL = true, OFF = false }),
        "#ifndef BJ\n#define BJ 4\n#endif\n"
-       .. "#ifndef BK\n#define BK 32\n#endif\n  #  ifndef UNROLL\n  # define UNROLL 1\n  #  endif\n"
+       .. "#ifndef BK\n#define BK 32 /* rows a tile */\n#endif\n  #  ifndef UNROLL\n  # define UNROLL 1\n  #  endif\n"
        .. "int tile(void) { return BK * 100 + BJ * 10 + UNROLL; }\n")
   t.eq(prompt.with_params(template, {}), template, "no defines: the text as it is")
   -- the text shown builds to the kernel measured: compiled without defines,
@@ -81,7 +81,7 @@ t.test("prompt_the_best_of_a_template_is_shown_with_its_values_not_the_defaults"
                                              cache = one_candidate(template, { BK = 32, BJ = 4 }) }, "source")
   t.eq(parts.best:match("^[^\n]*"), "The current best (bbbbbbbb, 1.50x the start kernel's speed, geometric mean over "
                                     .. "shapes, BJ=4 BK=32):")
-  t.truthy(parts.best:find("```c\n#ifndef BJ\n#define BJ 4\n#endif\n#ifndef BK\n#define BK 32\n#endif\n", 1, true),
+  t.truthy(parts.best:find("```c\n#ifndef BJ\n#define BJ 4\n#endif\n#ifndef BK\n#define BK 32 /* rows a tile */\n#endif\n", 1, true),
            parts.best)
   t.eq(parts.best:find("#define BK 16", 1, true), nil, "not the template's default")
 end)

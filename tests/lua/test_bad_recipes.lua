@@ -147,9 +147,9 @@ local cases = {
   { "strategy_options_for_none", '  strategy = { "random", sweep = 8 },', "strategy_options_for_none.lua:6: recipe field 'strategy': no options for strategy 'random'" },
   { "strategy_llm_without_model", '  strategy = "llm",', "strategy_llm_without_model.lua:1: recipe field 'model': expected a model (the llm strategy asks one for its proposals), got nothing" },
   -- model
-  { "model_number", "  model = 5,", "model_number.lua:6: recipe field 'model': expected a table with provider, model, key_env, base_url, temperature, max_tokens, fallback, price, command, timeout, file, context_bytes, profile, lessons_every, lessons_bytes, got number 5" },
+  { "model_number", "  model = 5,", "model_number.lua:6: recipe field 'model': expected a table with provider, model, key_env, base_url, temperature, max_tokens, fallback, price, command, timeout, file, context_bytes, profile, diff_bytes, lessons_every, lessons_bytes, got number 5" },
   { "model_empty", "  model = {},", "model_empty.lua:6: recipe field 'model.provider': expected a value (required), got nothing" },
-  { "model_unknown_field", '  model = { provider = "openai", model = "x", bogus = 1 },', "model_unknown_field.lua:6: unknown recipe field 'model.bogus' (known: provider, model, key_env, base_url, temperature, max_tokens, fallback, price, command, timeout, file, context_bytes, profile, lessons_every, lessons_bytes)" },
+  { "model_unknown_field", '  model = { provider = "openai", model = "x", bogus = 1 },', "model_unknown_field.lua:6: unknown recipe field 'model.bogus' (known: provider, model, key_env, base_url, temperature, max_tokens, fallback, price, command, timeout, file, context_bytes, profile, diff_bytes, lessons_every, lessons_bytes)" },
   { "model_unknown_provider", '  model = { provider = "opnai", model = "x" },', "model_unknown_provider.lua:6: recipe field 'model.provider': expected one of openai, anthropic, command, replay, got \"opnai\" (did you mean 'openai'?)" },
   { "model_model_number", '  model = { provider = "openai", model = 5 },', "model_model_number.lua:6: recipe field 'model.model': expected a non-empty string, got number 5" },
   { "model_negative_temperature", '  model = { provider = "openai", model = "x", temperature = -1 },', "model_negative_temperature.lua:6: recipe field 'model.temperature': expected a number >= 0, got number -1" },

@@ -73,13 +73,13 @@ end
 
 -- with_model(recipe_model, model) -> the model a run with --model asks: the
 -- option's, with the provider's defaults (URL, key variable), keeping only the
--- recipe's settings of the prompt (context_bytes, profile) and of the lessons
--- ledger (lessons_every, lessons_bytes).
+-- recipe's settings of the prompt (context_bytes, profile, diff_bytes) and of
+-- the lessons ledger (lessons_every, lessons_bytes).
 function M.with_model(old, model)
   local out = {}
   for k, v in pairs(model) do out[k] = v end
   if old then
-    out.context_bytes, out.profile = old.context_bytes, old.profile
+    out.context_bytes, out.profile, out.diff_bytes = old.context_bytes, old.profile, old.diff_bytes
     out.lessons_every, out.lessons_bytes = old.lessons_every, old.lessons_bytes
   end
   return out

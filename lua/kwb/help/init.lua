@@ -151,6 +151,28 @@ M.commands = {
       { "--csv FILE", "also write ncu's own output (its raw page as CSV) to FILE" },
       { "--json", "the profile as one JSON object" },
     } },
+  { name = "prompt", module = "kwb.cli.prompt",
+    usage = "kwb prompt RECIPE.lua [--parent ID] [--strategy S] [--device KIND] [--json]",
+    summary = "print the prompt a run of a recipe would send its model next, with its size; nothing is sent",
+    text = "The first prompt the next run of the recipe would send (system and user messages), made by the loop's "
+      .. "own functions from what the cache holds of the recipe on a device kind: the start kernel, the best (the "
+      .. "parent, its #defines holding the values it was built with), the last attempts and the near misses, the "
+      .. "best's profile, the rules of the recipe's backend, the context and the ideas; and how to answer (edits "
+      .. "of the parent where it is longer than model.diff_bytes). First a line with its size: the bytes of the "
+      .. "two messages' texts (an API request's JSON body is larger) and an estimate of their tokens, bytes / 4, "
+      .. "as kwb estimates where a provider reports none. Nothing is sent and nothing is measured but what a run "
+      .. "measures before its first prompt (the device's ceilings, for the floors, on this machine's device kind "
+      .. "only); a best still due a compute-sanitizer run is not taken (a run sanitizes it first). Notes say what "
+      .. "it lacks that a run's prompt would have (the start kernel's times before it is measured, the floors of "
+      .. "another device kind).",
+    options = {
+      { "--parent ID", "the verified result to show as the parent instead of the best" },
+      { "--strategy S", "llm, llm+tune or agent: the prompt of that strategy (default: the recipe's, where it asks "
+        .. "a model)" },
+      { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
+      { "--json", "the prompt (system, user), its size, the token estimate, the mode, the parent and the notes, as "
+        .. "one JSON object" },
+    } },
   { name = "verify-pick", module = "kwb.cli.verify",
     usage = "kwb verify-pick RUN [--recipe FILE] [--seconds S] [--json] [--queue URL [--queue-password-file F] "
       .. "[--fleet-key-file F] [--device KIND]]",
@@ -232,7 +254,7 @@ M.run_options = {
   { "--strategy S", strategies },
   { "--model P:NAME", "the model for this run in place of the recipe's: openai:NAME, anthropic:NAME, replay:FILE or "
     .. "command:'PROGRAM ARGS', with the provider's URL and key variable (of the recipe's model only context_bytes, "
-    .. "profile, lessons_every and lessons_bytes stay)" },
+    .. "profile, diff_bytes, lessons_every and lessons_bytes stay)" },
   { "--seed N", "the run's seed (inputs and proposals)" },
   { "--workers N", "evaluate in N worker processes (default: 1 on the host, one per GPU)" },
   { "--ahead N", "build up to N candidates ahead while one is measured, for a strategy whose proposals never depend on results (grid; default 4, 0: none; cuda)" },
@@ -298,8 +320,9 @@ M.recipe_fields = {
     .. "sweep = 8 } (a builtin with options) or a list of them taken in turn (default random with a space)" },
   { "model", "the model the llm, llm+tune and agent strategies ask: { provider =, model =, base_url =, key_env =, "
     .. "temperature =, max_tokens =, price =, fallback =, profile = true (CUDA: each new best profiled with ncu, "
-    .. "its bottleneck in the prompt), lessons_every = 8 (evaluated candidates between the lessons ledger's "
-    .. "summaries; 0: none), lessons_bytes = 3000 (the lessons a prompt holds), ... }" },
+    .. "its bottleneck in the prompt), diff_bytes = 8192 (a parent longer than this is to be changed by edits, "
+    .. "SEARCH/REPLACE blocks or a unified diff, not written again whole), lessons_every = 8 (evaluated candidates "
+    .. "between the lessons ledger's summaries; 0: none), lessons_bytes = 3000 (the lessons a prompt holds), ... }" },
   { "context", "files the model reads (hwdocs/, modeldocs/), relative to the recipe's file" },
   { "ideas", "sentences for the model's prompt: the ideas a human brings" },
   { "tags", "technique words of the recipe's problem (lowercase: \"loop-order\", \"tiling\"): the lessons other "

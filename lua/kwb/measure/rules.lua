@@ -25,12 +25,12 @@ local ptx_read = require "kwb.measure.ptx"
 local M = {}
 
 -- ---- the rule catalogue -------------------------------------------------
--- words: identifiers forbidden in the source and the preprocessed source, and
---        as undefined symbols of the module.
+-- words: identifiers forbidden in the source, the preprocessed one and as undefined symbols.
 -- symbols: forbidden only as undefined symbols (names too common to forbid as
 --        identifiers: a variable may be called `time`, a call to time() may not).
 -- asm:   plain substrings forbidden inside string literals (inline assembly).
 -- data:  the module may define no writable data (globals, static locals).
+-- backend: the one backend it is about (none: both); other backends' prompts leave it out.
 M.catalogue = {
   ["other-streams"] = {
     why = "work on another stream, event or thread escapes the harness's timing",
@@ -72,7 +72,7 @@ M.catalogue = {
     asm = { "nanosleep" },
   },
   ["l2-persistence"] = {
-    why = "L2 persistence controls outlive the candidate and change other results",
+    why = "L2 persistence controls outlive the candidate and change other results", backend = "cuda",
     words = { "cudaCtxResetPersistingL2Cache", "cudaLimitPersistingL2CacheSize", "accessPolicyWindow",
               "cudaAccessPropertyPersisting", "cudaStreamAttributeAccessPolicyWindow",
               "cudaStreamSetAttribute", "cuCtxResetPersistingL2Cache", "CU_LIMIT_PERSISTING_L2_CACHE_SIZE",
@@ -106,7 +106,7 @@ M.catalogue = {
           .. "memory sizes and no other special register (no clock, timer, counter or environment register), "
           .. "may not trap, pause or count events, and may not use the device heap (malloc/free: its blocks outlive "
           .. "the call)",
-    ptx_allow = true,
+    ptx_allow = true, backend = "cuda",
   },
   -- not a list of what is forbidden but of what is allowed: a host module may
   -- call these and nothing else (the deny rules above come first, for their
@@ -114,7 +114,7 @@ M.catalogue = {
   ["allow-list"] = {
     why = "a host candidate may call libm, the mem* and str* functions and malloc/free, and what the recipe's "
           .. "'allow' adds, nothing else",
-    allow = true,
+    allow = true, backend = "host",
   },
 }
 
@@ -203,7 +203,7 @@ end
 
 local function compile_rule(name, spec)
   local r = { name = name, why = spec.why or ("forbidden by rule '" .. name .. "'"), data = spec.data, allow = spec.allow,
-              ptx_allow = spec.ptx_allow,
+              ptx_allow = spec.ptx_allow, backend = spec.backend,
               words = spec.words or {}, symbols = spec.symbols or {}, asm = spec.asm or {} }
   -- Scan: at every token start try the rule's words; skip whole identifiers
   -- and numbers otherwise, so a word never matches inside a longer name.

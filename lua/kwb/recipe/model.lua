@@ -3,6 +3,7 @@
 -- needs (a model name, a program on PATH, a transcript file that reads), an
 -- http(s) base_url, fallbacks checked the same way, prices in currency units
 -- per million tokens, profile (the best's ncu profile in the prompt) a boolean,
+-- diff_bytes (a parent longer than this is changed by edits) a positive integer,
 -- lessons_every (candidates between the lessons ledger's summaries, 0: none) a
 -- whole number, lessons_bytes (the lessons a prompt holds) a positive one.
 local nearest = require "kwb.base.nearest"
@@ -54,12 +55,14 @@ return function(checks)
     if math.type(v) ~= "integer" or v < 0 then c:fail(f, "a whole number of candidates (0: no summaries)", v) end
   end
   model_spec = { names = { "provider", "model", "key_env", "base_url", "temperature", "max_tokens", "fallback", "price",
-                           "command", "timeout", "file", "context_bytes", "profile", "lessons_every", "lessons_bytes" },
+                           "command", "timeout", "file", "context_bytes", "profile", "diff_bytes", "lessons_every",
+                           "lessons_bytes" },
                  required = { "provider" },
                  check = { provider = a_string, model = a_string, key_env = a_string, base_url = a_string,
                            temperature = nonneg_number, max_tokens = positive_integer, fallback = a_fallback,
                            price = function(c, f, v) c:subtable(f, v, price_spec) end, command = an_argv,
                            timeout = positive_number, file = a_string, context_bytes = positive_integer,
-                           profile = a_boolean, lessons_every = a_count, lessons_bytes = positive_integer } }
+                           profile = a_boolean, diff_bytes = positive_integer, lessons_every = a_count,
+                           lessons_bytes = positive_integer } }
   return model_check
 end

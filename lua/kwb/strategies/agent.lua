@@ -103,7 +103,7 @@ function S:propose(run)
   if run:spent() or run:budget_left() < 1 or core.now() >= run.ends_at then return nil end
   local convo = prompt.build(run, { mode = "agent" })
   convo.tools = S.tools
-  local parent = run.best and run.best.id
+  local parent = convo.parent and convo.parent.id
   for turn = 1, self.turns + 1 do
     -- the last turn, or the run's time is up: an answer, no more tool calls
     local final = turn > self.turns or core.now() >= run.ends_at
@@ -119,7 +119,7 @@ function S:propose(run)
     self.failed = 0
     self.reply_model, self.reply_transcript = r.model, r.transcript
     if #r.tool_calls == 0 or final then
-      local prop = llm.proposal(run, r, parent, "agent")
+      local prop = llm.proposal(run, r, parent, "agent", convo.parent_source)
       prop.space = nil   -- the answer is a kernel; a space goes with llm+tune
       return prop
     end

@@ -2,7 +2,10 @@
 -- (kwb.strategies.prompt) shows the current best, the last failures and the ideas; each
 -- reply (kwb.strategies.reply) becomes one candidate whose parent is the best the
 -- prompt showed: accepted, it is the new best (keep); otherwise the best
--- stays (revert). A reply with no usable kernel is the outcome `no-code`.
+-- stays (revert). A reply with no usable kernel is the outcome `no-code`. A
+-- reply may give its kernel as edits of the parent the prompt showed (its
+-- source as built, kwb.strategies.prompt's parent_source): the candidate is
+-- the edited source, whole.
 --
 -- The requests run ahead of the evaluations: while a worker evaluates one
 -- candidate, the next request (one per worker) is already with the model, so
@@ -15,6 +18,7 @@
 -- sweep's first candidate). A reply with no space is a plain source.
 local prompt = require "kwb.strategies.prompt"
 local reply = require "kwb.strategies.reply"
+local ids = require "kwb.base.ids"
 
 local S = { name = "llm", mode = "source", sweep = 8, tuner = "random", failures_in_a_row = 3 }
 
@@ -34,15 +38,19 @@ function S:fill(run, reserve)
         and not run:spent() do
     self.asked = self.asked + 1
     local convo = prompt.build(run, { mode = self.mode })
-    self.queue[#self.queue + 1] = { ticket = self.model:ask(convo, self.mode), parent = run.best }
+    self.queue[#self.queue + 1] = { ticket = self.model:ask(convo, self.mode), parent = convo.parent,
+                                    parent_source = convo.parent_source }
   end
 end
 
--- proposal(run, reply, parent id, name) -> the candidate a reply proposes
--- (no_code when it has none; space when it declares one), its file called
--- name.c (name.cu for CUDA). The agent strategy's answers too.
-function S.proposal(run, r, parent, name)
-  local p = reply.proposal(r.text, run.recipe)
+-- proposal(run, reply, parent id, name [, parent_source]) -> the candidate a
+-- reply proposes (no_code when it has none; space when it declares one), its
+-- file called name.c (name.cu for CUDA); edits in the reply apply to
+-- parent_source, the parent's text its prompt showed. The agent strategy's
+-- answers too.
+function S.proposal(run, r, parent, name, parent_source)
+  local p = reply.proposal(r.text, run.recipe,
+                           parent_source and { source = parent_source, short = ids.short(parent) })
   local base = { model = r.model, transcript = r.transcript, cost = r.cost, rationale = p.rationale,
                  parent = parent, note = p.note }
   if p.no_code then
@@ -113,7 +121,7 @@ function S:propose(run)
     return self:propose(run)
   end
   self.failed = 0
-  local prop = S.proposal(run, r, item.parent and item.parent.id, "llm")
+  local prop = S.proposal(run, r, item.parent and item.parent.id, "llm", item.parent_source)
   if prop.space and self.mode == "template" then
     self.current = sweep(self, run, prop)
     self:fill(run, self.sweep)   -- the next request runs while the sweep is evaluated

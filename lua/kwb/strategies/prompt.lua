@@ -2,30 +2,40 @@
 -- each a text a recipe's `prompt` function may keep, reorder or replace:
 --
 --   role      who the model is and what it is asked for
---   rules     the recipe's forbidden actions and what never to do, in words
+--   rules     the recipe's forbidden actions and what never to do, in words:
+--             those of its backend only
 --   context   the recipe's context documents (hwdocs/, modeldocs/), the
 --             sections most relevant to the problem first, within a size budget
 --   problem   the signature, shapes, tolerance, bytes, flops and each shape's floor
---   best      the current best source with its per-shape table and % of floor
---   profile   the best's profile where kwb profile made one (model.profile:
+--   best      the parent (the current best unless another is asked for): its
+--             source as it was built (its parameters' values in its
+--             #defines) with its per-shape table and % of floor
+--   profile   the parent's profile where kwb profile made one (model.profile:
 --             the loop profiles each new best): its bottleneck and why
+--   attempts  the last attempts as a table: outcome, score and each shape's
+--             speed-up, or the failure's one-line reason (slower ones too)
+--   near      the near misses: verified kernels within a few % of the
+--             parent's score, or faster than it at some shape
 --   failures  the last failed candidates with their evidence, and the last
 --             repeats and duplicates with the kernel each repeated
 --   lessons   the lessons ledger's lessons on this device kind (kwb.strategies.lessons):
 --             the problem's own, newest first, then other problems' that share a tag,
 --             within model.lessons_bytes (3000 by default)
 --   ideas     the humans' ideas (the recipe's `ideas`, kwb.idea "..." at the REPL)
---   format    how to answer (one code block; a template's space as a lua block)
+--   format    how to answer (one code block, or edits of a long parent; a
+--             template's space as a lua block)
 --
---   local convo = prompt.build(run, { mode = "source" | "template" | "agent" })
---   -- { system =, messages = { { role = "user", content = } }, parts = }
+--   local convo = prompt.build(run, { mode = "source" | "template" | "agent", parent = result })
+--   -- { system =, messages = { { role = "user", content = } }, parts =, parent =, parent_source = }
 --
 -- recipe.prompt(parts, info) may return a string (the user message) or
--- { system =, user = }; info holds the raw material (recipe, best, failures, lessons).
+-- { system =, user = }; info holds the raw material (recipe, best, parent,
+-- failures, attempts, near misses, lessons).
 local ktext = require "kwb.base.text"
 local ceilings = require "kwb.measure.ceilings"
 local figures = require "kwb.figures"
 local lessons = require "kwb.strategies.lessons"
+local tried = require "kwb.strategies.tried"
 
 local M = {}
 
@@ -33,6 +43,9 @@ local M = {}
 M.context_bytes = 24000
 -- Failures shown, newest first.
 M.failures = 4
+-- A parent of more bytes than this (model.diff_bytes) is to be changed by
+-- edits (SEARCH/REPLACE blocks, or a unified diff), not written again whole.
+M.diff_bytes = 8192
 
 -- Ideas queued at the REPL (kwb.idea "..."): they go into the next prompt.
 M.queued = {}
@@ -76,21 +89,31 @@ end
 
 -- ---- rules ------------------------------------------------------------------
 
+-- What never to do, each { text, backend = } (backend: the only one it is
+-- about; none: every backend).
 M.never = {
-  "Never special-case the benchmark's shapes or inputs: every shape must be computed in full, for any input.",
-  "Never keep results or state across calls (no static or global buffers, caches, environment variables or files).",
-  "Never touch the harness: no reading clocks, no threads or other streams, no synchronising, no looking "
-    .. "symbols up at run time, no leaving the process.",
-  "Never drop or bypass the launch path the harness uses (CUDA graphs, streams): the time measured is the time a user gets.",
-  "Never lower the precision below what the tolerance allows.",
+  { "Never special-case the benchmark's shapes or inputs: every shape must be computed in full, for any input." },
+  { "Never keep results or state across calls (no static or global buffers, caches, environment variables or files)." },
+  { "Never touch the harness: no reading clocks, no threads or other streams, no synchronising, no looking "
+    .. "symbols up at run time, no leaving the process." },
+  { "Never drop or bypass the launch path the harness uses (CUDA graphs, streams): the time measured is the time a "
+    .. "user gets.", backend = "cuda" },
+  { "Never lower the precision below what the tolerance allows." },
 }
 
+-- The recipe's rules and what never to do, those of its backend only (a
+-- rule's backend: kwb.measure.rules' catalogue).
 local function rules_part(info)
+  local backend = info.recipe.backend
   local lines = { "Rules (a candidate that breaks one is rejected before it runs):" }
   for _, rule in ipairs(info.recipe.rules.rules) do
-    lines[#lines + 1] = string.format("- %s: %s", rule.name, rule.why)
+    if not rule.backend or rule.backend == backend then
+      lines[#lines + 1] = string.format("- %s: %s", rule.name, rule.why)
+    end
   end
-  for _, n in ipairs(M.never) do lines[#lines + 1] = "- " .. n end
+  for _, n in ipairs(M.never) do
+    if not n.backend or n.backend == backend then lines[#lines + 1] = "- " .. n[1] end
+  end
   return table.concat(lines, "\n")
 end
 
@@ -158,7 +181,7 @@ function M.documents(paths, terms, budget)
   return table.concat(out, "\n\n"), used
 end
 
--- ---- results --------------------------------------------------------------
+-- ---- the parent -----------------------------------------------------------
 
 local function shape_table(recipe, res)
   local rows = { "| shape | time | speedup | % of floor |", "|---|---|---|---|" }
@@ -176,17 +199,77 @@ local function fence(recipe)
   return recipe.backend == "cuda" and "cuda" or "c"
 end
 
-local function best_part(info)
-  local b = info.best
-  if not b or not info.best_source then return nil end
-  local head = b.outcome == "start" and "The current best is the start kernel:"
-               or string.format("The current best (%s, %.2fx the start kernel's speed, geometric mean over shapes%s):",
-                                b.short, b.score, b.params and (", " .. ktext.params_text(b.params)) or "")
-  return string.format("%s\n\n```%s\n%s```\n\n%s", head, fence(info.recipe), info.best_source,
-                       shape_table(info.recipe, b))
+-- The text a define gives its macro (-DNAME defines it as 1), or nil where
+-- it defines none (false).
+local function define_text(v)
+  if v == true then return "1" end
+  if v == false or v == nil then return nil end
+  return tostring(v)
 end
 
--- The best's profile (kwb profile), where the cache has one on this device
+-- with_params(source, defines) -> the source as it was built with defines
+-- (a template's point, a start kernel's settings): a guarded default (a
+-- `#define NAME ...` line right after `#ifndef NAME`) takes the value it was
+-- built with; a define with no such line comes first, guarded alike, as the
+-- compiler's -D came before the file. Built without defines, the text is
+-- the same kernel; shown to the model, its values are those measured.
+function M.with_params(source, defines)
+  if not source or not defines or next(defines) == nil then return source end
+  local vals, names = {}, {}
+  for k, v in pairs(defines) do
+    local name, val = k, v
+    if math.type(k) == "integer" then   -- (a define as the compiler's word: NAME or NAME=VALUE)
+      name, val = tostring(v):match("^([%a_][%w_]*)=(.*)$")
+      if not name then name, val = tostring(v), true end
+    end
+    local text = define_text(val)
+    if text and type(name) == "string" then vals[name], names[#names + 1] = text, name end
+  end
+  table.sort(names)
+  if source:sub(-1) ~= "\n" then source = source .. "\n" end
+  local lines, set = {}, {}
+  for line in source:gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
+  for i = 2, #lines do
+    local head, name, rest = lines[i]:match("^(%s*#%s*define%s+)([%a_][%w_]*)(.*)$")
+    if name and vals[name] and (rest == "" or rest:match("^%s"))
+       and lines[i - 1]:match("^%s*#%s*ifndef%s+([%a_][%w_]*)%s*$") == name then
+      -- (a comment after the default stays)
+      local note = rest:match("^%s*[^/]*(%s//.*)$") or rest:match("^%s*[^/]*(%s/%*.*)$") or ""
+      lines[i], set[name] = head .. name .. " " .. vals[name] .. note, true
+    end
+  end
+  local top = {}
+  for _, name in ipairs(names) do
+    if not set[name] then top[#top + 1] = string.format("#ifndef %s\n#define %s %s\n#endif\n", name, name, vals[name]) end
+  end
+  return table.concat(top) .. table.concat(lines, "\n") .. "\n"
+end
+
+-- The parent: the current best unless another was asked for, its source as
+-- built (M.with_params) and its table.
+local function best_part(info)
+  local b = info.parent
+  if not b or not info.parent_source then return nil end
+  local values = b.params and next(b.params) and ktext.params_text(b.params)
+  local head
+  if not info.parent_is_best then
+    local best = info.best
+    head = string.format("The parent to change (%s, %s, %.2fx the start kernel's speed, geometric mean over shapes%s; "
+                         .. "the current best is %s at %.2fx):", b.short, b.outcome, b.score or 0,
+                         values and (", " .. values) or "", best and best.short or "-", best and best.score or 0)
+  elseif b.outcome == "start" or not b.score then
+    head = "The current best is the start kernel" .. (values and string.format(", built with %s (the values its "
+           .. "#defines hold below)", values) or "") .. ":"
+  else
+    head = string.format("The current best (%s, %.2fx the start kernel's speed, geometric mean over shapes%s):",
+                         b.short, b.score, values and (", " .. values) or "")
+  end
+  local text = string.format("%s\n\n```%s\n%s```", head, fence(info.recipe), info.parent_source)
+  if b.shapes then text = text .. "\n\n" .. shape_table(info.recipe, b) end
+  return text
+end
+
+-- The parent's profile (kwb profile), where the cache has one on this device
 -- kind: per kernel its time, throughputs, occupancy and top stalls, and the
 -- plan's bottleneck.
 local function profile_part(info)
@@ -211,6 +294,8 @@ local function profile_part(info)
   return table.concat(lines, "\n")
 end
 
+-- ---- failures and ideas (the attempts and near misses: kwb.strategies.tried) ----
+
 local function excerpt(text, n)
   if not text or text == "" then return nil end
   local lines = {}
@@ -224,10 +309,10 @@ local function failures_part(info)
   if #info.failures == 0 then return nil end
   local lines = { "Recent failures (newest first):" }
   for _, f in ipairs(info.failures) do
-    local what = f.params and ktext.params_text(f.params) or f.name or f.short
+    local what_ = f.params and ktext.params_text(f.params) or f.name or f.short
     -- (a duplicate's reason names the kernel whose compiled code it is: kwb.loop.result.duplicate)
     local why = f.outcome == "duplicate" and f.reason and ("your kernel is " .. f.reason) or f.reason or ""
-    lines[#lines + 1] = string.format("- %s (%s): %s: %s", f.short, what, f.outcome, why)
+    lines[#lines + 1] = string.format("- %s (%s): %s: %s", f.short, what_, f.outcome, why)
     local log = f.outcome == "compile-error" and excerpt(f.log, 8)
     if log then lines[#lines + 1] = "  compiler output:\n  ```\n  " .. log:gsub("\n", "\n  ") .. "\n  ```" end
   end
@@ -241,6 +326,8 @@ local function ideas_part(info)
   return table.concat(lines, "\n")
 end
 
+-- ---- how to answer -------------------------------------------------------------
+
 local formats = {
   source = "Answer with a short explanation of the change, then the whole kernel file in one ```%s block "
            .. "(it must compile on its own and export the function above).",
@@ -252,40 +339,90 @@ local formats = {
           .. "with a short explanation and the whole file in one ```%s block.",
 }
 
--- ---- the whole ----------------------------------------------------------------
+-- How to give edits (kwb.strategies.edits reads them): a parent over
+-- model.diff_bytes is changed by edits, not written again whole.
+local edit_text = "Give the change as edits of the parent above (it is %d bytes: do not write it out again), each "
+  .. "one a block\n\n<<<<<<< SEARCH\nexact lines of the parent\n=======\nthe lines that replace them\n>>>>>>> REPLACE"
+  .. "\n\nThe edits are applied in order; each SEARCH must be whole lines copied exactly from the parent and must "
+  .. "match it once (add a line or two where it would match twice). A unified diff of the parent (--- a/, +++ b/, "
+  .. "@@ hunks) is read the same way. The whole kernel file in one ```%s block is still accepted."
+local edit_formats = {
+  source = "Answer with a short explanation of the change, then the change. " .. edit_text
+           .. " The kernel must compile on its own and export the function above.",
+  template = "Answer with a short explanation, then the change. " .. edit_text .. " The kernel is a template: its "
+             .. "tunable choices (tile sizes, unrolling) are macros the tuner defines, each guarded with #ifndef and a "
+             .. "default; after the edits give a ```lua block that returns their values, e.g. `return { BM = { 16, "
+             .. "32, 64 }, UNROLL = { 1, 4 } }` (optionally `restrict = function(p) return ... end`).",
+}
 
--- info(run) -> the raw material of a prompt
-function M.info(run)
-  local s, r = run.session, run.recipe
-  local best = s.best
-  local info = { recipe = r, best = best, start = s.start, failures = {}, ideas = {} }
-  local ok, c = pcall(s.ceilings, s)
-  info.ceilings = ok and c or nil
-  if best then
-    local got = s.store.cache:get(best.id)
-    info.best_source = got and got.source
+-- The answer's form: edits where the parent is longer than model.diff_bytes
+-- (the agent's tools take whole files), else the whole file.
+local function format_part(info, mode)
+  local r, src = info.recipe, info.parent_source
+  local limit = r.model and r.model.diff_bytes or M.diff_bytes
+  if edit_formats[mode] and src and #src > limit then return string.format(edit_formats[mode], #src, fence(r)) end
+  return string.format(formats[mode], fence(r))
+end
+
+-- ---- the whole ----------------------------------------------------------------
+-- feedback = (this run's results and repeats, in order) }.
+function M.gather(m)
+  local r, cache = m.recipe, m.cache
+  local parent = m.parent or m.best
+  local info = { recipe = r, best = m.best, start = m.start, ceilings = m.ceilings, failures = {}, ideas = {},
+                 parent = parent, parent_is_best = not m.parent or not m.best or m.parent.id == m.best.id }
+  local got = {}
+  local function stored(id)
+    if id and got[id] == nil then got[id] = cache and cache:get(id) or false end
+    return id and got[id] or nil
+  end
+  local function rationale_of(res)
+    if res.rationale ~= nil or not res.id then return res.rationale end
+    local c = stored(res.id)
+    return c and c.rationale
+  end
+  if m.best then info.best_source = (stored(m.best.id) or {}).source end
+  if parent then
+    local c = stored(parent.id)
+    local source = c and c.source or m.parent_source
+    -- (its defines as the cache keeps them: what it was built with)
+    info.parent_source = M.with_params(source, c and c.params or parent.params)
     -- (kwb profile's, or the loop's for model.profile): the one of the shape
-    -- where the best's plan takes longest, where most of its time goes
-    for _, row in ipairs(s.store.cache:profiles(best.id) or {}) do
-      if row.device == s.ctx.device and (not info.profile or (row.data.plan_seconds or 0) > (info.profile.plan_seconds or 0)) then
+    -- where the parent's plan takes longest, where most of its time goes
+    for _, row in ipairs(cache and parent.id and cache:profiles(parent.id) or {}) do
+      if row.device == m.device and (not info.profile or (row.data.plan_seconds or 0) > (info.profile.plan_seconds or 0)) then
         info.profile = row.data
       end
     end
   end
-  local feedback = run.feedback or run.results   -- results and a model's repeats, in order
+  local feedback = m.feedback or {}
   for i = #feedback, 1, -1 do
     local res = feedback[i]
     if #info.failures >= M.failures then break end
     if res.outcome ~= "accepted" and res.outcome ~= "slower" then info.failures[#info.failures + 1] = res end
   end
-  info.lessons = lessons.relevant(s.store.cache, r, s.ctx.device, select(2, lessons.settings(r)))
+  info.attempts = tried.last(m, rationale_of, parent and parent.params)
+  info.near = tried.misses(r, parent, m, rationale_of)
+  info.lessons = cache and cache.lessons and lessons.relevant(cache, r, m.device, select(2, lessons.settings(r))) or {}
   for _, i in ipairs(r.ideas) do info.ideas[#info.ideas + 1] = i end
   for _, i in ipairs(M.queued) do info.ideas[#info.ideas + 1] = i end
   return info
 end
 
--- parts(info, mode) -> { role =, rules =, context =, problem =, best =, profile =, failures =, lessons =, ideas =,
--- format = }
+-- info(run [, { parent = }]) -> the raw material of a prompt in a run: the
+-- session's best and start, its cache and device kind, the results stored
+-- before the run's first prompt (read once), the run's results and feedback.
+function M.info(run, opts)
+  local s = run.session
+  local ok, c = pcall(s.ceilings, s)
+  if run.prompt_prior == nil then run.prompt_prior = s.history and s:history() or {} end
+  return M.gather { recipe = run.recipe, cache = s.store.cache, device = s.ctx and s.ctx.device, best = s.best,
+                    start = s.start, parent = opts and opts.parent, ceilings = ok and c or nil,
+                    prior = run.prompt_prior, results = run.results, feedback = run.feedback or run.results }
+end
+
+-- parts(info, mode) -> { role =, rules =, context =, problem =, best =, profile =, attempts =, near =,
+-- failures =, lessons =, ideas =, format = }
 function M.parts(info, mode)
   local r = info.recipe
   local terms = words(r.problem.name .. " " .. (r.problem.description or "") .. " " .. (r.description or "")
@@ -300,30 +437,32 @@ function M.parts(info, mode)
     problem = problem_part(info),
     best = best_part(info),
     profile = profile_part(info),
+    attempts = tried.table(r, info.attempts),
+    near = tried.near_text(info.near, info.parent),
     failures = failures_part(info),
     lessons = lessons.part(info.lessons, r.problem:key()),
     ideas = ideas_part(info),
-    format = string.format(formats[mode or "source"], fence(r)),
+    format = format_part(info, mode or "source"),
   }
   return parts, used
 end
 
-M.order = { "problem", "context", "best", "profile", "failures", "lessons", "ideas", "format" }
+M.order = { "problem", "context", "best", "profile", "attempts", "near", "failures", "lessons", "ideas", "format" }
 
--- build(run, { mode = }) -> convo { system =, messages =, parts =, documents = }
-function M.build(run, opts)
+-- compose(info, { mode = }) -> convo { system =, messages =, parts =, documents =, parent =,
+-- parent_source = }: the messages of the parts (or of the recipe's prompt function).
+function M.compose(info, opts)
   opts = opts or {}
-  local info = M.info(run)
+  local recipe = info.recipe
   local parts, used = M.parts(info, opts.mode)
-  M.queued = {}
   local system, user
-  if run.recipe.prompt then
-    local got = run.recipe.prompt(parts, info)
+  if recipe.prompt then
+    local got = recipe.prompt(parts, info)
     if type(got) == "string" then user = got
     elseif type(got) == "table" then system, user = got.system, got.user end
     if type(user) ~= "string" then
       error(string.format("recipe %s: prompt(parts, info) must return the user message (a string) or "
-                          .. "{ system =, user = }, got %s", run.recipe.name, type(got)), 0)
+                          .. "{ system =, user = }, got %s", recipe.name, type(got)), 0)
     end
   end
   if not user then
@@ -334,7 +473,26 @@ function M.build(run, opts)
     user = table.concat(body, "\n\n")
   end
   system = system or (parts.role .. "\n\n" .. parts.rules)
-  return { system = system, messages = { { role = "user", content = user } }, parts = parts, documents = used }
+  return { system = system, messages = { { role = "user", content = user } }, parts = parts, documents = used,
+           parent = info.parent, parent_source = info.parent_source }
+end
+
+-- build(run, { mode =, parent = }) -> convo (compose's): the next prompt of a
+-- run; the ideas queued at the REPL go into it, once.
+function M.build(run, opts)
+  opts = opts or {}
+  local info = M.info(run, opts)
+  M.queued = {}
+  return M.compose(info, opts)
+end
+
+-- size(convo) -> bytes, tokens: the bytes of its system and user messages,
+-- and an estimate of their tokens (bytes / 4, as the providers' own
+-- estimates take them where no count comes back: kwb.model.providers).
+function M.size(convo)
+  local bytes = #(convo.system or "")
+  for _, m in ipairs(convo.messages) do bytes = bytes + #(m.content or "") end
+  return bytes, bytes // 4
 end
 
 return M

@@ -8,6 +8,7 @@
 --   local prop = reply.proposal(text, recipe)
 --   -- { source =, space =, rationale =, blocks = n } or { no_code = why, rationale = }
 local core = require "kwb.core"
+local edits = require "kwb.strategies.edits"
 local lpeg = require "lpeg"
 local ktext = require "kwb.base.text"
 local site = require "kwb.base.site"
@@ -124,28 +125,70 @@ local function rationale(p)
   return r ~= "" and r or nil
 end
 
--- proposal(text, recipe) -> a proposal for kwb.loop.candidate, or { no_code = why }
-function M.proposal(text, recipe)
+-- The kernel a reply's edits make of the parent, into prop: its source and
+-- a note, or no_code naming the edit that does not apply.
+local function edited(prop, found, parent, others, lang)
+  local n = #found
+  if not parent or not parent.source then
+    prop.no_code = string.format("the reply gives %d edit%s (%s), but its prompt showed no parent to apply them to",
+                                 n, n == 1 and "" or "s", found.form)
+    return prop
+  end
+  local src, why = edits.apply(parent.source, found)
+  if not src then
+    prop.no_code = why
+    return prop
+  end
+  prop.source, prop.edits = src, n
+  prop.note = string.format("the parent %s with %d %s edit%s applied", parent.short, n, found.form,
+                            n == 1 and "" or "s")
+  if others > 0 then
+    prop.note = prop.note .. string.format("; the reply's other ```%s block%s, not an edit, left out", lang,
+                                           others == 1 and "" or "s")
+  end
+  return prop
+end
+
+-- Does a code block hold edits (their markers, or a unified diff's hunk)?
+local function holds_edits(code)
+  return code:find("<<<<<<<+ SEARCH") ~= nil or code:find("@@ %-%d") ~= nil
+end
+
+-- proposal(text, recipe [, parent]) -> a proposal for kwb.loop.candidate, or { no_code = why }
+function M.proposal(text, recipe, parent)
   local p = M.parse(text)
   local langs = M.languages[recipe.backend] or { "c" }
   local pick, cut, n = nil, false, 0
   local space_code
+  local plain = 0   -- closed kernel blocks that are not edits
   for _, b in ipairs(p.blocks) do
     local mine = b.lang == "" and #p.blocks == 1
     for _, l in ipairs(langs) do mine = mine or b.lang == l end
     if mine then
       if b.closed then pick, n = b, n + 1 else cut = true end
+      if b.closed and not holds_edits(b.code) then plain = plain + 1 end
     end
     if b.lang == "lua" and b.closed then space_code = b.code end
   end
+  local found, broken = edits.find(text)
+  -- (SEARCH/REPLACE blocks outside a fence are no part of the rationale)
+  if found or broken then
+    p.prose = p.prose:gsub("<<<<<<<+ SEARCH\n.-\n>>>>>>>+ REPLACE[^\n]*", ""):gsub("^%s+", ""):gsub("%s+$", "")
+  end
   local r = rationale(p)
-  if not pick then
+  local prop
+  if broken then return { no_code = broken, rationale = r } end
+  if found then
+    prop = edited({ rationale = r }, found, parent, plain, langs[1])
+    if prop.no_code then return prop end
+  elseif not pick then
     local why = cut and string.format("its only ```%s block is not closed (the reply was cut off?)", langs[1])
                 or string.format("the reply has no ```%s code block", langs[1])
     return { no_code = why, rationale = r }
+  else
+    prop = { source = pick.code, rationale = r, blocks = n }
+    if n > 1 then prop.note = string.format("%d ```%s blocks: the last one is the kernel", n, langs[1]) end
   end
-  local prop = { source = pick.code, rationale = r, blocks = n }
-  if n > 1 then prop.note = string.format("%d ```%s blocks: the last one is the kernel", n, langs[1]) end
   local limit = recipe.budget and recipe.budget.source_bytes
   if space_code and limit and #space_code > limit then   -- (bounded as a source is, before it runs: kwb.loop.candidate)
     return { no_code = string.format("the reply declares a space, but its lua block is %d bytes, over the recipe's "

@@ -53,27 +53,31 @@ local function marker(line, what)
 end
 local SEARCH, MID, REPLACE = "<<<<<<<+ SEARCH", "=======+", ">>>>>>>+ REPLACE"
 
+-- The lines from j up to the marker `want` (none of the other two before
+-- it): those lines and the marker's index, or nil where it never comes.
+local function upto(lines, j, want, other1, other2)
+  local got = {}
+  while j <= #lines and not marker(lines[j], want) do
+    if marker(lines[j], other1) or marker(lines[j], other2) then return nil end
+    got[#got + 1] = lines[j]
+    j = j + 1
+  end
+  if j > #lines then return nil end
+  return got, j
+end
+
 local function search_replace(lines)
   local out, i = {}, 1
   while i <= #lines do
     if marker(lines[i], SEARCH) then
       local n = #out + 1
-      local search, replace, j = {}, {}, i + 1
-      while j <= #lines and not marker(lines[j], MID) do
-        if marker(lines[j], SEARCH) or marker(lines[j], REPLACE) then break end
-        search[#search + 1] = lines[j]
-        j = j + 1
-      end
-      if j > #lines or not marker(lines[j], MID) then
+      local search, j = upto(lines, i + 1, MID, SEARCH, REPLACE)
+      if not search then
         return nil, string.format("edit %d has no ======= line after its SEARCH (the reply was cut off?)", n)
       end
-      j = j + 1
-      while j <= #lines and not marker(lines[j], REPLACE) do
-        if marker(lines[j], SEARCH) or marker(lines[j], MID) then break end
-        replace[#replace + 1] = lines[j]
-        j = j + 1
-      end
-      if j > #lines or not marker(lines[j], REPLACE) then
+      local replace
+      replace, j = upto(lines, j + 1, REPLACE, SEARCH, MID)
+      if not replace then
         return nil, string.format("edit %d has no >>>>>>> REPLACE line (the reply was cut off?)", n)
       end
       out[n] = { search = search, replace = replace }

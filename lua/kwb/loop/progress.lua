@@ -140,6 +140,7 @@ function Reporter:candidate(run, res)
     end
     emit { event = "candidate", n = n, id = res.id, outcome = res.outcome, score = res.score, duplicate_of = res.duplicate_of,
            reason = res.reason, rule = res.rule, line = res.line, params = res.params, origin = res.origin,
+           model = res.model,
            speedup = next(speedup) and speedup or nil, samples = next(samples) and samples or nil,
            seconds = res.seconds.total,
            stages = { build = res.seconds.build, verify = res.seconds.verify, time = res.seconds.time,
@@ -300,6 +301,7 @@ function Reporter:model(sm)
                                u.unseen == 1 and "try" or "tries")
       or u.estimated and " (estimated)" or "",
     u.priced and string.format("$%.4f", u.cost) or "no price given"))
+  if sm.models then print(summary.models_line(sm.models)) end
   if not sm.proposals then return end
   local rows = {}
   for _, p in ipairs(sm.proposals) do

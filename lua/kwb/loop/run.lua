@@ -60,7 +60,8 @@ function Run:open_model()
                         self.recipe.name), 0)
   end
   local s = self.session
-  self.model = require("kwb.model").new(self.recipe.model, { record = function(t) return s:keep_transcript(t) end })
+  self.model = require("kwb.model").new(self.recipe.model, { record = function(t) return s:keep_transcript(t) end,
+                                                             seed = self.seed })
   return self.model
 end
 

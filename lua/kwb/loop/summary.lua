@@ -27,8 +27,9 @@ local function baseline_part(bl)
            error = bl.error, seconds = bl.seconds }
 end
 
--- The model's part: its usage, and every candidate a reply proposed with its
--- outcome, parent and cost (absent when no model took part).
+-- The model's part: its usage, every candidate a reply proposed with its
+-- outcome, parent and cost, and with several models (kwb.model.several) the
+-- bandit's choices and each model's figures (absent when no model took part).
 local function model_part(run)
   local a = run.model
   if not a then return nil, nil end
@@ -48,10 +49,23 @@ local function model_part(run)
   estimated = u.estimated or false
   local priced = false   -- a fallback's price counts too
   for _, m in ipairs(a.chain) do priced = priced or m.price ~= nil end
-  return { name = require("kwb.model").name(spec), requests = u.requests, retries = u.retries, failures = u.failures,
+  return { name = a.names and table.concat(a.names, ", ") or require("kwb.model").name(spec), requests = u.requests, retries = u.retries, failures = u.failures,
            input = u.input, output = u.output, cost = u.cost, priced = priced, estimated = estimated,
            unseen = u.unseen },
-         props
+         props, a.stats and a:stats() or nil
+end
+
+-- models_line(models) -> "models (Thompson sampling, accepted per second): openai:a 3 requests, 1 accepted,
+-- 4.20 s, rate 0.133/s · ...": several models' figures (sm.models), as the summary prints them
+function M.models_line(ms)
+  local parts = {}
+  for _, m in ipairs(ms.models) do
+    parts[#parts + 1] = string.format(ms.unit == "cost" and "%s %d requests, %d accepted, %.4f, rate %.3g per unit"
+                                      or "%s %d requests, %d accepted, %.2f s, rate %.3g/s", m.name, m.requests,
+                                      m.accepted, m.cost, m.rate)
+  end
+  return string.format("models (Thompson sampling on accepted per %s): %s", ms.unit == "cost" and "unit of cost"
+                       or "second", table.concat(parts, " · "))
 end
 
 -- summary(run) -> { event = "summary", funnel =, best =, start =, elsewhere =, ... }
@@ -228,7 +242,7 @@ function M.summary(run)
   local cert = run.certificate
   if cert then pick, best_times, faster = certified(run, cert, bl)
   else faster = elsewhere(s, run.recipe.shapes, best, best_times, bl) end
-  local model, proposals = model_part(run)
+  local model, proposals, models = model_part(run)
   return setmetatable({
     event = "summary", recipe = run.recipe.name, run = run.record.short, strategy = run.strategy_name,
     seed = run.seed, funnel = run.funnel, candidates = run.evaluated, known = run.skipped, repeats = run.repeats,
@@ -253,6 +267,10 @@ function M.summary(run)
     -- absent when the pick is the fastest at every shape (an empty table would be a JSON object)
     elsewhere = #faster > 0 and faster or nil, shape_count = #run.recipe.shapes,
     model = model, proposals = proposals and #proposals > 0 and proposals or nil, stopped = run.stop_reason,
+    -- several models (kwb.model.several): the bandit's choices (arms, 1-based) and each model's figures
+    models = models,
+    -- the population (kwb.strategies.population): its islands' cells and members, its exchanges
+    population = run.strategy.population and run.strategy.population:summary() or nil,
     stopped_by = run.stopped_by,
     judge = run.judge and { planted = run.judge.planted, rejected = run.judge.rejected, from = run.judge.from,
                             line = require("kwb.loop.selftest").line(run.judge) },

@@ -41,11 +41,16 @@ local function chain(spec)
   return out
 end
 
--- new(spec, { record = fn(transcript) -> id, http = client options }) -> agent
+-- new(spec, { record = fn(transcript) -> id, http = client options, seed =, usage = }) -> agent;
+-- spec a list of models: kwb.model.several's, a bandit choosing among them
+-- (seed: its draws'); usage: a table the counts go into (several models share one)
 function M.new(spec, opts)
   opts = opts or {}
+  local several = require "kwb.model.several"
+  if several.is_list(spec) then return several.new(spec, opts, M) end
   local a = setmetatable({ chain = chain(spec), record = opts.record, http_opts = opts.http, state = {},
-                           usage = { requests = 0, retries = 0, failures = 0, input = 0, output = 0, cost = 0 } },
+                           usage = opts.usage or { requests = 0, retries = 0, failures = 0, input = 0, output = 0,
+                                                   cost = 0 } },
                          Agent)
   for _, s in ipairs(a.chain) do
     if not M.provider(s.provider) then
@@ -91,7 +96,13 @@ function Agent:tools()
   return true
 end
 
+-- name(spec) -> "provider:model" (the program, the transcript); a list's: its models' names
 function M.name(spec)
+  if require("kwb.model.several").is_list(spec) then
+    local names = {}
+    for i, s in ipairs(spec) do names[i] = M.name(s) end
+    return table.concat(names, ", ")
+  end
   return spec.provider .. ":" .. (spec.model or (spec.command and spec.command[1]) or spec.file or "?")
 end
 
@@ -99,8 +110,11 @@ end
 -- get none of them, nor their values).
 function M.key_names(spec)
   local names = { "OPENAI_API_KEY", "ANTHROPIC_API_KEY" }
-  for _, s in ipairs(chain(spec)) do
-    if s.key_env then names[#names + 1] = s.key_env end
+  local arms = require("kwb.model.several").is_list(spec) and spec or { spec }
+  for _, arm in ipairs(arms) do
+    for _, s in ipairs(chain(arm)) do
+      if s.key_env then names[#names + 1] = s.key_env end
+    end
   end
   return names
 end

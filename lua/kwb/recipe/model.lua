@@ -6,6 +6,9 @@
 -- diff_bytes (a parent longer than this is changed by edits) a positive integer,
 -- lessons_every (candidates between the lessons ledger's summaries, 0: none) a
 -- whole number, lessons_bytes (the lessons a prompt holds) a positive one.
+-- Or a list of such models (kwb.model.several: a bandit chooses one per
+-- request), the prompt's and the ledger's settings (context_bytes, profile,
+-- diff_bytes, lessons_every, lessons_bytes) then on the list, for all of them.
 local nearest = require "kwb.base.nearest"
 
 return function(checks)
@@ -64,5 +67,33 @@ return function(checks)
                            timeout = positive_number, file = a_string, context_bytes = positive_integer,
                            profile = a_boolean, diff_bytes = positive_integer, lessons_every = a_count,
                            lessons_bytes = positive_integer } }
-  return model_check
+  -- the list form: several models, the shared settings beside them
+  local shared = { "context_bytes", "profile", "diff_bytes", "lessons_every", "lessons_bytes" }
+  local function models_check(c, f, v)
+    if not require("kwb.model.several").is_list(v) then return model_check(c, f, v) end
+    local names = { "[1]", "[2]", "..." }
+    for _, k in ipairs(shared) do names[#names + 1] = k end
+    for k in pairs(v) do
+      if math.type(k) ~= "integer" and not model_spec.check[k] or math.type(k) == "integer" and (k < 1 or k > #v) then
+        c:unknown(k, names, f .. ".")
+      end
+      if math.type(k) ~= "integer" then
+        local ok = false
+        for _, n in ipairs(shared) do ok = ok or n == k end
+        if not ok then c:fail(f .. "." .. k, "a setting of each model (on the list only: " .. table.concat(shared, ", ") .. ")",
+                              false) end
+        model_spec.check[k](c, f .. "." .. k, v[k])
+      end
+    end
+    for i, m in ipairs(v) do
+      model_check(c, f .. "[" .. i .. "]", m)
+      for _, k in ipairs(shared) do
+        if m[k] ~= nil then
+          c:fail(f .. "[" .. i .. "]." .. k, string.format("set on the list of models, not on one of them (%s is "
+                                                          .. "the prompt's or the ledger's, the same for all)", k), false)
+        end
+      end
+    end
+  end
+  return models_check
 end

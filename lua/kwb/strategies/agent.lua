@@ -104,6 +104,7 @@ function S:propose(run)
   local convo = prompt.build(run, { mode = "agent" })
   convo.tools = S.tools
   local parent = convo.parent and convo.parent.id
+  local first   -- (several models: the first turn's request chooses one, every later turn goes to it)
   for turn = 1, self.turns + 1 do
     -- the last turn, or the run's time is up: an answer, no more tool calls
     local final = turn > self.turns or core.now() >= run.ends_at
@@ -111,7 +112,9 @@ function S:propose(run)
       convo.tool_choice = "none"
       if turn == 1 then convo.tools = nil end   -- (no tool call in the conversation yet)
     end
-    local r = self.model:wait(self.model:ask(convo, "agent"))
+    local ticket = self.model:ask(convo, "agent", first and first.arm)
+    first = first or ticket
+    local r = self.model:wait(ticket)
     if r.error then
       if self:gives_up(run, r) then return nil end
       return self:propose(run)
@@ -121,6 +124,8 @@ function S:propose(run)
     if #r.tool_calls == 0 or final then
       local prop = llm.proposal(run, r, parent, "agent", convo.parent_source)
       prop.space = nil   -- the answer is a kernel; a space goes with llm+tune
+      self.from = self.from or {}
+      self.from[run:id(prop)] = first
       return prop
     end
     convo.messages[#convo.messages + 1] = { role = "assistant", content = r.text, tool_calls = r.tool_calls }
@@ -135,6 +140,10 @@ function S:propose(run)
   end
 end
 
-function S.observe() end
+-- (several models: an accepted answer rewards the model of its conversation)
+function S:observe(run, res, fresh)
+  local t = self.from and self.from[res.id]
+  if t and res.outcome == "accepted" and fresh and self.model.reward then self.model:reward(t) end
+end
 
 return S

@@ -7,7 +7,10 @@
 -- candidates (none unless set: tests/lua/test_lessons.lua sets it).
 local matmul = require "kwb.problems.matmul"
 
-local strategies = { tune = { "llm+tune", sweep = 3 }, agent = { "agent", turns = 3 }, llm = "llm" }
+-- (llm and llm+tune without a population: every prompt shows the best, as the tests of the prompt
+-- assert; tests/lua/test_population.lua drives the population)
+local strategies = { tune = { "llm+tune", sweep = 3, population = false }, agent = { "agent", turns = 3 },
+                     llm = { "llm", population = false } }
 
 return kwb.recipe {
   name     = "llm_host",

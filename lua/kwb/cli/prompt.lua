@@ -6,9 +6,12 @@
 -- the near misses), the best's profile. Printed with its size; nothing is
 -- sent, nothing measured but what a run measures before its first prompt
 -- (the device's ceilings, for the floors), and only where the device kind is
--- this machine's.
+-- this machine's. Where the strategy draws its parent from a population
+-- (llm and llm+tune unless `population = false`: kwb.strategies.population),
+-- the prompt shows the first request's draw, made with the recipe's seed.
 local ids = require "kwb.base.ids"
 local outcomes = require "kwb.base.outcomes"
+local population = require "kwb.strategies.population"
 local prompt = require "kwb.strategies.prompt"
 local strategies = require "kwb.strategies"
 
@@ -96,11 +99,42 @@ function M.material(recipe, opts)
   return m, notes
 end
 
+-- population_of(recipe, name) -> the population option of the recipe's
+-- strategy of that name (its mix's member), or nil; false: none
+local function population_of(spec, name)
+  if not spec then return nil end
+  for _, member in ipairs(spec.members or {}) do
+    local o = population_of(member, name)
+    if o ~= nil then return o end
+  end
+  if spec.name == name then return (spec.options or {}).population end
+  return nil
+end
+
+-- The first request's draw of the run's population (kwb.strategies.llm) into
+-- m: its parent and inspirations, with the recipe's seed (a note where it has none).
+local function draw(recipe, sname, m, notes)
+  local o = population_of(recipe.strategy, sname)
+  if o == false or sname == "agent" or m.parent then return end
+  local seed = recipe.seed or 0
+  if not recipe.seed then
+    notes[#notes + 1] = string.format("recipe %s sets no seed: a run's draws from its population come from its own "
+                                      .. "(the clock's, or --seed), these from seed 0", recipe.name)
+  end
+  local results = { m.start }
+  for _, r in ipairs(m.prior) do results[#results + 1] = r end
+  results[#results + 1] = m.best
+  local pop = population.seeded(o, seed, recipe, results, population.info_of(m.cache, m.device))
+  local pick = pop:sample()
+  if pick.parent then m.parent, m.inspirations = pick.parent.res, pop:shown(pick, m.cache, recipe) end
+end
+
 -- build(recipe, opts) -> convo, facts: the prompt and what the header says.
 function M.build(recipe, opts)
   local mode, sname = mode_of(recipe, opts.strategy)
   if not mode then error(sname, 0) end
   local m, notes = M.material(recipe, opts)
+  draw(recipe, sname, m, notes)
   local convo = prompt.compose(prompt.gather(m), { mode = mode })
   local bytes, tokens = prompt.size(convo)
   local parent = convo.parent

@@ -235,6 +235,9 @@ function Checker:strategy(v, field)
           if not allowed then self:fail(field, string.format("no options for strategy '%s'", s.name), false) end
           if not allowed[k] then self:unknown(k, strategy.option_names(s.name), field .. ".") end
           if allowed[k] == "integer" then positive_integer(self, field .. "." .. k, x)
+          elseif allowed[k] == "population" then
+            local sub, what, got = require("kwb.strategies.population").check(x)
+            if sub then self:fail(field .. "." .. k .. sub, what, got) end
           elseif not strategy.known(x) then self:fail(field .. "." .. k, strategy.unknown_message(x), false) end
           s.options[k] = x
         end

@@ -14,8 +14,11 @@ function M.module(name)
   return "kwb.strategies." .. name:gsub("%+", "_")
 end
 
--- Options a builtin strategy takes in the table form { "llm+tune", sweep = 8 }.
-M.options = { llm = {}, ["llm+tune"] = { sweep = "integer", tuner = "strategy" }, agent = { turns = "integer" } }
+-- Options a builtin strategy takes in the table form { "llm+tune", sweep = 8 }
+-- (population: kwb.strategies.population's option, false for the best as every parent).
+M.options = { llm = { population = "population" },
+              ["llm+tune"] = { sweep = "integer", tuner = "strategy", population = "population" },
+              agent = { turns = "integer" } }
 
 -- The first strategy in spec (a checked one, a mix's members too) that asks
 -- a model for proposals, or nil.

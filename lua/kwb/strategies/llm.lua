@@ -1,11 +1,18 @@
 -- kwb/strategies/llm.lua: the model proposes kernels. Each prompt
--- (kwb.strategies.prompt) shows the current best, the last failures and the ideas; each
--- reply (kwb.strategies.reply) becomes one candidate whose parent is the best the
+-- (kwb.strategies.prompt) shows a parent, the last failures and the ideas; each
+-- reply (kwb.strategies.reply) becomes one candidate whose parent is the one the
 -- prompt showed: accepted, it is the new best (keep); otherwise the best
 -- stays (revert). A reply with no usable kernel is the outcome `no-code`. A
 -- reply may give its kernel as edits of the parent the prompt showed (its
 -- source as built, kwb.strategies.prompt's parent_source): the candidate is
 -- the edited source, whole.
+--
+-- The parent: with options.population (on unless `population = false`), one
+-- drawn from the run's population of verified kernels, with one or two
+-- inspirations beside it (kwb.strategies.population: cells by behaviour,
+-- islands); without it, the current best. Each result joins the island of
+-- the request that proposed it. With several models (kwb.model's list form)
+-- an accepted proposal is the reward of the model that made it.
 --
 -- The requests run ahead of the evaluations: while a worker evaluates one
 -- candidate, the next request (one per worker) is already with the model, so
@@ -16,6 +23,7 @@
 -- default) sweeps it for options.sweep candidates (8 by default), and the
 -- sweep's best stands for the proposal (the reply's cost is carried by the
 -- sweep's first candidate). A reply with no space is a plain source.
+local population = require "kwb.strategies.population"
 local prompt = require "kwb.strategies.prompt"
 local reply = require "kwb.strategies.reply"
 local ids = require "kwb.base.ids"
@@ -28,6 +36,8 @@ function S:init(run)
   self.queue, self.asked, self.failed = {}, 0, 0
   local o = self.options or {}
   self.sweep, self.tuner = o.sweep or self.sweep, o.tuner or self.tuner
+  self.from = {}   -- candidate id -> the request (queue item) that proposed it
+  if o.population ~= false then self.population = population.for_run(run, o.population) end
   self:fill(run)
 end
 
@@ -37,9 +47,12 @@ function S:fill(run, reserve)
   while #self.queue < self.ahead and not self.stopped and #self.queue < run:budget_left() - (reserve or 0)
         and not run:spent() do
     self.asked = self.asked + 1
-    local convo = prompt.build(run, { mode = self.mode })
+    local pop = self.population
+    local pick = pop and pop:sample()
+    local convo = prompt.build(run, { mode = self.mode, parent = pick and pick.parent and pick.parent.res,
+                                      inspirations = pick and pop:shown(pick, run.session.store.cache, run.recipe) })
     self.queue[#self.queue + 1] = { ticket = self.model:ask(convo, self.mode), parent = convo.parent,
-                                    parent_source = convo.parent_source }
+                                    parent_source = convo.parent_source, island = pick and pick.island }
   end
 end
 
@@ -76,7 +89,7 @@ end
 
 -- A sweep of a proposed template: a tuner over its space, proposing points
 -- as sources with defines.
-local function sweep(self, run, base)
+local function sweep(self, run, base, item)
   local strategy = require "kwb.strategies"
   local tuner = strategy.load(self.tuner)
   local first = true
@@ -91,7 +104,8 @@ local function sweep(self, run, base)
     local p = as_prop(params)
     if not first then p.cost = 0 end
     first = false
-    ids[run:id(p)] = true
+    local id = run:id(p)
+    ids[id], self.from[id] = true, item
     return p
   end
   local view = setmetatable({ space = base.space, budget = { candidates = self.sweep } }, { __index = run })
@@ -123,18 +137,23 @@ function S:propose(run)
   self.failed = 0
   local prop = S.proposal(run, r, item.parent and item.parent.id, "llm", item.parent_source)
   if prop.space and self.mode == "template" then
-    self.current = sweep(self, run, prop)
+    self.current = sweep(self, run, prop, item)
     self:fill(run, self.sweep)   -- the next request runs while the sweep is evaluated
     return self:propose(run)
   end
-  self:fill(run, 1)   -- the next request runs while this candidate is evaluated
   prop.space = nil
+  self.from[run:id(prop)] = item
+  self:fill(run, 1)   -- the next request runs while this candidate is evaluated
   return prop
 end
 
 function S:observe(run, res, fresh)
   local sw = self.current   -- the sweep's tuner sees the results of its own points only
   if sw and sw.tuner.observe and sw.ids[res.id] then sw.tuner:observe(sw.view, res, fresh) end
+  local item = self.from and self.from[res.id]
+  if self.population then self.population:note(res, item and item.island) end
+  -- (several models: an accepted proposal rewards the model whose reply made it, once a request)
+  if item and res.outcome == "accepted" and fresh and self.model.reward then self.model:reward(item.ticket) end
 end
 
 return S

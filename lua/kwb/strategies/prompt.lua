@@ -12,6 +12,7 @@
 --             #defines) with its per-shape table and % of floor
 --   profile   the parent's profile where kwb profile made one (model.profile:
 --             the loop profiles each new best): its bottleneck and why
+--   inspirations  other elites of the run's population: kwb.strategies.population's part
 --   attempts  the last attempts as a table: outcome, score and each shape's
 --             speed-up, or the failure's one-line reason (slower ones too)
 --   near      the near misses: verified kernels within a few % of the
@@ -25,7 +26,7 @@
 --   format    how to answer (one code block, or edits of a long parent; a
 --             template's space as a lua block)
 --
---   local convo = prompt.build(run, { mode = "source" | "template" | "agent", parent = result })
+--   local convo = prompt.build(run, { mode = "source" | "template" | "agent", parent = result, inspirations = })
 --   -- { system =, messages = { { role = "user", content = } }, parts =, parent =, parent_source = }
 --
 -- recipe.prompt(parts, info) may return a string (the user message) or
@@ -402,14 +403,14 @@ function M.gather(m)
     if res.outcome ~= "accepted" and res.outcome ~= "slower" then info.failures[#info.failures + 1] = res end
   end
   info.attempts = tried.last(m, rationale_of, parent and parent.params)
-  info.near = tried.misses(r, parent, m, rationale_of)
+  info.near, info.inspirations = tried.misses(r, parent, m, rationale_of), m.inspirations
   info.lessons = cache and cache.lessons and lessons.relevant(cache, r, m.device, select(2, lessons.settings(r))) or {}
   for _, i in ipairs(r.ideas) do info.ideas[#info.ideas + 1] = i end
   for _, i in ipairs(M.queued) do info.ideas[#info.ideas + 1] = i end
   return info
 end
 
--- info(run [, { parent = }]) -> the raw material of a prompt in a run: the
+-- info(run [, { parent =, inspirations = (population.shown's) }]) -> the raw material of a prompt in a run: the
 -- session's best and start, its cache and device kind, the results stored
 -- before the run's first prompt (read once), the run's results and feedback.
 function M.info(run, opts)
@@ -417,12 +418,12 @@ function M.info(run, opts)
   local ok, c = pcall(s.ceilings, s)
   if run.prompt_prior == nil then run.prompt_prior = s.history and s:history() or {} end
   return M.gather { recipe = run.recipe, cache = s.store.cache, device = s.ctx and s.ctx.device, best = s.best,
-                    start = s.start, parent = opts and opts.parent, ceilings = ok and c or nil,
-                    prior = run.prompt_prior, results = run.results, feedback = run.feedback or run.results }
+                    start = s.start, parent = opts and opts.parent, ceilings = ok and c or nil, prior = run.prompt_prior,
+                    results = run.results, feedback = run.feedback or run.results, inspirations = opts and opts.inspirations }
 end
 
--- parts(info, mode) -> { role =, rules =, context =, problem =, best =, profile =, attempts =, near =,
--- failures =, lessons =, ideas =, format = }
+-- parts(info, mode) -> { role =, rules =, context =, problem =, best =, profile =, inspirations =, attempts =,
+-- near =, failures =, lessons =, ideas =, format = }
 function M.parts(info, mode)
   local r = info.recipe
   local terms = words(r.problem.name .. " " .. (r.problem.description or "") .. " " .. (r.description or "")
@@ -436,7 +437,7 @@ function M.parts(info, mode)
     context = docs ~= "" and ("Reference material:\n\n" .. docs) or nil,
     problem = problem_part(info),
     best = best_part(info),
-    profile = profile_part(info),
+    profile = profile_part(info), inspirations = info.inspirations and info.inspirations.text,
     attempts = tried.table(r, info.attempts),
     near = tried.near_text(info.near, info.parent),
     failures = failures_part(info),
@@ -447,7 +448,8 @@ function M.parts(info, mode)
   return parts, used
 end
 
-M.order = { "problem", "context", "best", "profile", "attempts", "near", "failures", "lessons", "ideas", "format" }
+M.order = { "problem", "context", "best", "profile", "inspirations", "attempts", "near", "failures", "lessons",
+            "ideas", "format" }
 
 -- compose(info, { mode = }) -> convo { system =, messages =, parts =, documents =, parent =,
 -- parent_source = }: the messages of the parts (or of the recipe's prompt function).

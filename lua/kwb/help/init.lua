@@ -164,9 +164,10 @@ M.commands = {
       .. "measures before its first prompt (the device's ceilings, for the floors, on this machine's device kind "
       .. "only); a best still due a compute-sanitizer run is not taken (a run sanitizes it first). Notes say what "
       .. "it lacks that a run's prompt would have (the start kernel's times before it is measured, the floors of "
-      .. "another device kind).",
+      .. "another device kind). Where the strategy draws its parents from a population (llm and llm+tune unless "
+      .. "population = false), the parent and inspirations are the run's first draw, with the recipe's seed.",
     options = {
-      { "--parent ID", "the verified result to show as the parent instead of the best" },
+      { "--parent ID", "the verified result to show as the parent instead of the best (or the population's draw)" },
       { "--strategy S", "llm, llm+tune or agent: the prompt of that strategy (default: the recipe's, where it asks "
         .. "a model)" },
       { "--device KIND", "the device kind whose results count (default: this machine's for the recipe's backend)" },
@@ -317,12 +318,16 @@ M.recipe_fields = {
   { "space", "the template's parameters: { NAME = { values... }, restrict = function(params) -> boolean, start = "
     .. "{ a point } }" },
   { "strategy", "what proposes candidates: " .. strategies .. ", a table { propose =, observe = }, { \"llm+tune\", "
-    .. "sweep = 8 } (a builtin with options) or a list of them taken in turn (default random with a space)" },
+    .. "sweep = 8 } (a builtin with options; llm and llm+tune take population = { islands = 2, exchange = 4, "
+    .. "best = 0.5, inspirations = 2, margin = 0.05 }, the parents drawn from verified kernels by behaviour, or "
+    .. "false for the best as every parent) or a list of them taken in turn (default random with a space)" },
   { "model", "the model the llm, llm+tune and agent strategies ask: { provider =, model =, base_url =, key_env =, "
     .. "temperature =, max_tokens =, price =, fallback =, profile = true (CUDA: each new best profiled with ncu, "
     .. "its bottleneck in the prompt), diff_bytes = 8192 (a parent longer than this is to be changed by edits, "
     .. "SEARCH/REPLACE blocks or a unified diff, not written again whole), lessons_every = 8 (evaluated candidates "
-    .. "between the lessons ledger's summaries; 0: none), lessons_bytes = 3000 (the lessons a prompt holds), ... }" },
+    .. "between the lessons ledger's summaries; 0: none), lessons_bytes = 3000 (the lessons a prompt holds), ... }, "
+    .. "or a list of them { { ... }, { ... }, profile =, ... }: a seeded bandit chooses one per request on accepted "
+    .. "proposals per cost" },
   { "context", "files the model reads (hwdocs/, modeldocs/), relative to the recipe's file" },
   { "ideas", "sentences for the model's prompt: the ideas a human brings" },
   { "tags", "technique words of the recipe's problem (lowercase: \"loop-order\", \"tiling\"): the lessons other "

@@ -170,7 +170,9 @@ local replies = {
 
 local matmul = require "kwb.problems.matmul"
 local r = kwb.recipe { name = "edited", problem = matmul {}, shapes = { n = { 48 } },
-                       start = { file = "../../kernels/host/matmul_naive.c" }, strategy = "llm", flags = { "-O2" },
+                       start = { file = "../../kernels/host/matmul_naive.c" }, flags = { "-O2" },
+                       -- (no population: each prompt shows the best, the parent its edits are of)
+                       strategy = { "llm", population = false },
                        model = { provider = "replay", file = transcript(replies) },
                        -- every verified kernel is the new parent: the third prompt's is the first reply's
                        accept = function() return true end,

@@ -33,6 +33,8 @@
 --   pop:cells(island)           -- { { key =, wins =, class =, size =, elite = member }, ... } sorted by key
 --   pop:describe(member)        -- "wins n=64, n=96 · unprofiled · under 1 KiB"
 --   pop.exchanges               -- { { request =, moves = { { from =, to =, id = }, ... } }, ... }
+--   population.for_run(run, opts)                   -- the run's (kwb.strategies.llm); seeded(...): kwb prompt's
+--   pop:shown(pick, cache, recipe)                  -- the prompt's inspirations, with their part's text
 local figures = require "kwb.figures"
 local ids = require "kwb.base.ids"
 local ktext = require "kwb.base.text"

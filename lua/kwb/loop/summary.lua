@@ -270,7 +270,7 @@ function M.summary(run)
     -- several models (kwb.model.several): the bandit's choices (arms, 1-based) and each model's figures
     models = models,
     -- the population (kwb.strategies.population): its islands' cells and members, its exchanges
-    population = run.strategy.population and run.strategy.population:summary() or nil,
+    population = run.strategy and run.strategy.population and run.strategy.population:summary() or nil,
     stopped_by = run.stopped_by,
     judge = run.judge and { planted = run.judge.planted, rejected = run.judge.rejected, from = run.judge.from,
                             line = require("kwb.loop.selftest").line(run.judge) },
